@@ -1,0 +1,1 @@
+//! kreplay-cli: the loader, stream merger and Perfetto writer behind the `kreplay` command.

@@ -1,0 +1,1 @@
+//! kreplay-tool: the library injected into GPU applications.

@@ -1,0 +1,1 @@
+//! Integration-test helpers: locating built binaries and the test runtimes.
