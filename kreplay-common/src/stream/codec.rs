@@ -1,0 +1,293 @@
+//! Byte encoding of records inside a chunk payload: `tag u8, body_len u32, body`, fields
+//! little-endian in declaration order, strings as `len u32` + UTF-8 bytes.
+//!
+//! A decoder skips a tag it does not know (a newer writer's record) and ignores body bytes
+//! past the fields it knows (a newer writer's appended fields): that is the format's forward
+//! compatibility. A body shorter than its known fields is malformed.
+
+use super::record::{
+    ApiCall, Correlation, Decline, Dispatch, Drops, Nondeterministic, ProcessName, Record,
+    ReplayPass, Restore, Snapshot, ThreadName,
+};
+
+/// Bytes before each record body: the tag and the body length.
+pub const RECORD_HEADER_LEN: usize = 5;
+/// Strings longer than this are cut (at a character boundary) when encoded.
+pub const MAX_STRING: usize = 64 * 1024;
+
+/// Tag numbers; never reuse one.
+mod tag {
+    pub const THREAD_NAME: u8 = 1;
+    pub const PROCESS_NAME: u8 = 2;
+    pub const API_CALL: u8 = 3;
+    pub const DISPATCH: u8 = 4;
+    pub const REPLAY_PASS: u8 = 5;
+    pub const SNAPSHOT: u8 = 6;
+    pub const RESTORE: u8 = 7;
+    pub const DECLINE: u8 = 8;
+    pub const NONDETERMINISTIC: u8 = 9;
+    pub const CORRELATION: u8 = 10;
+    pub const DROPS: u8 = 11;
+}
+
+/// Appends little-endian fields to a buffer.
+struct Enc<'a>(&'a mut Vec<u8>);
+
+impl Enc<'_> {
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32s(&mut self, v: &[u32]) {
+        v.iter().for_each(|&x| self.u32(x));
+    }
+    fn u64s(&mut self, v: &[u64]) {
+        v.iter().for_each(|&x| self.u64(x));
+    }
+    fn str(&mut self, s: &str) {
+        let mut end = s.len().min(MAX_STRING);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.u32(end as u32);
+        self.0.extend_from_slice(&s.as_bytes()[..end]);
+    }
+}
+
+/// Reads little-endian fields from a record body; `None` when the body is too short.
+struct Dec<'a> {
+    b: &'a [u8],
+}
+
+impl Dec<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, rest) = self.b.split_first_chunk::<N>()?;
+        self.b = rest;
+        Some(*head)
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.take().map(u16::from_le_bytes)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take().map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take().map(u64::from_le_bytes)
+    }
+    fn u32s<const N: usize>(&mut self) -> Option<[u32; N]> {
+        let mut out = [0u32; N];
+        for v in &mut out {
+            *v = self.u32()?;
+        }
+        Some(out)
+    }
+    fn u64s<const N: usize>(&mut self) -> Option<[u64; N]> {
+        let mut out = [0u64; N];
+        for v in &mut out {
+            *v = self.u64()?;
+        }
+        Some(out)
+    }
+    fn str(&mut self) -> Option<String> {
+        let len = self.u32()? as usize;
+        if len > self.b.len() {
+            return None;
+        }
+        let (s, rest) = self.b.split_at(len);
+        self.b = rest;
+        String::from_utf8(s.to_vec()).ok()
+    }
+}
+
+/// Appends `rec` (header and body) to `out`.
+pub fn encode(rec: &Record, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+    let mut e = Enc(out);
+    let tag = match rec {
+        Record::ThreadName(r) => {
+            e.u32(r.tid);
+            e.str(&r.name);
+            tag::THREAD_NAME
+        }
+        Record::ProcessName(r) => {
+            e.u32(r.pid);
+            e.str(&r.name);
+            tag::PROCESS_NAME
+        }
+        Record::ApiCall(r) => {
+            e.u32(r.pid);
+            e.u32(r.tid);
+            e.u16(r.api);
+            e.u64s(&[r.enter_ns, r.exit_ns, r.ret]);
+            e.u64s(&r.args);
+            e.u64s(&r.extra);
+            e.u64(r.out);
+            tag::API_CALL
+        }
+        Record::Dispatch(r) => {
+            e.u32(r.pid);
+            e.u32(r.tid);
+            e.u64s(&[r.agent, r.queue, r.correlation, r.kernel_object]);
+            e.u32s(&r.grid);
+            e.u32s(&r.workgroup);
+            e.u64s(&[r.submit_ns, r.start_ns, r.end_ns]);
+            e.str(&r.kernel);
+            tag::DISPATCH
+        }
+        Record::ReplayPass(r) => {
+            e.u64(r.correlation);
+            e.u32(r.pass);
+            e.u64s(&[r.start_ns, r.end_ns]);
+            tag::REPLAY_PASS
+        }
+        Record::Snapshot(r) => {
+            e.u64s(&[r.correlation, r.start_ns, r.end_ns, r.bytes, r.regions]);
+            tag::SNAPSHOT
+        }
+        Record::Restore(r) => {
+            e.u64(r.correlation);
+            e.u32(r.pass);
+            e.u64s(&[r.start_ns, r.end_ns, r.bytes, r.regions, r.skipped]);
+            tag::RESTORE
+        }
+        Record::Decline(r) => {
+            e.u64s(&[r.correlation, r.ts_ns]);
+            e.str(&r.reason);
+            tag::DECLINE
+        }
+        Record::Nondeterministic(r) => {
+            e.u64(r.correlation);
+            e.u32(r.pass);
+            e.u64s(&[r.ts_ns, r.region, r.offset]);
+            tag::NONDETERMINISTIC
+        }
+        Record::Correlation(r) => {
+            e.u32(r.tid);
+            e.u64s(&[r.ts_ns, r.external_id, r.correlation]);
+            tag::CORRELATION
+        }
+        Record::Drops(r) => {
+            e.u64s(&[r.ts_ns, r.count]);
+            e.str(&r.source);
+            tag::DROPS
+        }
+    };
+    let body_len = (out.len() - start - RECORD_HEADER_LEN) as u32;
+    out[start] = tag;
+    out[start + 1..start + RECORD_HEADER_LEN].copy_from_slice(&body_len.to_le_bytes());
+}
+
+/// What [`decode`] found at a payload position.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    /// A record, and the payload position after it.
+    Record(Record, usize),
+    /// A record with a tag this build does not know, skipped; the position after it.
+    Unknown(u8, usize),
+    /// The bytes at this position are not a well-formed record.
+    Malformed,
+}
+
+/// Decodes the record starting at `pos` of a chunk payload (`pos < payload.len()`).
+pub fn decode(payload: &[u8], pos: usize) -> Decoded {
+    let Some(head) = payload.get(pos..pos + RECORD_HEADER_LEN) else {
+        return Decoded::Malformed;
+    };
+    let tag = head[0];
+    let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    let body_start = pos + RECORD_HEADER_LEN;
+    let Some(body) = payload.get(body_start..body_start + len) else {
+        return Decoded::Malformed;
+    };
+    let next = body_start + len;
+    match decode_body(tag, &mut Dec { b: body }) {
+        Some(Some(rec)) => Decoded::Record(rec, next),
+        Some(None) => Decoded::Unknown(tag, next),
+        None => Decoded::Malformed,
+    }
+}
+
+/// `Some(None)` for an unknown tag, `None` for a body too short for the tag's fields.
+fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
+    let rec: Record = match tag {
+        tag::THREAD_NAME => ThreadName { tid: d.u32()?, name: d.str()? }.into(),
+        tag::PROCESS_NAME => ProcessName { pid: d.u32()?, name: d.str()? }.into(),
+        tag::API_CALL => ApiCall {
+            pid: d.u32()?,
+            tid: d.u32()?,
+            api: d.u16()?,
+            enter_ns: d.u64()?,
+            exit_ns: d.u64()?,
+            ret: d.u64()?,
+            args: d.u64s()?,
+            extra: d.u64s()?,
+            out: d.u64()?,
+        }
+        .into(),
+        tag::DISPATCH => {
+            let (pid, tid) = (d.u32()?, d.u32()?);
+            let [agent, queue, correlation, kernel_object] = d.u64s()?;
+            let (grid, workgroup) = (d.u32s()?, d.u32s()?);
+            let [submit_ns, start_ns, end_ns] = d.u64s()?;
+            Dispatch {
+                pid,
+                tid,
+                agent,
+                queue,
+                kernel: d.str()?,
+                correlation,
+                kernel_object,
+                grid,
+                workgroup,
+                submit_ns,
+                start_ns,
+                end_ns,
+            }
+            .into()
+        }
+        tag::REPLAY_PASS => ReplayPass {
+            correlation: d.u64()?,
+            pass: d.u32()?,
+            start_ns: d.u64()?,
+            end_ns: d.u64()?,
+        }
+        .into(),
+        tag::SNAPSHOT => {
+            let [correlation, start_ns, end_ns, bytes, regions] = d.u64s()?;
+            Snapshot { correlation, start_ns, end_ns, bytes, regions }.into()
+        }
+        tag::RESTORE => {
+            let (correlation, pass) = (d.u64()?, d.u32()?);
+            let [start_ns, end_ns, bytes, regions, skipped] = d.u64s()?;
+            Restore { correlation, pass, start_ns, end_ns, bytes, regions, skipped }.into()
+        }
+        tag::DECLINE => Decline { correlation: d.u64()?, ts_ns: d.u64()?, reason: d.str()? }.into(),
+        tag::NONDETERMINISTIC => Nondeterministic {
+            correlation: d.u64()?,
+            pass: d.u32()?,
+            ts_ns: d.u64()?,
+            region: d.u64()?,
+            offset: d.u64()?,
+        }
+        .into(),
+        tag::CORRELATION => Correlation {
+            tid: d.u32()?,
+            ts_ns: d.u64()?,
+            external_id: d.u64()?,
+            correlation: d.u64()?,
+        }
+        .into(),
+        tag::DROPS => {
+            let [ts_ns, count] = d.u64s()?;
+            Drops { ts_ns, source: d.str()?, count }.into()
+        }
+        _ => return Some(None),
+    };
+    Some(Some(rec))
+}

@@ -1,0 +1,60 @@
+//! kreplay stream files: the versioned, crash-safe binary format the tool and the CLI write
+//! and the CLI merges into one trace.
+//!
+//! # Layout (all integers little-endian)
+//!
+//! ```text
+//! file   = header chunk*
+//! header = magic "KRPLSTRM" (8) | version u16 | header_len u16 | kind u16 | clock_id u16
+//!        | pid u32 | created_monotonic_ns u64 | created_realtime_ns u64 | crc32 u32
+//!          (40 bytes in version 1; crc32 covers the header_len - 4 bytes before it)
+//! chunk  = payload_len u32 | crc32(payload) u32 | seq u64 | payload
+//!          (seq counts chunks from 0; payload_len <= MAX_CHUNK_PAYLOAD)
+//! payload = record*
+//! record = tag u8 | body_len u32 | body
+//! ```
+//!
+//! Bodies are the record's fields in a fixed order (see [`codec`]); strings are `len u32`
+//! plus UTF-8. A reader skips records whose tag it does not know and ignores bytes after the
+//! fields it knows, so a newer writer can add record types and append fields.
+//!
+//! # Crash safety
+//!
+//! The writer appends each chunk with one `write_all` of one buffer. A process killed at any
+//! moment leaves every complete chunk intact; the reader checks each chunk's length, CRC-32
+//! and sequence number, stops at the first that fails, and reports the file and byte offset
+//! ([`StreamDamage`]) while keeping every record before it.
+//!
+//! # Time
+//!
+//! Every timestamp is CLOCK_MONOTONIC nanoseconds (the BPF clock). Within a chunk the tool
+//! writes records sorted by [`Record::timestamp`]; a merge across streams keys on
+//! [`StreamReader::peek_timestamp`]. See `docs/stream-format.md`.
+
+pub mod codec;
+mod crc32;
+mod error;
+mod header;
+mod reader;
+mod record;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+pub use crc32::crc32;
+pub use error::{DamageKind, StreamDamage, StreamError};
+pub use header::{
+    CLOCK_MONOTONIC_ID, FORMAT_VERSION, HEADER_LEN, MAGIC, StreamHeader, StreamKind, monotonic_ns,
+};
+pub use reader::StreamReader;
+pub use record::{
+    ApiCall, Correlation, Decline, Dispatch, Drops, Nondeterministic, ProcessName, Record,
+    ReplayPass, Restore, Snapshot, ThreadName,
+};
+pub use writer::{DEFAULT_CHUNK_THRESHOLD, StreamWriter};
+
+/// Bytes of a chunk header: payload length, payload CRC-32, sequence number.
+pub const CHUNK_HEADER_LEN: usize = 16;
+/// The largest payload a chunk may announce; a bigger length field means a corrupt header.
+pub const MAX_CHUNK_PAYLOAD: usize = 16 * 1024 * 1024;

@@ -1,0 +1,243 @@
+//! The record types a stream carries, and the timestamp each one sorts by.
+//!
+//! Times are CLOCK_MONOTONIC nanoseconds (`bpf_ktime_get_ns`'s clock), so the tool's and the
+//! probes' streams of one run share a time axis.
+
+/// A thread's name (`comm`), announced once per stream before or among its records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadName {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// The name.
+    pub name: String,
+}
+
+/// A process's name, announced once per stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessName {
+    /// Process id.
+    pub pid: u32,
+    /// The name.
+    pub name: String,
+}
+
+/// One completed runtime API call: the CLI writes one per BPF call record, the tool one per
+/// call it intercepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiCall {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Which API (`kreplay_common::api::ApiId`).
+    pub api: u16,
+    /// Entry time.
+    pub enter_ns: u64,
+    /// Return time.
+    pub exit_ns: u64,
+    /// Return value.
+    pub ret: u64,
+    /// The first six argument words.
+    pub args: [u64; 6],
+    /// API-specific extra words (stack arguments, dereferenced values).
+    pub extra: [u64; 5],
+    /// The value an out-pointer received (e.g. the allocated address).
+    pub out: u64,
+}
+
+/// One kernel dispatch and when the GPU ran it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dispatch {
+    /// Process id.
+    pub pid: u32,
+    /// Submitting thread id.
+    pub tid: u32,
+    /// The agent (device) handle.
+    pub agent: u64,
+    /// The queue (stream) handle.
+    pub queue: u64,
+    /// Kernel name.
+    pub kernel: String,
+    /// kreplay's correlation id of the launch.
+    pub correlation: u64,
+    /// The kernel object (code handle).
+    pub kernel_object: u64,
+    /// Grid size in work-items per dimension.
+    pub grid: [u32; 3],
+    /// Workgroup size per dimension.
+    pub workgroup: [u32; 3],
+    /// When the packet was submitted.
+    pub submit_ns: u64,
+    /// When the GPU started it.
+    pub start_ns: u64,
+    /// When the GPU finished it.
+    pub end_ns: u64,
+}
+
+/// One replay pass of a dispatch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayPass {
+    /// The dispatch's correlation id.
+    pub correlation: u64,
+    /// Pass number, from 0.
+    pub pass: u32,
+    /// Start.
+    pub start_ns: u64,
+    /// End.
+    pub end_ns: u64,
+}
+
+/// The memory snapshot taken before a replayed dispatch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The dispatch's correlation id.
+    pub correlation: u64,
+    /// Start.
+    pub start_ns: u64,
+    /// End.
+    pub end_ns: u64,
+    /// Bytes saved.
+    pub bytes: u64,
+    /// Memory regions saved.
+    pub regions: u64,
+}
+
+/// A restore of the snapshot before a replay pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restore {
+    /// The dispatch's correlation id.
+    pub correlation: u64,
+    /// The pass it prepared.
+    pub pass: u32,
+    /// Start.
+    pub start_ns: u64,
+    /// End.
+    pub end_ns: u64,
+    /// Bytes copied back.
+    pub bytes: u64,
+    /// Regions copied back.
+    pub regions: u64,
+    /// Regions skipped because they were unchanged.
+    pub skipped: u64,
+}
+
+/// A dispatch kreplay declined to replay, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decline {
+    /// The dispatch's correlation id.
+    pub correlation: u64,
+    /// When it was declined.
+    pub ts_ns: u64,
+    /// Why.
+    pub reason: String,
+}
+
+/// A replay pass whose output differed from the first pass's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nondeterministic {
+    /// The dispatch's correlation id.
+    pub correlation: u64,
+    /// The pass that differed.
+    pub pass: u32,
+    /// When it was found.
+    pub ts_ns: u64,
+    /// Base address of the region that differed.
+    pub region: u64,
+    /// First differing byte offset inside it.
+    pub offset: u64,
+}
+
+/// An external correlation id (e.g. a framework's op id) pushed by a thread, tied to kreplay's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Correlation {
+    /// Thread id.
+    pub tid: u32,
+    /// When it was recorded.
+    pub ts_ns: u64,
+    /// The external id.
+    pub external_id: u64,
+    /// kreplay's correlation id.
+    pub correlation: u64,
+}
+
+/// Records a producer dropped (buffer cap, full ring buffer): every drop is counted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Drops {
+    /// When the count was taken.
+    pub ts_ns: u64,
+    /// Which buffer dropped them.
+    pub source: String,
+    /// How many records were dropped since the previous `Drops` of this source.
+    pub count: u64,
+}
+
+/// Any record of a stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// See [`ThreadName`].
+    ThreadName(ThreadName),
+    /// See [`ProcessName`].
+    ProcessName(ProcessName),
+    /// See [`ApiCall`].
+    ApiCall(ApiCall),
+    /// See [`Dispatch`].
+    Dispatch(Dispatch),
+    /// See [`ReplayPass`].
+    ReplayPass(ReplayPass),
+    /// See [`Snapshot`].
+    Snapshot(Snapshot),
+    /// See [`Restore`].
+    Restore(Restore),
+    /// See [`Decline`].
+    Decline(Decline),
+    /// See [`Nondeterministic`].
+    Nondeterministic(Nondeterministic),
+    /// See [`Correlation`].
+    Correlation(Correlation),
+    /// See [`Drops`].
+    Drops(Drops),
+}
+
+impl Record {
+    /// The time this record sorts by in a merge: the start of a span (`enter_ns`, `submit_ns`,
+    /// `start_ns`) or the instant of an event; 0 for the timeless name records, which a merge
+    /// emits as soon as it sees them.
+    pub fn timestamp(&self) -> u64 {
+        match self {
+            Self::ThreadName(_) | Self::ProcessName(_) => 0,
+            Self::ApiCall(r) => r.enter_ns,
+            Self::Dispatch(r) => r.submit_ns,
+            Self::ReplayPass(r) => r.start_ns,
+            Self::Snapshot(r) => r.start_ns,
+            Self::Restore(r) => r.start_ns,
+            Self::Decline(r) => r.ts_ns,
+            Self::Nondeterministic(r) => r.ts_ns,
+            Self::Correlation(r) => r.ts_ns,
+            Self::Drops(r) => r.ts_ns,
+        }
+    }
+}
+
+macro_rules! impl_from {
+    ($($ty:ident),*) => {
+        $(impl From<$ty> for Record {
+            fn from(r: $ty) -> Self {
+                Self::$ty(r)
+            }
+        })*
+    };
+}
+
+impl_from!(
+    ThreadName,
+    ProcessName,
+    ApiCall,
+    Dispatch,
+    ReplayPass,
+    Snapshot,
+    Restore,
+    Decline,
+    Nondeterministic,
+    Correlation,
+    Drops
+);
