@@ -1,1 +1,47 @@
-fn main() {}
+//! `kreplay`: trace GPU runtime calls with eBPF uprobes, replay kernels, audit fleets.
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// kreplay — GPU runtime tracing and kernel replay for AMD (HSA/HIP) and NVIDIA (CUDA).
+///
+/// Probes attach to the runtime libraries a process really maps, without restarting it.
+/// Most subcommands need root (CAP_BPF and CAP_PERFMON). Logs go to stderr; set RUST_LOG
+/// (e.g. RUST_LOG=kreplay=debug) for more.
+#[derive(Parser, Debug)]
+#[command(name = "kreplay", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Attach a uprobe and uretprobe to one function of one library and print every call.
+    Probe(cmd::probe::ProbeArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Probe(args) => cmd::probe::run(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            // One line: the error and its causes, outermost first.
+            let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();
+            eprintln!("kreplay: error: {}", chain.join(": "));
+            ExitCode::from(1)
+        }
+    }
+}

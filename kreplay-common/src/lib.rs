@@ -1,4 +1,11 @@
+//! Types shared by kreplay's BPF programs (`kreplay-ebpf`), the injected tool and the CLI.
+//!
+//! Everything here is `#[repr(C)]` plain data with fixed sizes (asserted at compile time), so
+//! the BPF side and userspace agree on every byte. With the `user` feature the map and
+//! ring-buffer types implement `aya::Pod`; with `std` the stream-file module is available.
 #![cfg_attr(not(feature = "std"), no_std)]
 
+pub mod api;
+pub mod probe;
 #[cfg(feature = "std")]
 pub mod stream;

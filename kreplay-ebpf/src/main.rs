@@ -1,4 +1,243 @@
+//! kreplay's BPF programs: one uprobe and one uretprobe shared by every probed API.
+//!
+//! The attach cookie names the API and the arguments to capture ([`Cookie`]). The entry
+//! program saves the argument registers (and stack words or a struct where the API needs
+//! them) per (thread, API); the return program turns them into one [`CallRecord`] in the ring
+//! buffer, reads the out-pointer, and keeps the live-allocation inventory. Every record that
+//! cannot be delivered is counted in `COUNTERS`.
 #![no_std]
 #![no_main]
+
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
+    macros::{map, uprobe, uretprobe},
+    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+    programs::{ProbeContext, RetProbeContext},
+};
+use kreplay_common::probe::{
+    AllocInfo, AllocKey, CallRecord, Cookie, EXTRA_WORDS, EntryKey, EntryState, FLAG_OUT_VALID,
+    counter, mode, role,
+};
+
+/// Completed calls; its size is set by userspace at load time.
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
+
+/// Calls in flight. LRU so that threads killed mid-call cannot fill it for good.
+#[map]
+static ENTRIES: LruHashMap<EntryKey, EntryState> = LruHashMap::with_max_entries(65536, 0);
+
+/// Live device allocations per process.
+#[map]
+static ALLOCS: HashMap<AllocKey, AllocInfo> = HashMap::with_max_entries(262144, 0);
+
+/// Loss and fault counters, indexed by `kreplay_common::probe::counter`.
+#[map]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+#[inline(always)]
+fn bump(index: u32) {
+    if let Some(slot) = COUNTERS.get_ptr_mut(index) {
+        // SAFETY: per-CPU slot of this CPU; BPF programs do not migrate while running.
+        unsafe { *slot += 1 };
+    }
+}
+
+#[inline(always)]
+fn cookie<C: EbpfContext>(ctx: &C) -> Cookie {
+    // SAFETY: the helper only reads the cookie of the link this program runs for.
+    Cookie(unsafe { aya_ebpf::helpers::generated::bpf_get_attach_cookie(ctx.as_ptr()) })
+}
+
+/// Entry of any probed API.
+#[uprobe]
+pub fn call_enter(ctx: ProbeContext) -> u32 {
+    try_call_enter(&ctx);
+    0
+}
+
+#[inline(always)]
+fn try_call_enter(ctx: &ProbeContext) {
+    let c = cookie(ctx);
+    let mut state = EntryState {
+        // SAFETY: plain helper call.
+        enter_ns: unsafe { bpf_ktime_get_ns() },
+        args: [0; 6],
+        extra: [0; EXTRA_WORDS],
+    };
+    let mut i = 0;
+    while i < 6 {
+        state.args[i] = ctx.arg::<u64>(i).unwrap_or(0);
+        i += 1;
+    }
+    let src = match c.mode() {
+        // SAFETY: regs points at this probe's pt_regs for the program's whole run. At entry
+        // rsp points at the return address; stack arguments start one word above it.
+        mode::STACK_WORDS => (unsafe { (*ctx.regs).rsp }) + 8,
+        mode::ARG0_STRUCT => state.args[0],
+        _ => 0,
+    };
+    if src != 0 {
+        // SAFETY: bpf_probe_read_user validates the user address and fails cleanly.
+        match unsafe { bpf_probe_read_user(src as *const [u64; EXTRA_WORDS]) } {
+            Ok(words) => state.extra = words,
+            Err(_) => bump(counter::READ_FAULTS),
+        }
+    }
+    let key = EntryKey {
+        pid_tgid: bpf_get_current_pid_tgid(),
+        api: c.api() as u32,
+        _pad: 0,
+    };
+    if ENTRIES.insert(&key, &state, 0).is_err() {
+        bump(counter::ENTRY_MAP_FULL);
+    }
+}
+
+/// Return of any probed API.
+#[uretprobe]
+pub fn call_return(ctx: RetProbeContext) -> u32 {
+    try_call_return(&ctx);
+    0
+}
+
+#[inline(always)]
+fn try_call_return(ctx: &RetProbeContext) {
+    // SAFETY: plain helper call.
+    let exit_ns = unsafe { bpf_ktime_get_ns() };
+    let c = cookie(ctx);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let key = EntryKey {
+        pid_tgid,
+        api: c.api() as u32,
+        _pad: 0,
+    };
+    // SAFETY: the value is copied out before the entry is removed below.
+    let state = match unsafe { ENTRIES.get(&key) } {
+        Some(s) => *s,
+        None => {
+            bump(counter::MISSING_ENTRY);
+            return;
+        }
+    };
+    let _ = ENTRIES.remove(&key);
+    let ret: u64 = ctx.ret();
+
+    let mut out = 0u64;
+    let mut flags = 0u16;
+    let out_idx = c.out_plus_one();
+    if out_idx != 0 {
+        let slot = arg_at(&state, out_idx - 1);
+        if slot != 0 {
+            // SAFETY: bpf_probe_read_user validates the user address and fails cleanly.
+            match unsafe { bpf_probe_read_user(slot as *const u64) } {
+                Ok(v) => {
+                    out = v;
+                    flags |= FLAG_OUT_VALID;
+                }
+                Err(_) => bump(counter::READ_FAULTS),
+            }
+        }
+    }
+    let pid = (pid_tgid >> 32) as u32;
+    let tid = pid_tgid as u32;
+    track_inventory(c, &state, pid, tid, ret, out, flags, exit_ns);
+
+    match EVENTS.reserve::<CallRecord>(0) {
+        Some(mut entry) => {
+            entry.write(CallRecord {
+                enter_ns: state.enter_ns,
+                exit_ns,
+                pid,
+                tid,
+                api: c.api(),
+                flags,
+                _pad: 0,
+                args: state.args,
+                extra: state.extra,
+                ret,
+                out,
+            });
+            entry.submit(0);
+        }
+        None => bump(counter::RINGBUF_DROPS),
+    }
+}
+
+#[inline(always)]
+fn arg_at(state: &EntryState, idx: u64) -> u64 {
+    if idx < 6 {
+        state.args[idx as usize]
+    } else if idx - 6 < EXTRA_WORDS as u64 {
+        state.extra[(idx - 6) as usize]
+    } else {
+        0
+    }
+}
+
+/// Keeps ALLOCS in step with successful allocations and frees (return code 0 = success for
+/// every runtime kreplay probes: hsa_status_t, hipError_t and CUresult alike).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn track_inventory(
+    c: Cookie,
+    state: &EntryState,
+    pid: u32,
+    tid: u32,
+    ret: u64,
+    out: u64,
+    flags: u16,
+    ts_ns: u64,
+) {
+    if ret as u32 != 0 {
+        return;
+    }
+    match c.role() {
+        role::ALLOC if flags & FLAG_OUT_VALID != 0 && out != 0 => {
+            let size_idx = c.size_plus_one();
+            let size = if size_idx == 0 {
+                0
+            } else {
+                arg_at(state, size_idx - 1)
+            };
+            let key = AllocKey {
+                pid,
+                _pad: 0,
+                ptr: out,
+            };
+            let info = AllocInfo {
+                size,
+                ts_ns,
+                tid,
+                api: c.api(),
+                _pad: 0,
+            };
+            if ALLOCS.insert(&key, &info, 0).is_err() {
+                bump(counter::ALLOC_MAP_FULL);
+            }
+        }
+        role::FREE => {
+            let ptr_idx = c.ptr_plus_one();
+            if ptr_idx != 0 {
+                let key = AllocKey {
+                    pid,
+                    _pad: 0,
+                    ptr: arg_at(state, ptr_idx - 1),
+                };
+                let _ = ALLOCS.remove(&key);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(not(test))]
 #[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! { loop {} }
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

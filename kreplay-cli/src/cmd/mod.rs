@@ -1,0 +1,2 @@
+//! The subcommands of `kreplay`, one file each.
+pub mod probe;

@@ -1,0 +1,166 @@
+//! Starting a traced command so that it runs no instruction of its own before the probes are
+//! attached.
+//!
+//! The child is forked and blocks reading a pipe before `execvp`; kreplay attaches its probes
+//! scoped to the child's pid, then releases it. Everything the child touches between fork and
+//! exec is prepared before the fork (argument strings), and the child only calls
+//! async-signal-safe functions (`read`, `close`, `execvp`, `write`, `_exit`).
+use std::{ffi::CString, io};
+
+/// A forked child waiting for [`Launched::release`].
+#[derive(Debug)]
+pub struct Launched {
+    /// The child's pid.
+    pub pid: u32,
+    go_fd: libc::c_int,
+}
+
+/// Exit code the child uses when `execvp` fails (as shells do for "command not found").
+pub const EXEC_FAILED: i32 = 127;
+
+/// Forks `argv`, leaving the child blocked until [`Launched::release`].
+pub fn spawn_paused(argv: &[String]) -> io::Result<Launched> {
+    if argv.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no command given",
+        ));
+    }
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte"))?;
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let msg = format!("kreplay: cannot run '{}'\n", argv[0]);
+
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two fds into the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (read_fd, write_fd) = (fds[0], fds[1]);
+    // SAFETY: the child branch only calls async-signal-safe functions on memory prepared
+    // before the fork, then execs or exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let err = io::Error::last_os_error();
+        // SAFETY: closing the fds this function opened.
+        unsafe {
+            libc::close(read_fd);
+            libc::close(write_fd);
+        }
+        return Err(err);
+    }
+    if pid == 0 {
+        // SAFETY: child side, async-signal-safe calls only (see above).
+        unsafe {
+            libc::close(write_fd);
+            let mut byte = 0u8;
+            let n = libc::read(read_fd, (&raw mut byte).cast(), 1);
+            if n != 1 || byte != b'g' {
+                libc::_exit(EXEC_FAILED);
+            }
+            libc::close(read_fd);
+            libc::execvp(ptrs[0], ptrs.as_ptr());
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::_exit(EXEC_FAILED);
+        }
+    }
+    // SAFETY: parent side: the read end belongs to the child now.
+    unsafe { libc::close(read_fd) };
+    Ok(Launched {
+        pid: pid as u32,
+        go_fd: write_fd,
+    })
+}
+
+impl Launched {
+    /// Lets the child exec its command.
+    pub fn release(mut self) -> io::Result<()> {
+        let byte = b'g';
+        // SAFETY: go_fd is the pipe's write end, owned by self.
+        let n = unsafe { libc::write(self.go_fd, (&raw const byte).cast(), 1) };
+        let res = if n == 1 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        };
+        self.close();
+        res
+    }
+
+    fn close(&mut self) {
+        if self.go_fd >= 0 {
+            // SAFETY: closing the fd this struct owns, once.
+            unsafe { libc::close(self.go_fd) };
+            self.go_fd = -1;
+        }
+    }
+}
+
+impl Drop for Launched {
+    /// Dropping an unreleased child closes the pipe, which makes it exit without running
+    /// the command.
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Waits for `pid` to exit and returns its exit code (128 + signal for a signal death).
+pub fn wait_exit(pid: u32) -> io::Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid writes the status into a valid int.
+        let rc = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+        if rc == pid as libc::pid_t {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    if libc::WIFEXITED(status) {
+        Ok(libc::WEXITSTATUS(status))
+    } else {
+        Ok(128 + libc::WTERMSIG(status))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_runs_only_after_release() {
+        let dir = std::env::temp_dir().join(format!("kreplay-launch-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let l = spawn_paused(&[
+            "sh".into(),
+            "-c".into(),
+            format!("echo ran > {}", dir.display()),
+        ])
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!dir.exists(), "the child ran before release");
+        let pid = l.pid;
+        l.release().unwrap();
+        assert_eq!(wait_exit(pid).unwrap(), 0);
+        assert_eq!(std::fs::read_to_string(&dir).unwrap(), "ran\n");
+        std::fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn dropped_child_exits_without_running_and_bad_command_is_127() {
+        let l = spawn_paused(&["true".into()]).unwrap();
+        let pid = l.pid;
+        drop(l);
+        assert_eq!(wait_exit(pid).unwrap(), EXEC_FAILED);
+        let l = spawn_paused(&["/nonexistent/kreplay-cmd".into()]).unwrap();
+        let pid = l.pid;
+        l.release().unwrap();
+        assert_eq!(wait_exit(pid).unwrap(), EXEC_FAILED);
+    }
+}

@@ -1,0 +1,138 @@
+//! Resolving exported function symbols of a shared library to the file offsets uprobes need.
+//!
+//! The kernel attaches uprobes by (inode, file offset). A library's symbols are read once from
+//! its dynamic symbol table (and the static one when present), and each function's virtual
+//! address is translated through the PT_LOAD segment that contains it.
+use std::{collections::HashMap, fs, path::Path};
+
+use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+
+/// Errors reading a library's symbols.
+#[derive(Debug, thiserror::Error)]
+pub enum ElfError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The library path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not an ELF object this parser understands.
+    #[error("parsing {path} as ELF: {source}")]
+    Parse {
+        /// The library path.
+        path: String,
+        /// The parser's error.
+        source: object::Error,
+    },
+}
+
+/// The function symbols of one library: name → (file offset, first code bytes).
+#[derive(Debug, Default)]
+pub struct SymbolTable {
+    offsets: HashMap<String, u64>,
+    /// First bytes of each function (for prologue inspection), keyed like `offsets`.
+    prologues: HashMap<String, [u8; 16]>,
+}
+
+impl SymbolTable {
+    /// Reads the function symbols of the ELF file at `path`.
+    pub fn read(path: &Path) -> Result<SymbolTable, ElfError> {
+        let data = fs::read(path).map_err(|source| ElfError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let file = object::File::parse(&*data).map_err(|source| ElfError::Parse {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let segments: Vec<(u64, u64, u64)> = file
+            .segments()
+            .filter_map(|s| {
+                let (off, size) = s.file_range();
+                (size > 0).then_some((s.address(), off, size))
+            })
+            .collect();
+        let mut table = SymbolTable::default();
+        for sym in file.dynamic_symbols().chain(file.symbols()) {
+            if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            if table.offsets.contains_key(name) {
+                continue;
+            }
+            let addr = sym.address();
+            let Some(&(vaddr, off, _)) = segments
+                .iter()
+                .find(|&&(va, _, size)| addr >= va && addr < va + size)
+            else {
+                continue;
+            };
+            let file_off = addr - vaddr + off;
+            let mut prologue = [0u8; 16];
+            let start = file_off as usize;
+            if let Some(bytes) = data.get(start..start + 16) {
+                prologue.copy_from_slice(bytes);
+            }
+            table.offsets.insert(name.to_string(), file_off);
+            table.prologues.insert(name.to_string(), prologue);
+        }
+        Ok(table)
+    }
+
+    /// The file offset of function `name`, if the library defines it.
+    pub fn offset(&self, name: &str) -> Option<u64> {
+        self.offsets.get(name).copied()
+    }
+
+    /// The first 16 bytes of function `name`.
+    pub fn prologue(&self, name: &str) -> Option<[u8; 16]> {
+        self.prologues.get(name).copied()
+    }
+
+    /// Number of function symbols found.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// True when the library defines no function symbols.
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_a_libc_function_to_its_file_offset() {
+        // The running test binary links libc; find it through our own maps.
+        let maps = fs::read_to_string("/proc/self/maps").unwrap();
+        let libc = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("libc.so"))
+            .expect("libc mapped");
+        let table = SymbolTable::read(Path::new(libc)).unwrap();
+        let off = table.offset("getpid").expect("getpid in libc");
+        // The offset lies inside the file and differs from zero.
+        let len = fs::metadata(libc).unwrap().len();
+        assert!(off > 0 && off < len, "offset {off:#x} outside {len:#x}");
+        assert!(table.offset("no_such_function_kreplay").is_none());
+    }
+
+    #[test]
+    fn a_non_elf_file_is_a_parse_error_naming_it() {
+        let dir = std::env::temp_dir().join(format!("kreplay-elf-{}", std::process::id()));
+        fs::write(&dir, b"not an elf").unwrap();
+        let err = SymbolTable::read(&dir).unwrap_err().to_string();
+        fs::remove_file(&dir).unwrap();
+        assert!(
+            err.starts_with(&format!("parsing {} as ELF", dir.display())),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! Pulling call records out of the BPF ring buffer without busy-waiting.
+use aya::maps::{MapData, RingBuf};
+use kreplay_common::probe::CallRecord;
+use tokio::io::{Interest, unix::AsyncFd};
+
+/// The ring buffer registered with tokio's reactor.
+pub struct Intake {
+    fd: AsyncFd<RingBuf<MapData>>,
+    /// Items shorter than a record (never expected; counted, not trusted).
+    pub malformed: u64,
+}
+
+impl Intake {
+    /// Wraps the ring buffer taken from [`super::loader::Probes::take_events`]. Must be
+    /// called inside a tokio runtime.
+    pub fn new(ring: RingBuf<MapData>) -> std::io::Result<Intake> {
+        // SAFETY: the RingBuf owns its map fd and keeps it open, unchanged, until it is
+        // dropped, which happens only when this AsyncFd is dropped.
+        let fd = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+            .map_err(|e| e.into_parts().1)?;
+        Ok(Intake { fd, malformed: 0 })
+    }
+
+    /// Hands every record available now to `sink`; returns how many.
+    pub fn drain(&mut self, sink: &mut impl FnMut(CallRecord)) -> usize {
+        let ring = self.fd.get_mut();
+        let mut n = 0;
+        while let Some(item) = ring.next() {
+            match CallRecord::from_bytes(&item) {
+                Some(r) => {
+                    sink(r);
+                    n += 1;
+                }
+                None => self.malformed += 1,
+            }
+        }
+        n
+    }
+
+    /// Waits until the ring buffer has data, then drains it.
+    pub async fn next_batch(
+        &mut self,
+        sink: &mut impl FnMut(CallRecord),
+    ) -> std::io::Result<usize> {
+        let mut guard = self.fd.readable_mut().await?;
+        guard.clear_ready();
+        drop(guard);
+        Ok(self.drain(sink))
+    }
+}

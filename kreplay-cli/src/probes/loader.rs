@@ -1,0 +1,233 @@
+//! Loading kreplay's BPF object and attaching its two shared programs to runtime functions.
+//!
+//! The object is built by `build.rs` and embedded in the binary. One uprobe program
+//! (`call_enter`) and one uretprobe program (`call_return`) serve every API; each attachment
+//! carries a [`Cookie`] that tells the programs which API fired.
+use std::{collections::HashSet, num::NonZeroU32, path::Path};
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    programs::{
+        UProbe,
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
+    },
+};
+use kreplay_common::probe::{
+    ALLOCS_MAP, AllocInfo, AllocKey, COUNTERS_MAP, Cookie, ENTRY_PROGRAM, EVENTS_MAP,
+    RETURN_PROGRAM, counter,
+};
+
+/// The BPF object built from `kreplay-ebpf` (empty when built with AYA_BUILD_SKIP=1).
+static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/kreplay"));
+
+/// Errors loading or attaching the probes.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The binary was built without its BPF object.
+    #[error("this kreplay binary was built without its BPF programs (AYA_BUILD_SKIP was set)")]
+    NotBuilt,
+    /// The kernel refused the object.
+    #[error("loading the BPF programs: {0}")]
+    Load(#[from] aya::EbpfError),
+    /// A program could not be loaded or attached.
+    #[error("{what}: {source}")]
+    Program {
+        /// What was being done.
+        what: String,
+        /// The loader's error.
+        source: aya::programs::ProgramError,
+    },
+    /// A map is missing or has the wrong type.
+    #[error("BPF map {name}: {source}")]
+    Map {
+        /// The map's name.
+        name: &'static str,
+        /// The loader's error.
+        source: aya::maps::MapError,
+    },
+    /// A map the object must define is absent.
+    #[error("BPF map {0} missing from the object")]
+    MissingMap(&'static str),
+}
+
+/// Which processes an attachment fires for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Every process that maps the library.
+    All,
+    /// One process.
+    Pid(u32),
+}
+
+/// Loss and fault counters summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Records that did not fit in the ring buffer.
+    pub ringbuf_drops: u64,
+    /// Calls whose entry state could not be saved.
+    pub entry_map_full: u64,
+    /// Returns without a saved entry.
+    pub missing_entry: u64,
+    /// Failed user-memory reads.
+    pub read_faults: u64,
+    /// Allocations the inventory could not hold.
+    pub alloc_map_full: u64,
+}
+
+impl Counters {
+    /// Records lost for any reason.
+    pub fn lost(&self) -> u64 {
+        self.ringbuf_drops + self.entry_map_full + self.alloc_map_full
+    }
+}
+
+/// The loaded probes.
+pub struct Probes {
+    bpf: Ebpf,
+    attached: HashSet<(String, u64, Scope)>,
+}
+
+impl Probes {
+    /// Loads the embedded object with a ring buffer of `ringbuf_bytes` (a power of two, at
+    /// least one page).
+    pub fn load(ringbuf_bytes: u32) -> Result<Probes, ProbeError> {
+        if BPF_OBJECT.is_empty() {
+            return Err(ProbeError::NotBuilt);
+        }
+        let mut bpf = EbpfLoader::new()
+            .map_max_entries(EVENTS_MAP, ringbuf_bytes)
+            .load(BPF_OBJECT)?;
+        for name in [ENTRY_PROGRAM, RETURN_PROGRAM] {
+            let prog: &mut UProbe = bpf
+                .program_mut(name)
+                .ok_or_else(|| ProbeError::Program {
+                    what: format!("program {name}"),
+                    source: aya::programs::ProgramError::UnexpectedProgramType,
+                })?
+                .try_into()
+                .map_err(|source| ProbeError::Program {
+                    what: format!("program {name}"),
+                    source,
+                })?;
+            prog.load().map_err(|source| ProbeError::Program {
+                what: format!("loading {name}"),
+                source,
+            })?;
+        }
+        Ok(Probes {
+            bpf,
+            attached: HashSet::new(),
+        })
+    }
+
+    /// Attaches entry and return probes at `offset` of `library` for `scope`. Returns false
+    /// when this exact attachment already exists.
+    pub fn attach(
+        &mut self,
+        library: &Path,
+        offset: u64,
+        cookie: Cookie,
+        scope: Scope,
+    ) -> Result<bool, ProbeError> {
+        let key = (library.display().to_string(), offset, scope);
+        if self.attached.contains(&key) {
+            return Ok(false);
+        }
+        let uscope = match scope {
+            Scope::All => UProbeScope::AllProcesses,
+            Scope::Pid(pid) => match NonZeroU32::new(pid) {
+                Some(p) => UProbeScope::OneProcess(p),
+                None => UProbeScope::AllProcesses,
+            },
+        };
+        for name in [ENTRY_PROGRAM, RETURN_PROGRAM] {
+            let prog: &mut UProbe = self
+                .bpf
+                .program_mut(name)
+                .expect("loaded in Probes::load")
+                .try_into()
+                .map_err(|source| ProbeError::Program {
+                    what: format!("program {name}"),
+                    source,
+                })?;
+            let point = UProbeAttachPoint {
+                location: UProbeAttachLocation::AbsoluteOffset(offset),
+                cookie: Some(cookie.0),
+            };
+            prog.attach(point, library, uscope)
+                .map_err(|source| ProbeError::Program {
+                    what: format!("attaching {name} to {}+{offset:#x}", library.display()),
+                    source,
+                })?;
+        }
+        self.attached.insert(key);
+        Ok(true)
+    }
+
+    /// Number of (library, offset, scope) attachments made.
+    pub fn attachments(&self) -> usize {
+        self.attached.len()
+    }
+
+    /// Takes the ring buffer of call records (once).
+    pub fn take_events(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
+        let map = self
+            .bpf
+            .take_map(EVENTS_MAP)
+            .ok_or(ProbeError::MissingMap(EVENTS_MAP))?;
+        RingBuf::try_from(map).map_err(|source| ProbeError::Map {
+            name: EVENTS_MAP,
+            source,
+        })
+    }
+
+    /// Reads the loss counters, summed over CPUs.
+    pub fn counters(&self) -> Result<Counters, ProbeError> {
+        let map = self
+            .bpf
+            .map(COUNTERS_MAP)
+            .ok_or(ProbeError::MissingMap(COUNTERS_MAP))?;
+        let arr: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(map).map_err(|source| ProbeError::Map {
+                name: COUNTERS_MAP,
+                source,
+            })?;
+        let mut sums = [0u64; counter::COUNT as usize];
+        for (i, sum) in sums.iter_mut().enumerate() {
+            let values = arr.get(&(i as u32), 0).map_err(|source| ProbeError::Map {
+                name: COUNTERS_MAP,
+                source,
+            })?;
+            *sum = values.iter().sum();
+        }
+        Ok(Counters {
+            ringbuf_drops: sums[counter::RINGBUF_DROPS as usize],
+            entry_map_full: sums[counter::ENTRY_MAP_FULL as usize],
+            missing_entry: sums[counter::MISSING_ENTRY as usize],
+            read_faults: sums[counter::READ_FAULTS as usize],
+            alloc_map_full: sums[counter::ALLOC_MAP_FULL as usize],
+        })
+    }
+
+    /// The live-allocation inventory: every allocation not yet freed, per process.
+    pub fn live_allocations(&self) -> Result<Vec<(AllocKey, AllocInfo)>, ProbeError> {
+        let map = self
+            .bpf
+            .map(ALLOCS_MAP)
+            .ok_or(ProbeError::MissingMap(ALLOCS_MAP))?;
+        let allocs: BpfHashMap<_, AllocKey, AllocInfo> =
+            BpfHashMap::try_from(map).map_err(|source| ProbeError::Map {
+                name: ALLOCS_MAP,
+                source,
+            })?;
+        let mut out = Vec::new();
+        for item in allocs.iter() {
+            out.push(item.map_err(|source| ProbeError::Map {
+                name: ALLOCS_MAP,
+                source,
+            })?);
+        }
+        Ok(out)
+    }
+}

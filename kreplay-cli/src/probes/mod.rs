@@ -1,0 +1,4 @@
+//! The BPF side seen from userspace: loading, attaching, symbol resolution and record intake.
+pub mod elf;
+pub mod intake;
+pub mod loader;

@@ -1,0 +1,258 @@
+//! The GPU runtime entry points kreplay probes, and what each argument means.
+//!
+//! An [`ApiSpec`] says which library exports a function, what kind of call it is and where its
+//! interesting arguments live (x86-64 SysV: indexes 0–5 are the argument registers, 6 and up
+//! are the stack words after the return address). The BPF program gets the few facts it needs
+//! packed into the attach cookie ([`crate::probe::Cookie`]); userspace decodes the rest.
+
+/// Identifier of a probed API, carried in every call record.
+pub type ApiId = u16;
+
+/// The runtime library family that exports an API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Library {
+    /// AMD HSA runtime, `libhsa-runtime64.so.1`.
+    Hsa = 0,
+    /// AMD HIP runtime, `libamdhip64.so.*`.
+    Hip = 1,
+    /// NVIDIA CUDA driver, `libcuda.so.1`.
+    Cuda = 2,
+    /// NVIDIA CUDA runtime, `libcudart.so.*`.
+    CudaRt = 3,
+    /// A function the user named on the command line (`kreplay probe`).
+    User = 4,
+}
+
+/// What an API call does, for summaries and for the live-allocation inventory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ApiKind {
+    /// Allocates device-visible memory; the result pointer is in `out` or the return value.
+    Alloc = 0,
+    /// Frees memory allocated by an `Alloc` call.
+    Free = 1,
+    /// Copies or sets memory.
+    Copy = 2,
+    /// Launches a kernel or a graph.
+    Launch = 3,
+    /// Waits for device work.
+    Sync = 4,
+    /// Creates or destroys a queue or stream.
+    Queue = 5,
+    /// Maps or unmaps virtual memory.
+    Map = 6,
+    /// Anything else (user-named functions).
+    Other = 7,
+}
+
+/// Sentinel for "this API has no such argument".
+pub const NO_ARG: u8 = u8::MAX;
+
+/// Where the launch geometry of a launch API lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Geometry {
+    /// No geometry.
+    None,
+    /// `hipLaunchKernel`-style: `dim3` grid and block by value, each split over two registers
+    /// (x|y<<32 in the first, z in the second) starting at the given argument index.
+    Dim3Pairs(u8),
+    /// `cuLaunchKernel`-style: six scalar arguments gx, gy, gz, bx, by, bz from the given index.
+    Scalars(u8),
+    /// `cuLaunchKernelEx`: a `CUlaunchConfig*` in argument 0 whose first six u32 are the geometry.
+    ConfigStruct,
+}
+
+/// Static description of one probed API.
+#[derive(Clone, Copy, Debug)]
+pub struct ApiSpec {
+    /// Exported symbol name, exactly as in the library (also the trace slice name).
+    pub name: &'static str,
+    /// Library family exporting it.
+    pub library: Library,
+    /// Kind of call.
+    pub kind: ApiKind,
+    /// Argument index of the size in bytes, or [`NO_ARG`].
+    pub size_arg: u8,
+    /// Argument index of the pointer operated on (freed, destination of a copy), or [`NO_ARG`].
+    pub ptr_arg: u8,
+    /// Argument index of an out-pointer the call writes its result through, or [`NO_ARG`].
+    pub out_arg: u8,
+    /// Argument index of the stream or queue, or [`NO_ARG`].
+    pub stream_arg: u8,
+    /// Number of stack words (arguments 6, 7, ...) to capture at entry.
+    pub stack_words: u8,
+    /// Where the launch geometry lives, for launches.
+    pub geometry: Geometry,
+}
+
+const fn spec(name: &'static str, library: Library, kind: ApiKind) -> ApiSpec {
+    ApiSpec {
+        name,
+        library,
+        kind,
+        size_arg: NO_ARG,
+        ptr_arg: NO_ARG,
+        out_arg: NO_ARG,
+        stream_arg: NO_ARG,
+        stack_words: 0,
+        geometry: Geometry::None,
+    }
+}
+
+impl ApiSpec {
+    const fn size(mut self, i: u8) -> Self {
+        self.size_arg = i;
+        self
+    }
+    const fn ptr(mut self, i: u8) -> Self {
+        self.ptr_arg = i;
+        self
+    }
+    const fn out(mut self, i: u8) -> Self {
+        self.out_arg = i;
+        self
+    }
+    const fn stream(mut self, i: u8) -> Self {
+        self.stream_arg = i;
+        self
+    }
+    const fn stack(mut self, words: u8) -> Self {
+        self.stack_words = words;
+        self
+    }
+    const fn geometry(mut self, g: Geometry) -> Self {
+        self.geometry = g;
+        self
+    }
+}
+
+use ApiKind::*;
+use Library::*;
+
+/// Every API kreplay knows how to probe; an [`ApiId`] is an index into this table.
+pub const APIS: &[ApiSpec] = &[
+    // HSA (hsa.h, hsa_ext_amd.h).
+    spec("hsa_amd_memory_pool_allocate", Hsa, Alloc)
+        .size(1)
+        .out(3),
+    spec("hsa_amd_memory_pool_free", Hsa, Free).ptr(0),
+    spec("hsa_memory_allocate", Hsa, Alloc).size(1).out(2),
+    spec("hsa_memory_free", Hsa, Free).ptr(0),
+    spec("hsa_amd_vmem_map", Hsa, Map).ptr(0).size(1),
+    spec("hsa_amd_vmem_unmap", Hsa, Map).ptr(0).size(1),
+    spec("hsa_amd_memory_async_copy", Hsa, Copy).ptr(0).size(4),
+    spec("hsa_memory_copy", Hsa, Copy).ptr(0).size(2),
+    // hsa_queue_create's eighth argument (the hsa_queue_t** result) is the second stack word.
+    spec("hsa_queue_create", Hsa, Queue).size(1).out(7).stack(2),
+    spec("hsa_queue_destroy", Hsa, Queue).ptr(0),
+    // HIP (hip_runtime_api.h).
+    spec("hipLaunchKernel", Hip, Launch)
+        .stream(7)
+        .stack(2)
+        .geometry(Geometry::Dim3Pairs(1)),
+    spec("hipModuleLaunchKernel", Hip, Launch)
+        .stream(8)
+        .stack(5)
+        .geometry(Geometry::Scalars(1)),
+    spec("hipExtLaunchKernel", Hip, Launch)
+        .stream(7)
+        .stack(2)
+        .geometry(Geometry::Dim3Pairs(1)),
+    spec("hipGraphLaunch", Hip, Launch).stream(1),
+    spec("hipMalloc", Hip, Alloc).out(0).size(1),
+    spec("hipMallocAsync", Hip, Alloc).out(0).size(1).stream(2),
+    spec("hipHostMalloc", Hip, Alloc).out(0).size(1),
+    spec("hipFree", Hip, Free).ptr(0),
+    spec("hipFreeAsync", Hip, Free).ptr(0).stream(1),
+    spec("hipMemcpy", Hip, Copy).ptr(0).size(2),
+    spec("hipMemcpyAsync", Hip, Copy).ptr(0).size(2).stream(4),
+    spec("hipMemset", Hip, Copy).ptr(0).size(2),
+    spec("hipStreamSynchronize", Hip, Sync).stream(0),
+    spec("hipDeviceSynchronize", Hip, Sync),
+    // CUDA driver (cuda.h).
+    spec("cuLaunchKernel", Cuda, Launch)
+        .stream(8)
+        .stack(5)
+        .geometry(Geometry::Scalars(1)),
+    spec("cuLaunchKernelEx", Cuda, Launch).geometry(Geometry::ConfigStruct),
+    spec("cuGraphLaunch", Cuda, Launch).stream(1),
+    spec("cuMemAlloc_v2", Cuda, Alloc).out(0).size(1),
+    spec("cuMemFree_v2", Cuda, Free).ptr(0),
+    spec("cuMemAllocAsync", Cuda, Alloc)
+        .out(0)
+        .size(1)
+        .stream(2),
+    spec("cuMemFreeAsync", Cuda, Free).ptr(0).stream(1),
+    spec("cuMemcpy", Cuda, Copy).ptr(0).size(2),
+    spec("cuMemcpyAsync", Cuda, Copy).ptr(0).size(2).stream(3),
+    spec("cuMemcpyHtoD_v2", Cuda, Copy).ptr(0).size(2),
+    spec("cuMemcpyDtoH_v2", Cuda, Copy).ptr(0).size(2),
+    spec("cuMemcpyDtoD_v2", Cuda, Copy).ptr(0).size(2),
+    spec("cuMemcpyHtoDAsync_v2", Cuda, Copy)
+        .ptr(0)
+        .size(2)
+        .stream(3),
+    spec("cuMemcpyDtoHAsync_v2", Cuda, Copy)
+        .ptr(0)
+        .size(2)
+        .stream(3),
+    spec("cuMemcpyDtoDAsync_v2", Cuda, Copy)
+        .ptr(0)
+        .size(2)
+        .stream(3),
+    spec("cuMemsetD8_v2", Cuda, Copy).ptr(0).size(2),
+    spec("cuStreamSynchronize", Cuda, Sync).stream(0),
+    spec("cuCtxSynchronize", Cuda, Sync),
+    // A function named by the user (`kreplay probe`): arguments recorded raw.
+    spec("user_function", User, Other),
+];
+
+/// The [`ApiId`] of the user-named function of `kreplay probe`.
+pub const USER_FUNCTION: ApiId = (APIS.len() - 1) as ApiId;
+
+/// Looks up the spec of an API id, if it is known.
+pub fn spec_of(id: ApiId) -> Option<&'static ApiSpec> {
+    APIS.get(id as usize)
+}
+
+/// Looks up an API id by its exported symbol name.
+pub fn id_of(name: &str) -> Option<ApiId> {
+    APIS.iter()
+        .position(|s| s.name.as_bytes() == name.as_bytes())
+        .map(|i| i as ApiId)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_round_trip() {
+        for (i, s) in APIS.iter().enumerate() {
+            assert_eq!(id_of(s.name), Some(i as ApiId), "{}", s.name);
+        }
+        assert_eq!(spec_of(USER_FUNCTION).unwrap().name, "user_function");
+        assert!(spec_of(APIS.len() as ApiId).is_none());
+    }
+
+    #[test]
+    fn out_and_stream_args_beyond_registers_are_captured() {
+        for s in APIS {
+            for idx in [s.out_arg, s.stream_arg, s.size_arg, s.ptr_arg] {
+                if idx != NO_ARG && idx >= 6 {
+                    assert!(
+                        (idx - 6) < s.stack_words,
+                        "{}: argument {idx} is on the stack but only {} words are captured",
+                        s.name,
+                        s.stack_words
+                    );
+                }
+            }
+        }
+        let q = spec_of(id_of("hsa_queue_create").unwrap()).unwrap();
+        assert_eq!((q.out_arg, q.stack_words), (7, 2));
+        let l = spec_of(id_of("cuLaunchKernel").unwrap()).unwrap();
+        assert_eq!((l.stream_arg, l.stack_words), (8, 5));
+    }
+}

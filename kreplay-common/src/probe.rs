@@ -1,0 +1,327 @@
+//! The records the BPF probes produce and the keys of their maps.
+//!
+//! One uprobe program and one uretprobe program serve every API: the attach cookie
+//! ([`Cookie`]) tells them which API fired and which arguments need reading. Arguments are
+//! saved at entry per (thread, API) and one [`CallRecord`] per completed call goes to the ring
+//! buffer at return.
+
+/// Stack words captured at entry at most (enough for `cuLaunchKernel`'s five stack arguments).
+pub const EXTRA_WORDS: usize = 5;
+
+/// Name of the ring buffer map carrying [`CallRecord`]s.
+pub const EVENTS_MAP: &str = "EVENTS";
+/// Name of the per-CPU counter array (indexes in [`counter`]).
+pub const COUNTERS_MAP: &str = "COUNTERS";
+/// Name of the map of calls in flight ([`EntryKey`] → [`EntryState`]).
+pub const ENTRIES_MAP: &str = "ENTRIES";
+/// Name of the live device-allocation inventory ([`AllocKey`] → [`AllocInfo`]).
+pub const ALLOCS_MAP: &str = "ALLOCS";
+/// Name of the uprobe (entry) program.
+pub const ENTRY_PROGRAM: &str = "call_enter";
+/// Name of the uretprobe (return) program.
+pub const RETURN_PROGRAM: &str = "call_return";
+
+/// Indexes into the per-CPU counter array.
+pub mod counter {
+    /// Records that did not fit in the ring buffer.
+    pub const RINGBUF_DROPS: u32 = 0;
+    /// Calls whose entry state could not be saved (in-flight map full).
+    pub const ENTRY_MAP_FULL: u32 = 1;
+    /// Returns seen without a saved entry (probe attached mid-call, or state evicted).
+    pub const MISSING_ENTRY: u32 = 2;
+    /// Failed reads of user memory (stack words, out-pointers).
+    pub const READ_FAULTS: u32 = 3;
+    /// Allocations that did not fit in the live-allocation inventory.
+    pub const ALLOC_MAP_FULL: u32 = 4;
+    /// Number of counters.
+    pub const COUNT: u32 = 5;
+}
+
+/// Flag bits of the attach cookie's mode field.
+pub mod mode {
+    /// Capture `words` stack arguments at entry.
+    pub const STACK_WORDS: u64 = 1;
+    /// Capture `words` u64 from the struct that argument 0 points to (cuLaunchKernelEx).
+    pub const ARG0_STRUCT: u64 = 2;
+}
+
+/// The 64-bit attach cookie: what one attachment of the shared programs needs to know.
+///
+/// Layout: bits 0–15 API id, 16–23 out-argument index + 1 (0: none), 24–25 extra-capture
+/// mode ([`mode`]), 28–31 number of extra words, 32–39 inventory role (0 none, 1 alloc,
+/// 2 free), 40–47 size-argument index + 1, 48–55 pointer-argument index + 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cookie(pub u64);
+
+/// Inventory role of a call: how it changes the live-allocation map.
+pub mod role {
+    /// Leaves the inventory alone.
+    pub const NONE: u64 = 0;
+    /// Inserts `out` (or the return value) with the size argument.
+    pub const ALLOC: u64 = 1;
+    /// Removes the pointer argument.
+    pub const FREE: u64 = 2;
+}
+
+impl Cookie {
+    /// Packs a cookie. Index arguments use [`crate::api::NO_ARG`] for "none".
+    pub const fn new(
+        api: u16,
+        out_arg: u8,
+        mode: u64,
+        words: u8,
+        role: u64,
+        size_arg: u8,
+        ptr_arg: u8,
+    ) -> Self {
+        const fn plus_one(i: u8) -> u64 {
+            if i == crate::api::NO_ARG {
+                0
+            } else {
+                i as u64 + 1
+            }
+        }
+        Cookie(
+            api as u64
+                | plus_one(out_arg) << 16
+                | (mode & 3) << 24
+                | ((words as u64) & 0xf) << 28
+                | (role & 0xff) << 32
+                | plus_one(size_arg) << 40
+                | plus_one(ptr_arg) << 48,
+        )
+    }
+    /// The API id.
+    pub const fn api(self) -> u16 {
+        self.0 as u16
+    }
+    /// Out-argument index + 1, 0 for none.
+    pub const fn out_plus_one(self) -> u64 {
+        (self.0 >> 16) & 0xff
+    }
+    /// Extra-capture mode ([`mode`]).
+    pub const fn mode(self) -> u64 {
+        (self.0 >> 24) & 3
+    }
+    /// Number of extra words to capture.
+    pub const fn words(self) -> u64 {
+        (self.0 >> 28) & 0xf
+    }
+    /// Inventory role ([`role`]).
+    pub const fn role(self) -> u64 {
+        (self.0 >> 32) & 0xff
+    }
+    /// Size-argument index + 1, 0 for none.
+    pub const fn size_plus_one(self) -> u64 {
+        (self.0 >> 40) & 0xff
+    }
+    /// Pointer-argument index + 1, 0 for none.
+    pub const fn ptr_plus_one(self) -> u64 {
+        (self.0 >> 48) & 0xff
+    }
+
+    /// Builds the cookie for a known API from its [`crate::api::ApiSpec`].
+    pub const fn for_spec(id: u16, s: &crate::api::ApiSpec) -> Self {
+        let (m, words) = match s.geometry {
+            crate::api::Geometry::ConfigStruct => (mode::ARG0_STRUCT, EXTRA_WORDS as u8),
+            _ if s.stack_words > 0 => (mode::STACK_WORDS, s.stack_words),
+            _ => (0, 0),
+        };
+        let r = match s.kind {
+            crate::api::ApiKind::Alloc => role::ALLOC,
+            crate::api::ApiKind::Free => role::FREE,
+            _ => role::NONE,
+        };
+        Cookie::new(id, s.out_arg, m, words, r, s.size_arg, s.ptr_arg)
+    }
+}
+
+/// Key of a call in flight: the thread and the API (nested calls of different APIs coexist).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryKey {
+    /// `bpf_get_current_pid_tgid()`: tgid << 32 | tid.
+    pub pid_tgid: u64,
+    /// API id.
+    pub api: u32,
+    /// Padding, zero.
+    pub _pad: u32,
+}
+
+/// What the entry probe saves for the return probe.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryState {
+    /// CLOCK_MONOTONIC ns at entry.
+    pub enter_ns: u64,
+    /// The six argument registers.
+    pub args: [u64; 6],
+    /// Stack arguments or struct words, per the cookie's mode.
+    pub extra: [u64; EXTRA_WORDS],
+}
+
+/// One completed call, as the return probe sends it through the ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallRecord {
+    /// CLOCK_MONOTONIC ns at entry.
+    pub enter_ns: u64,
+    /// CLOCK_MONOTONIC ns at return.
+    pub exit_ns: u64,
+    /// Process id (tgid).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// API id.
+    pub api: u16,
+    /// Bit 0: `out` holds a value read through the out-pointer.
+    pub flags: u16,
+    /// Padding, zero.
+    pub _pad: u32,
+    /// The six argument registers at entry.
+    pub args: [u64; 6],
+    /// Stack arguments or struct words captured at entry.
+    pub extra: [u64; EXTRA_WORDS],
+    /// Return value (rax).
+    pub ret: u64,
+    /// Value read through the out-pointer at return (allocated pointer, queue, ...).
+    pub out: u64,
+}
+
+/// [`CallRecord::flags`] bit: `out` is valid.
+pub const FLAG_OUT_VALID: u16 = 1;
+
+/// Key of the live-allocation inventory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocKey {
+    /// Process id.
+    pub pid: u32,
+    /// Padding, zero.
+    pub _pad: u32,
+    /// Allocated address.
+    pub ptr: u64,
+}
+
+/// Value of the live-allocation inventory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocInfo {
+    /// Bytes allocated.
+    pub size: u64,
+    /// CLOCK_MONOTONIC ns of the allocation's return.
+    pub ts_ns: u64,
+    /// Allocating thread.
+    pub tid: u32,
+    /// Allocating API.
+    pub api: u16,
+    /// Padding, zero.
+    pub _pad: u16,
+}
+
+const _: () = assert!(core::mem::size_of::<EntryKey>() == 16);
+const _: () = assert!(core::mem::size_of::<EntryState>() == 8 + 48 + 8 * EXTRA_WORDS);
+const _: () = assert!(core::mem::size_of::<CallRecord>() == 136);
+const _: () = assert!(core::mem::size_of::<AllocKey>() == 16);
+const _: () = assert!(core::mem::size_of::<AllocInfo>() == 24);
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: each type is #[repr(C)], made only of integers and arrays of integers, with
+    // explicit padding fields, so every bit pattern is a valid value and no byte is uninit.
+    unsafe impl aya::Pod for super::EntryKey {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::EntryState {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::CallRecord {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::AllocKey {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::AllocInfo {}
+}
+
+impl CallRecord {
+    /// Decodes a record from ring-buffer bytes; `None` if the slice is too short.
+    pub fn from_bytes(b: &[u8]) -> Option<CallRecord> {
+        if b.len() < core::mem::size_of::<CallRecord>() {
+            return None;
+        }
+        // SAFETY: the length was checked, CallRecord is plain integers (any bit pattern is
+        // valid), and read_unaligned makes no alignment assumption about the buffer.
+        Some(unsafe { core::ptr::read_unaligned(b.as_ptr().cast::<CallRecord>()) })
+    }
+
+    /// Argument `i` in the x86-64 numbering: 0–5 registers, 6.. stack words.
+    pub fn arg(&self, i: u8) -> Option<u64> {
+        let i = i as usize;
+        if i < 6 {
+            Some(self.args[i])
+        } else {
+            self.extra.get(i - 6).copied()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{APIS, NO_ARG, id_of};
+
+    #[test]
+    fn cookie_round_trips_every_api() {
+        for (i, s) in APIS.iter().enumerate() {
+            let c = Cookie::for_spec(i as u16, s);
+            assert_eq!(c.api(), i as u16);
+            let expect_out = if s.out_arg == NO_ARG {
+                0
+            } else {
+                s.out_arg as u64 + 1
+            };
+            assert_eq!(c.out_plus_one(), expect_out, "{}", s.name);
+        }
+        let q = Cookie::for_spec(id_of("hsa_queue_create").unwrap(), &APIS[8]);
+        assert_eq!(
+            (q.out_plus_one(), q.mode(), q.words()),
+            (8, mode::STACK_WORDS, 2)
+        );
+        let m = id_of("hipMalloc").unwrap();
+        let c = Cookie::for_spec(m, &APIS[m as usize]);
+        assert_eq!(
+            (c.role(), c.size_plus_one(), c.out_plus_one()),
+            (role::ALLOC, 2, 1)
+        );
+        let ex = id_of("cuLaunchKernelEx").unwrap();
+        let c = Cookie::for_spec(ex, &APIS[ex as usize]);
+        assert_eq!((c.mode(), c.words()), (mode::ARG0_STRUCT, 5));
+    }
+
+    #[test]
+    fn record_decodes_from_bytes() {
+        let mut r = CallRecord {
+            enter_ns: 1,
+            exit_ns: 2,
+            pid: 3,
+            tid: 4,
+            api: 5,
+            flags: FLAG_OUT_VALID,
+            _pad: 0,
+            args: [6, 7, 8, 9, 10, 11],
+            extra: [12, 13, 14, 15, 16],
+            ret: 17,
+            out: 18,
+        };
+        // SAFETY: CallRecord is plain data; viewing it as bytes for the test is sound.
+        let bytes = unsafe {
+            core::slice::from_raw_parts(
+                (&raw const r).cast::<u8>(),
+                core::mem::size_of::<CallRecord>(),
+            )
+        };
+        assert_eq!(CallRecord::from_bytes(bytes), Some(r));
+        assert_eq!(CallRecord::from_bytes(&bytes[..135]), None);
+        assert_eq!(r.arg(7), Some(13));
+        assert_eq!(r.arg(11), None);
+        r.flags = 0;
+        assert_eq!(r.arg(0), Some(6));
+    }
+}
