@@ -216,8 +216,16 @@ pub fn decode(payload: &[u8], pos: usize) -> Decoded {
 /// `Some(None)` for an unknown tag, `None` for a body too short for the tag's fields.
 fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
     let rec: Record = match tag {
-        tag::THREAD_NAME => ThreadName { tid: d.u32()?, name: d.str()? }.into(),
-        tag::PROCESS_NAME => ProcessName { pid: d.u32()?, name: d.str()? }.into(),
+        tag::THREAD_NAME => ThreadName {
+            tid: d.u32()?,
+            name: d.str()?,
+        }
+        .into(),
+        tag::PROCESS_NAME => ProcessName {
+            pid: d.u32()?,
+            name: d.str()?,
+        }
+        .into(),
         tag::API_CALL => ApiCall {
             pid: d.u32()?,
             tid: d.u32()?,
@@ -260,14 +268,35 @@ fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
         .into(),
         tag::SNAPSHOT => {
             let [correlation, start_ns, end_ns, bytes, regions] = d.u64s()?;
-            Snapshot { correlation, start_ns, end_ns, bytes, regions }.into()
+            Snapshot {
+                correlation,
+                start_ns,
+                end_ns,
+                bytes,
+                regions,
+            }
+            .into()
         }
         tag::RESTORE => {
             let (correlation, pass) = (d.u64()?, d.u32()?);
             let [start_ns, end_ns, bytes, regions, skipped] = d.u64s()?;
-            Restore { correlation, pass, start_ns, end_ns, bytes, regions, skipped }.into()
+            Restore {
+                correlation,
+                pass,
+                start_ns,
+                end_ns,
+                bytes,
+                regions,
+                skipped,
+            }
+            .into()
         }
-        tag::DECLINE => Decline { correlation: d.u64()?, ts_ns: d.u64()?, reason: d.str()? }.into(),
+        tag::DECLINE => Decline {
+            correlation: d.u64()?,
+            ts_ns: d.u64()?,
+            reason: d.str()?,
+        }
+        .into(),
         tag::NONDETERMINISTIC => Nondeterministic {
             correlation: d.u64()?,
             pass: d.u32()?,
@@ -285,7 +314,12 @@ fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
         .into(),
         tag::DROPS => {
             let [ts_ns, count] = d.u64s()?;
-            Drops { ts_ns, source: d.str()?, count }.into()
+            Drops {
+                ts_ns,
+                source: d.str()?,
+                count,
+            }
+            .into()
         }
         _ => return Some(None),
     };

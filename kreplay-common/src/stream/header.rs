@@ -109,12 +109,19 @@ impl StreamHeader {
             needed,
             source,
         };
-        let bad = |what: String| StreamError::BadHeader { path: path.to_path_buf(), what };
+        let bad = |what: String| StreamError::BadHeader {
+            path: path.to_path_buf(),
+            what,
+        };
         let mut fixed = [0u8; 12];
-        src.read_exact(&mut fixed).map_err(|e| read_err(HEADER_LEN, e))?;
+        src.read_exact(&mut fixed)
+            .map_err(|e| read_err(HEADER_LEN, e))?;
         let magic: [u8; 8] = fixed[0..8].try_into().expect("8-byte slice");
         if magic != MAGIC {
-            return Err(StreamError::BadMagic { path: path.to_path_buf(), found: magic });
+            return Err(StreamError::BadMagic {
+                path: path.to_path_buf(),
+                found: magic,
+            });
         }
         let version = u16::from_le_bytes([fixed[8], fixed[9]]);
         if version == 0 || version > FORMAT_VERSION {
@@ -154,7 +161,10 @@ impl StreamHeader {
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock `bpf_ktime_get_ns` reads.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec and CLOCK_MONOTONIC always exists on Linux;
     // clock_gettime writes only through the pointer it is given.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };

@@ -115,8 +115,8 @@ impl<R: Read> StreamReader<R> {
                     Decoded::Malformed => {
                         // The chunk checksummed, so the writer wrote this: stop here, keeping
                         // the records decoded before it.
-                        let chunk_start = self.offset
-                            - (CHUNK_HEADER_LEN + self.payload.len()) as u64;
+                        let chunk_start =
+                            self.offset - (CHUNK_HEADER_LEN + self.payload.len()) as u64;
                         self.next_seq -= 1;
                         self.fail(chunk_start, DamageKind::BadRecord { at: self.pos });
                         return None;
@@ -156,7 +156,13 @@ impl<R: Read> StreamReader<R> {
             Err(e) => return self.fail(start, DamageKind::Io(e.to_string())),
         };
         if got < len as usize {
-            return self.fail(start, DamageKind::TornPayload { expected: len, have: got as u64 });
+            return self.fail(
+                start,
+                DamageKind::TornPayload {
+                    expected: len,
+                    have: got as u64,
+                },
+            );
         }
         let computed = crc32(&self.payload);
         if computed != stored {
@@ -164,7 +170,13 @@ impl<R: Read> StreamReader<R> {
         }
         if seq != self.next_seq {
             let expected = self.next_seq;
-            return self.fail(start, DamageKind::SequenceGap { expected, found: seq });
+            return self.fail(
+                start,
+                DamageKind::SequenceGap {
+                    expected,
+                    found: seq,
+                },
+            );
         }
         self.next_seq += 1;
         self.offset = start + (CHUNK_HEADER_LEN + len as usize) as u64;

@@ -23,8 +23,16 @@ fn api_call(i: u64) -> Record {
 /// One record of every type, with distinct field values.
 fn one_of_each() -> Vec<Record> {
     vec![
-        ProcessName { pid: 77, name: "python3".into() }.into(),
-        ThreadName { tid: 78, name: "worker-ü".into() }.into(),
+        ProcessName {
+            pid: 77,
+            name: "python3".into(),
+        }
+        .into(),
+        ThreadName {
+            tid: 78,
+            name: "worker-ü".into(),
+        }
+        .into(),
         api_call(5),
         Dispatch {
             pid: 77,
@@ -41,8 +49,21 @@ fn one_of_each() -> Vec<Record> {
             end_ns: 30,
         }
         .into(),
-        ReplayPass { correlation: 42, pass: 3, start_ns: 40, end_ns: 50 }.into(),
-        Snapshot { correlation: 42, start_ns: 31, end_ns: 33, bytes: 1 << 20, regions: 4 }.into(),
+        ReplayPass {
+            correlation: 42,
+            pass: 3,
+            start_ns: 40,
+            end_ns: 50,
+        }
+        .into(),
+        Snapshot {
+            correlation: 42,
+            start_ns: 31,
+            end_ns: 33,
+            bytes: 1 << 20,
+            regions: 4,
+        }
+        .into(),
         Restore {
             correlation: 42,
             pass: 3,
@@ -53,11 +74,33 @@ fn one_of_each() -> Vec<Record> {
             skipped: 3,
         }
         .into(),
-        Decline { correlation: 43, ts_ns: 60, reason: "uses host-visible memory".into() }.into(),
-        Nondeterministic { correlation: 42, pass: 2, ts_ns: 55, region: 0x1000, offset: 12 }
-            .into(),
-        Correlation { tid: 78, ts_ns: 9, external_id: 555, correlation: 42 }.into(),
-        Drops { ts_ns: 70, source: "per-thread".into(), count: 17 }.into(),
+        Decline {
+            correlation: 43,
+            ts_ns: 60,
+            reason: "uses host-visible memory".into(),
+        }
+        .into(),
+        Nondeterministic {
+            correlation: 42,
+            pass: 2,
+            ts_ns: 55,
+            region: 0x1000,
+            offset: 12,
+        }
+        .into(),
+        Correlation {
+            tid: 78,
+            ts_ns: 9,
+            external_id: 555,
+            correlation: 42,
+        }
+        .into(),
+        Drops {
+            ts_ns: 70,
+            source: "per-thread".into(),
+            count: 17,
+        }
+        .into(),
     ]
 }
 
@@ -65,7 +108,9 @@ fn one_of_each() -> Vec<Record> {
 /// file offsets where each chunk starts (plus the end of file).
 fn write_stream(n: u64, threshold: usize) -> (Vec<u8>, Vec<usize>) {
     let header = StreamHeader::new(StreamKind::Tool, 77);
-    let mut w = StreamWriter::new(Vec::new(), &header).unwrap().with_chunk_threshold(threshold);
+    let mut w = StreamWriter::new(Vec::new(), &header)
+        .unwrap()
+        .with_chunk_threshold(threshold);
     for i in 0..n {
         w.push(&api_call(i)).unwrap();
     }
@@ -121,7 +166,13 @@ fn unknown_tags_and_appended_fields_are_skipped() {
     payload.extend_from_slice(&4u32.to_le_bytes());
     payload.extend_from_slice(&[1, 2, 3, 4]);
     let mut corr = Vec::new();
-    let rec: Record = Correlation { tid: 1, ts_ns: 2, external_id: 3, correlation: 4 }.into();
+    let rec: Record = Correlation {
+        tid: 1,
+        ts_ns: 2,
+        external_id: 3,
+        correlation: 4,
+    }
+    .into();
     codec::encode(&rec, &mut corr);
     let body_len = u32::from_le_bytes(corr[1..5].try_into().unwrap()) + 3;
     corr[1..5].copy_from_slice(&body_len.to_le_bytes());
@@ -144,13 +195,22 @@ fn unknown_tags_and_appended_fields_are_skipped() {
 fn header_errors_name_the_file() {
     let mut bytes = StreamHeader::new(StreamKind::Tool, 1).encode().to_vec();
     bytes[8] = 9; // version 9
-    let err = StreamReader::new(Cursor::new(&bytes), Path::new("v.krs")).err().unwrap();
-    assert_eq!(err.to_string(), "v.krs: stream format version 9, this reader understands up to 1");
-    let err = StreamReader::new(Cursor::new(b"NOTASTREAM__"), Path::new("m.krs")).err().unwrap();
+    let err = StreamReader::new(Cursor::new(&bytes), Path::new("v.krs"))
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "v.krs: stream format version 9, this reader understands up to 1"
+    );
+    let err = StreamReader::new(Cursor::new(b"NOTASTREAM__"), Path::new("m.krs"))
+        .err()
+        .unwrap();
     assert!(matches!(err, StreamError::BadMagic { .. }), "{err}");
     let mut bytes = StreamHeader::new(StreamKind::Tool, 1).encode().to_vec();
     bytes[17] ^= 1; // pid byte: header checksum must catch it
-    let err = StreamReader::new(Cursor::new(&bytes), Path::new("c.krs")).err().unwrap();
+    let err = StreamReader::new(Cursor::new(&bytes), Path::new("c.krs"))
+        .err()
+        .unwrap();
     assert!(matches!(err, StreamError::BadHeader { .. }), "{err}");
 }
 
@@ -200,12 +260,23 @@ fn a_corrupt_byte_in_a_middle_chunk_stops_there_and_reports_its_offset() {
     let damage = damage.unwrap();
     assert_eq!(damage.offset, start as u64);
     assert_eq!(damage.chunks_kept, mid as u64);
-    assert!(matches!(damage.kind, DamageKind::ChecksumMismatch { .. }), "{:?}", damage.kind);
     assert!(
-        damage.to_string().starts_with(&format!("t.krs: chunk checksum mismatch")),
+        matches!(damage.kind, DamageKind::ChecksumMismatch { .. }),
+        "{:?}",
+        damage.kind
+    );
+    assert!(
+        damage
+            .to_string()
+            .starts_with("t.krs: chunk checksum mismatch"),
         "{damage}"
     );
-    assert!(damage.to_string().contains(&format!("at byte offset {start};")), "{damage}");
+    assert!(
+        damage
+            .to_string()
+            .contains(&format!("at byte offset {start};")),
+        "{damage}"
+    );
 }
 
 #[test]
@@ -217,7 +288,13 @@ fn a_repeated_chunk_is_a_sequence_gap() {
     let (two_chunks, _) = read_all(&bytes[..bounds[2]]);
     assert_eq!(got, two_chunks);
     let damage = damage.unwrap();
-    assert_eq!(damage.kind, DamageKind::SequenceGap { expected: 2, found: 1 });
+    assert_eq!(
+        damage.kind,
+        DamageKind::SequenceGap {
+            expected: 2,
+            found: 1
+        }
+    );
     assert_eq!(damage.offset, bounds[2] as u64);
 }
 
@@ -226,7 +303,10 @@ fn a_huge_length_field_is_rejected_without_allocating_it() {
     let (mut bytes, bounds) = write_stream(30, 1024);
     bytes[bounds[1]..bounds[1] + 4].copy_from_slice(&u32::MAX.to_le_bytes());
     let (_, damage) = read_all(&bytes);
-    assert_eq!(damage.unwrap().kind, DamageKind::BadLength { len: u32::MAX });
+    assert_eq!(
+        damage.unwrap().kind,
+        DamageKind::BadLength { len: u32::MAX }
+    );
 }
 
 #[test]

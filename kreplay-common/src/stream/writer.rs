@@ -45,7 +45,10 @@ impl<W: Write> StreamWriter<W> {
     pub fn new(mut out: W, header: &StreamHeader) -> Result<Self, StreamError> {
         out.write_all(&header.encode())
             .and_then(|()| out.flush())
-            .map_err(|source| StreamError::Write { what: "header".into(), source })?;
+            .map_err(|source| StreamError::Write {
+                what: "header".into(),
+                source,
+            })?;
         Ok(Self {
             out,
             buf: vec![0; CHUNK_HEADER_LEN],
@@ -75,9 +78,10 @@ impl<W: Write> StreamWriter<W> {
     /// Writes the pending chunk, if any, and flushes `out`.
     pub fn flush(&mut self) -> Result<(), StreamError> {
         self.write_chunk()?;
-        self.out
-            .flush()
-            .map_err(|source| StreamError::Write { what: "flush".into(), source })
+        self.out.flush().map_err(|source| StreamError::Write {
+            what: "flush".into(),
+            source,
+        })
     }
 
     /// Records written in complete chunks so far.
@@ -111,7 +115,10 @@ impl<W: Write> StreamWriter<W> {
         let result = self.out.write_all(&self.buf);
         self.buf.truncate(CHUNK_HEADER_LEN);
         let records = std::mem::take(&mut self.records_pending);
-        result.map_err(|source| StreamError::Write { what: format!("chunk {seq}"), source })?;
+        result.map_err(|source| StreamError::Write {
+            what: format!("chunk {seq}"),
+            source,
+        })?;
         self.next_seq += 1;
         self.records_written += records;
         Ok(())

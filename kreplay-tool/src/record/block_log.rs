@@ -1,0 +1,303 @@
+//! A single-producer log of fixed-size blocks: the owning thread appends with plain stores
+//! (no lock, no read-modify-write), and a drainer on another thread moves out what has been
+//! published. The owner takes a lock only when it hands a full block over (once per
+//! [`BLOCK_LEN`] records), and the log is capped with counted drops.
+
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// Records per block.
+pub const BLOCK_LEN: usize = 256;
+
+/// `BLOCK_LEN` slots; `[0, taken)` moved out by the drainer, `[taken, len)` live.
+struct Block<T> {
+    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    /// Published slots. Stored only by the owner (Release), loaded by the drainer (Acquire).
+    len: AtomicUsize,
+    /// Slots already moved out. Touched only by the drainer, under the drain lock.
+    taken: AtomicUsize,
+}
+
+impl<T> Block<T> {
+    fn new_raw() -> *mut Self {
+        let slots = (0..BLOCK_LEN)
+            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+            .collect();
+        Box::into_raw(Box::new(Self {
+            slots,
+            len: AtomicUsize::new(0),
+            taken: AtomicUsize::new(0),
+        }))
+    }
+
+    /// Moves the published, not yet taken slots into `sink`. Drainer only, under the drain lock.
+    fn take_published(&self, sink: &mut impl FnMut(T)) {
+        let len = self.len.load(Ordering::Acquire);
+        let taken = self.taken.load(Ordering::Relaxed);
+        for slot in &self.slots[taken..len] {
+            // SAFETY: slots below `len` were fully written before the owner's Release store of
+            // `len` (which our Acquire load saw) and the owner never touches them again; slots
+            // at or above `taken` have not been moved out (only this drainer moves, under the
+            // drain lock, and records the new `taken` below).
+            sink(unsafe { (*slot.get()).assume_init_read() });
+        }
+        self.taken.store(len, Ordering::Relaxed);
+    }
+}
+
+impl<T> Drop for Block<T> {
+    fn drop(&mut self) {
+        let (taken, len) = (*self.taken.get_mut(), *self.len.get_mut());
+        for slot in &mut self.slots[taken..len] {
+            // SAFETY: `[taken, len)` holds initialized values nobody moved out; `&mut self`
+            // means no other thread can see the block any more.
+            unsafe { slot.get_mut().assume_init_drop() };
+        }
+    }
+}
+
+/// What [`BlockLog::push`] did with a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pushed {
+    /// Stored in the current block.
+    Stored,
+    /// Stored after handing a full block to the drainer; that many full blocks now wait.
+    HandedOff(usize),
+    /// Dropped and counted: the log is at its cap.
+    Dropped,
+}
+
+/// The log. One owner thread pushes (see [`BlockLog::push`]); any thread may drain.
+pub struct BlockLog<T> {
+    /// The block the owner appends to. Replaced only by the owner, under `full`'s lock.
+    current: AtomicPtr<Block<T>>,
+    /// Full blocks the owner handed over; freed only by the drainer.
+    full: Mutex<Vec<NonNull<Block<T>>>>,
+    /// `full.len()`, readable by the owner without the lock.
+    full_count: AtomicUsize,
+    /// Most full blocks that may wait before the owner drops records.
+    max_full: usize,
+    /// Records dropped at the cap. Written only by the owner (load + store, no RMW).
+    dropped: AtomicU64,
+    /// Serializes drains, so a block a drain is reading is never freed under it.
+    drain_lock: Mutex<()>,
+}
+
+// SAFETY: the log hands values of `T` from the owner thread to a drainer thread, so `T: Send`
+// is required; all shared state is behind atomics or mutexes, and block slots are accessed
+// under the publication protocol documented on `Block`.
+unsafe impl<T: Send> Send for BlockLog<T> {}
+// SAFETY: as above; `&BlockLog` allows only `push` (owner-only by its contract) and drains
+// (serialized by `drain_lock`).
+unsafe impl<T: Send> Sync for BlockLog<T> {}
+
+fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
+    // A panic while holding these locks leaves no broken invariant (each critical section
+    // is a push or a swap), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<T> BlockLog<T> {
+    /// A log holding at most `cap` undrained values (rounded up to whole blocks, at least one).
+    pub fn new(cap: usize) -> Self {
+        Self {
+            current: AtomicPtr::new(Block::new_raw()),
+            full: Mutex::new(Vec::new()),
+            full_count: AtomicUsize::new(0),
+            max_full: cap.div_ceil(BLOCK_LEN).saturating_sub(1),
+            dropped: AtomicU64::new(0),
+            drain_lock: Mutex::new(()),
+        }
+    }
+
+    /// Values dropped at the cap since the log was made.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Full blocks waiting for a drain.
+    pub fn full_blocks(&self) -> usize {
+        self.full_count.load(Ordering::Relaxed)
+    }
+
+    /// Appends `value`.
+    ///
+    /// # Safety
+    /// Only one thread, the log's owner, may ever call `push` on a given log.
+    pub unsafe fn push(&self, value: T) -> Pushed {
+        let mut outcome = Pushed::Stored;
+        let mut block = self.current.load(Ordering::Relaxed);
+        // SAFETY: `current` always points to a live block: only the owner (us) replaces it,
+        // and a replaced block lives on in `full` until a drain frees it.
+        let mut n = unsafe { (*block).len.load(Ordering::Relaxed) };
+        if n == BLOCK_LEN {
+            match self.hand_off() {
+                Some((fresh, waiting)) => {
+                    block = fresh;
+                    n = 0;
+                    outcome = Pushed::HandedOff(waiting);
+                }
+                None => {
+                    let d = self.dropped.load(Ordering::Relaxed);
+                    self.dropped.store(d + 1, Ordering::Relaxed);
+                    return Pushed::Dropped;
+                }
+            }
+        }
+        // SAFETY: slot `n` of the current block is unpublished (`n == len`), so no drainer
+        // reads it, and only the owner writes slots; the Release store publishes it.
+        unsafe {
+            let b = &*block;
+            (*b.slots[n].get()).write(value);
+            b.len.store(n + 1, Ordering::Release);
+        }
+        outcome
+    }
+
+    /// Owner only: moves the full current block to `full` and installs a fresh one.
+    fn hand_off(&self) -> Option<(*mut Block<T>, usize)> {
+        if self.full_count.load(Ordering::Relaxed) >= self.max_full {
+            return None;
+        }
+        let fresh = Block::new_raw();
+        let mut full = lock(&self.full);
+        let old = self.current.swap(fresh, Ordering::AcqRel);
+        full.push(NonNull::new(old).expect("current block is never null"));
+        self.full_count.store(full.len(), Ordering::Relaxed);
+        Some((fresh, full.len()))
+    }
+
+    /// Moves every published value, oldest first, into `sink`; returns how many.
+    pub fn drain(&self, mut sink: impl FnMut(T)) -> usize {
+        let _drain = lock(&self.drain_lock);
+        let (blocks, current) = {
+            let mut full = lock(&self.full);
+            self.full_count.store(0, Ordering::Relaxed);
+            (
+                std::mem::take(&mut *full),
+                self.current.load(Ordering::Acquire),
+            )
+        };
+        let mut n = 0;
+        let mut count = |v| {
+            n += 1;
+            sink(v)
+        };
+        for block in blocks {
+            // SAFETY: blocks in `full` are live until freed here; the owner no longer writes
+            // them, and no other drain runs (drain lock). After taking the values we own the
+            // allocation, which `Block::new_raw` made with `Box::into_raw`.
+            unsafe {
+                block.as_ref().take_published(&mut count);
+                drop(Box::from_raw(block.as_ptr()));
+            }
+        }
+        // SAFETY: `current` was the owner's block when we held `full`'s lock; if the owner
+        // hands it off since, it sits in `full` until a later drain, which the drain lock
+        // orders after this one. Only published slots are read.
+        unsafe { (*current).take_published(&mut count) };
+        n
+    }
+}
+
+impl<T> Drop for BlockLog<T> {
+    fn drop(&mut self) {
+        let full = std::mem::take(self.full.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for block in full {
+            // SAFETY: `&mut self`: no owner or drainer is left; every block came from
+            // `Box::into_raw` and is freed once, here.
+            drop(unsafe { Box::from_raw(block.as_ptr()) });
+        }
+        // SAFETY: as above, for the current block.
+        drop(unsafe { Box::from_raw(*self.current.get_mut()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn drains_in_order_across_blocks_and_partial_blocks() {
+        let log = BlockLog::new(10 * BLOCK_LEN);
+        let mut got = Vec::new();
+        for i in 0..300u32 {
+            // SAFETY: this test thread is the only pusher.
+            unsafe { log.push(i) };
+        }
+        assert_eq!(log.drain(|v| got.push(v)), 300);
+        for i in 300..700u32 {
+            // SAFETY: as above.
+            unsafe { log.push(i) };
+        }
+        assert_eq!(log.drain(|v| got.push(v)), 400);
+        assert_eq!(log.drain(|v| got.push(v)), 0);
+        assert_eq!(got, (0..700).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_cap_drops_and_counts_then_recovers_after_a_drain() {
+        let log = BlockLog::new(2 * BLOCK_LEN);
+        let mut outcomes = Vec::new();
+        for i in 0..(2 * BLOCK_LEN + 10) {
+            // SAFETY: this test thread is the only pusher.
+            outcomes.push(unsafe { log.push(i) });
+        }
+        assert_eq!(outcomes[BLOCK_LEN], Pushed::HandedOff(1));
+        assert_eq!(
+            outcomes.iter().filter(|o| **o == Pushed::Dropped).count(),
+            10
+        );
+        assert_eq!(log.dropped(), 10);
+        let mut n = 0;
+        assert_eq!(log.drain(|_| n += 1), 2 * BLOCK_LEN);
+        // SAFETY: as above.
+        assert_eq!(unsafe { log.push(0) }, Pushed::HandedOff(1));
+    }
+
+    #[test]
+    fn values_left_undrained_are_dropped_with_the_log() {
+        let marker = Arc::new(());
+        let log = BlockLog::new(4 * BLOCK_LEN);
+        for _ in 0..(BLOCK_LEN + 5) {
+            // SAFETY: this test thread is the only pusher.
+            unsafe { log.push(Arc::clone(&marker)) };
+        }
+        let mut taken = Vec::new();
+        log.drain(|v| taken.push(v));
+        for _ in 0..7 {
+            // SAFETY: as above.
+            unsafe { log.push(Arc::clone(&marker)) };
+        }
+        assert_eq!(Arc::strong_count(&marker), 1 + BLOCK_LEN + 5 + 7);
+        drop(log);
+        assert_eq!(Arc::strong_count(&marker), 1 + BLOCK_LEN + 5);
+        drop(taken);
+        assert_eq!(Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
+    fn a_concurrent_drainer_sees_every_value_exactly_once() {
+        let log = Arc::new(BlockLog::new(usize::MAX));
+        let producer = {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for i in 0..200_000u64 {
+                    // SAFETY: this spawned thread is the log's only pusher.
+                    unsafe { log.push(i) };
+                }
+            })
+        };
+        let mut got = Vec::new();
+        while !producer.is_finished() {
+            log.drain(|v| got.push(v));
+        }
+        producer.join().unwrap();
+        log.drain(|v| got.push(v));
+        assert_eq!(got, (0..200_000).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,25 @@
+//! Event recording inside the application: per-thread buffers (the default) or the
+//! shared-mutex baseline, merged off the hot path and written to the tool's stream file.
+//!
+//! A thread records into its own [`block_log::BlockLog`]: plain stores into a 256-entry
+//! block and a Release store of its length — no lock and no shared atomic write per record.
+//! Each thread's buffer is registered once, in a registry behind a mutex taken only at
+//! registration, merge and clear. A merge (at flush: on request, at exit, or when a buffer
+//! passes the size threshold) moves every published record into one list; a thread that
+//! exited leaves its buffer with the registry, so its rows are merged before it is freed.
+//! `KREPLAY_PER_THREAD_BUFFER=0` selects the baseline instead: one `Vec` behind one `Mutex`.
+//! Both paths are capped and count what they drop; a flush writes the counts as `Drops`.
+
+pub mod block_log;
+mod config;
+mod recorder;
+mod sink;
+mod thread_buffer;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{ENV_OUTPUT_DIR, ENV_PER_THREAD, ENV_PER_THREAD_CAP, RecorderConfig};
+pub use recorder::{DROPS_PER_THREAD, DROPS_SHARED, FlushStats, Recorder, RecorderStats};
+pub use sink::{StreamSink, flush_global, global, start_global_flusher};
+pub use thread_buffer::current_tid;

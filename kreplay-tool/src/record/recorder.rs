@@ -1,0 +1,363 @@
+//! The recorder: the per-thread and shared-mutex recording paths, the merge that pours the
+//! thread buffers together off the hot path, clearing, and writing merged rows to a stream.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use kreplay_common::stream::{
+    Correlation, Drops, Record, StreamError, StreamWriter, ThreadName, monotonic_ns,
+};
+
+use super::block_log::{BLOCK_LEN, Pushed};
+use super::config::RecorderConfig;
+use super::thread_buffer::{ThreadBuffer, with_local};
+
+/// Source names of the `Drops` records a flush writes.
+pub const DROPS_PER_THREAD: &str = "tool/per-thread-buffer";
+/// See [`DROPS_PER_THREAD`].
+pub const DROPS_SHARED: &str = "tool/shared-buffer";
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Counters that show which path moved what since the last [`Recorder::clear`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecorderStats {
+    /// Merged rows waiting to be written.
+    pub rows: usize,
+    /// Merged correlation records waiting to be written.
+    pub correlations: usize,
+    /// Thread buffers in the registry now.
+    pub thread_buffers: usize,
+    /// Thread buffers registered (the per-thread machinery touched).
+    pub registrations: u64,
+    /// Rows and correlations appended through the shared mutex.
+    pub shared_appends: u64,
+    /// Rows merged out of thread buffers.
+    pub per_thread_rows: u64,
+    /// Correlation records merged out of thread buffers.
+    pub per_thread_correlations: u64,
+    /// Records dropped at a cap (both paths).
+    pub dropped: u64,
+}
+
+/// What one [`Recorder::flush_to`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushStats {
+    /// Rows and correlation records written.
+    pub records: u64,
+    /// Drops reported in this flush.
+    pub dropped: u64,
+}
+
+/// The merged view: the one list the stream writer reads. In shared mode every thread
+/// appends here directly, under this one mutex (the baseline).
+#[derive(Default)]
+struct Merged {
+    rows: Vec<Record>,
+    correlations: Vec<Correlation>,
+    shared_appends: u64,
+    shared_dropped: u64,
+    per_thread_rows: u64,
+    per_thread_correlations: u64,
+    per_thread_dropped: u64,
+    dropped_unreported: [u64; 2],
+}
+
+/// The thread buffers, touched only at registration, merge and clear.
+#[derive(Default)]
+struct Registry {
+    buffers: Vec<Arc<ThreadBuffer>>,
+    registrations: u64,
+    /// Threads whose name no flush has written yet.
+    unannounced: Vec<ThreadName>,
+    /// Drops already counted per buffer (index-aligned with `buffers`).
+    dropped_seen: Vec<u64>,
+}
+
+/// Records rows and correlation ids from many threads; see the module docs.
+pub struct Recorder {
+    id: u64,
+    per_thread: AtomicBool,
+    config: RecorderConfig,
+    merged: Mutex<Merged>,
+    registry: Mutex<Registry>,
+    flush_wanted: AtomicBool,
+    on_flush_wanted: Mutex<Option<std::thread::Thread>>,
+}
+
+fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
+    // Every critical section leaves the state consistent, so a poisoned lock stays usable
+    // (and code inside someone else's process must not panic).
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Recorder {
+    /// A recorder with `config`.
+    pub fn new(config: RecorderConfig) -> Self {
+        Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            per_thread: AtomicBool::new(config.per_thread),
+            config,
+            merged: Mutex::new(Merged::default()),
+            registry: Mutex::new(Registry::default()),
+            flush_wanted: AtomicBool::new(false),
+            on_flush_wanted: Mutex::new(None),
+        }
+    }
+
+    /// Whether new records go to per-thread buffers (else to the shared mutex).
+    pub fn per_thread(&self) -> bool {
+        self.per_thread.load(Ordering::Relaxed)
+    }
+
+    /// Switches path. Safe at any time: records already in thread buffers are merged by the
+    /// next merge whatever the mode.
+    pub fn set_per_thread(&self, on: bool) {
+        self.per_thread.store(on, Ordering::Relaxed);
+    }
+
+    /// Records a row from the calling thread.
+    pub fn record(&self, row: Record) {
+        if self.per_thread() {
+            let mut slot = Some(row);
+            let pushed = self.with_buffer(|b| {
+                // SAFETY: `with_buffer` hands us the calling thread's own buffer.
+                slot.take().map(|r| unsafe { b.rows.push(r) })
+            });
+            if let Some(pushed) = pushed.flatten() {
+                self.after_push(pushed);
+                return;
+            }
+            let Some(row) = slot else { return };
+            self.push_shared(|m| m.rows.push(row), |m| m.rows.len());
+        } else {
+            self.push_shared(|m| m.rows.push(row), |m| m.rows.len());
+        }
+    }
+
+    /// Records that the calling thread tied external id `external_id` to `correlation`.
+    pub fn record_correlation(&self, external_id: u64, correlation: u64) {
+        let tid = super::thread_buffer::current_tid();
+        let rec = Correlation {
+            tid,
+            ts_ns: monotonic_ns(),
+            external_id,
+            correlation,
+        };
+        if self.per_thread() {
+            let mut slot = Some(rec);
+            let pushed = self.with_buffer(|b| {
+                // SAFETY: `with_buffer` hands us the calling thread's own buffer.
+                slot.take().map(|c| unsafe { b.correlations.push(c) })
+            });
+            if let Some(pushed) = pushed.flatten() {
+                self.after_push(pushed);
+                return;
+            }
+            let Some(rec) = slot else { return };
+            self.push_shared(|m| m.correlations.push(rec), |m| m.correlations.len());
+        } else {
+            self.push_shared(|m| m.correlations.push(rec), |m| m.correlations.len());
+        }
+    }
+
+    fn with_buffer<R>(&self, f: impl FnOnce(&ThreadBuffer) -> R) -> Option<R> {
+        with_local(
+            self.id,
+            || ThreadBuffer::for_current_thread(self.config.per_thread_cap),
+            |b| self.register(b),
+            f,
+        )
+    }
+
+    fn after_push(&self, pushed: Pushed) {
+        if let Pushed::HandedOff(waiting) = pushed
+            && waiting * BLOCK_LEN >= self.config.flush_threshold
+        {
+            self.request_flush();
+        }
+    }
+
+    /// The baseline: one Vec behind one mutex, with a cap and counted drops.
+    fn push_shared(&self, push: impl FnOnce(&mut Merged), len: impl Fn(&Merged) -> usize) {
+        let mut m = lock(&self.merged);
+        let n = len(&m);
+        if n >= self.config.shared_cap {
+            m.shared_dropped += 1;
+            m.dropped_unreported[1] += 1;
+            return;
+        }
+        push(&mut m);
+        m.shared_appends += 1;
+        let want_flush = n + 1 == self.config.flush_threshold;
+        drop(m);
+        if want_flush {
+            self.request_flush();
+        }
+    }
+
+    fn register(&self, buffer: &Arc<ThreadBuffer>) {
+        let mut reg = lock(&self.registry);
+        if buffer.registered.load(Ordering::Relaxed) {
+            return;
+        }
+        reg.buffers.push(Arc::clone(buffer));
+        reg.dropped_seen
+            .push(buffer.rows.dropped() + buffer.correlations.dropped());
+        reg.registrations += 1;
+        if !buffer.announced.swap(true, Ordering::Relaxed) {
+            reg.unannounced.push(ThreadName {
+                tid: buffer.tid,
+                name: buffer.name.clone(),
+            });
+        }
+        buffer.registered.store(true, Ordering::Relaxed);
+    }
+
+    /// Asks the thread set by [`Recorder::set_flush_waker`] to flush soon.
+    pub fn request_flush(&self) {
+        if !self.flush_wanted.swap(true, Ordering::AcqRel)
+            && let Some(t) = lock(&self.on_flush_wanted).as_ref()
+        {
+            t.unpark();
+        }
+    }
+
+    /// Takes (clears) the flush request flag.
+    pub fn take_flush_request(&self) -> bool {
+        self.flush_wanted.swap(false, Ordering::AcqRel)
+    }
+
+    /// Names the thread that [`Recorder::request_flush`] unparks.
+    pub fn set_flush_waker(&self, thread: Option<std::thread::Thread>) {
+        *lock(&self.on_flush_wanted) = thread;
+    }
+
+    /// Pours every thread buffer into the merged list and frees the buffers of exited
+    /// threads; returns the rows and correlation records moved. Idempotent: a second merge
+    /// with no recording in between moves nothing.
+    pub fn merge(&self) -> usize {
+        let mut reg = lock(&self.registry);
+        let mut m = lock(&self.merged);
+        let m = &mut *m;
+        let mut moved = 0;
+        let reg = &mut *reg;
+        let mut i = 0;
+        while i < reg.buffers.len() {
+            let b = &reg.buffers[i];
+            // Read `exited` before draining: everything the thread pushed before exiting is
+            // then visible to the drain.
+            let exited = b.exited.load(Ordering::Acquire);
+            let rows = b.rows.drain(|r| m.rows.push(r));
+            let corrs = b.correlations.drain(|c| m.correlations.push(c));
+            m.per_thread_rows += rows as u64;
+            m.per_thread_correlations += corrs as u64;
+            moved += rows + corrs;
+            let dropped = b.rows.dropped() + b.correlations.dropped();
+            let new_drops = dropped - reg.dropped_seen[i];
+            reg.dropped_seen[i] = dropped;
+            m.per_thread_dropped += new_drops;
+            m.dropped_unreported[0] += new_drops;
+            if exited {
+                b.registered.store(false, Ordering::Relaxed);
+                reg.buffers.swap_remove(i);
+                reg.dropped_seen.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        moved
+    }
+
+    /// Discards every recorded row and correlation record (merged or still in thread
+    /// buffers), unregisters every thread buffer and zeroes the counters. A live thread
+    /// registers again on its next record.
+    pub fn clear(&self) {
+        let mut reg = lock(&self.registry);
+        for b in reg.buffers.drain(..) {
+            b.rows.drain(drop);
+            b.correlations.drain(drop);
+            b.registered.store(false, Ordering::Relaxed);
+        }
+        reg.dropped_seen.clear();
+        reg.registrations = 0;
+        *lock(&self.merged) = Merged::default();
+    }
+
+    /// The counters and queue lengths.
+    pub fn stats(&self) -> RecorderStats {
+        let reg = lock(&self.registry);
+        let m = lock(&self.merged);
+        RecorderStats {
+            rows: m.rows.len(),
+            correlations: m.correlations.len(),
+            thread_buffers: reg.buffers.len(),
+            registrations: reg.registrations,
+            shared_appends: m.shared_appends,
+            per_thread_rows: m.per_thread_rows,
+            per_thread_correlations: m.per_thread_correlations,
+            dropped: m.shared_dropped + m.per_thread_dropped,
+        }
+    }
+
+    /// Moves the merged rows and correlation records out (after a [`Recorder::merge`]).
+    pub fn take_merged(&self) -> (Vec<Record>, Vec<Correlation>) {
+        let mut m = lock(&self.merged);
+        (
+            std::mem::take(&mut m.rows),
+            std::mem::take(&mut m.correlations),
+        )
+    }
+
+    /// Merges, then writes to `w`: names of newly seen threads, the merged rows and
+    /// correlation records sorted by timestamp, and a `Drops` record per buffer kind that
+    /// dropped anything since the last flush. Ends with a chunk boundary.
+    pub fn flush_to<W: Write>(&self, w: &mut StreamWriter<W>) -> Result<FlushStats, StreamError> {
+        self.merge();
+        let names = std::mem::take(&mut lock(&self.registry).unannounced);
+        let (mut rows, correlations, drops) = {
+            let mut m = lock(&self.merged);
+            let drops = std::mem::take(&mut m.dropped_unreported);
+            (
+                std::mem::take(&mut m.rows),
+                std::mem::take(&mut m.correlations),
+                drops,
+            )
+        };
+        rows.extend(correlations.into_iter().map(Record::from));
+        rows.sort_by_key(Record::timestamp);
+        for name in names {
+            w.push(&name.into())?;
+        }
+        for row in &rows {
+            w.push(row)?;
+        }
+        let now = monotonic_ns();
+        for (source, count) in [(DROPS_PER_THREAD, drops[0]), (DROPS_SHARED, drops[1])] {
+            if count > 0 {
+                w.push(
+                    &Drops {
+                        ts_ns: now,
+                        source: source.into(),
+                        count,
+                    }
+                    .into(),
+                )?;
+            }
+        }
+        w.flush()?;
+        Ok(FlushStats {
+            records: rows.len() as u64,
+            dropped: drops[0] + drops[1],
+        })
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        for b in &lock(&self.registry).buffers {
+            b.orphaned.store(true, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! One application thread's buffers and the thread-local table that finds them: the hot path
+//! of per-thread recording.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use kreplay_common::stream::{Correlation, Record};
+
+use super::block_log::BlockLog;
+
+/// A thread's rows and correlation records; the thread owns the push side of both logs.
+pub struct ThreadBuffer {
+    /// Kernel thread id of the owner.
+    pub tid: u32,
+    /// The owner's name when it registered.
+    pub name: String,
+    /// Recorded rows.
+    pub rows: BlockLog<Record>,
+    /// Recorded external correlation ids.
+    pub correlations: BlockLog<Correlation>,
+    /// In its recorder's registry. The registry writes it (under its lock); the owner reads it.
+    pub registered: AtomicBool,
+    /// The owner thread has exited: after one more drain the buffer can be freed.
+    pub exited: AtomicBool,
+    /// The thread's name was queued for the stream. Registry only, under its lock.
+    pub announced: AtomicBool,
+    /// The recorder was dropped: the owner's table may forget this buffer.
+    pub orphaned: AtomicBool,
+}
+
+impl ThreadBuffer {
+    /// A buffer for the calling thread, each log capped at `cap` entries.
+    pub fn for_current_thread(cap: usize) -> Self {
+        Self {
+            tid: current_tid(),
+            name: current_thread_name(),
+            rows: BlockLog::new(cap),
+            correlations: BlockLog::new(cap),
+            registered: AtomicBool::new(false),
+            exited: AtomicBool::new(false),
+            announced: AtomicBool::new(false),
+            orphaned: AtomicBool::new(false),
+        }
+    }
+}
+
+/// One row of the thread-local table: a recorder's buffer for this thread.
+struct LocalEntry {
+    recorder: u64,
+    buffer: Arc<ThreadBuffer>,
+}
+
+impl Drop for LocalEntry {
+    fn drop(&mut self) {
+        // The thread is exiting (or the recorder is gone): the registry's reference keeps the
+        // buffer, and its rows, until the next merge drains and frees it.
+        self.buffer.exited.store(true, Ordering::Release);
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Vec<LocalEntry>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's buffer for recorder `id`, creating it with `make` and passing
+/// a fresh or unregistered one to `register` first. `None` when thread-local storage is gone
+/// (the thread is exiting) or re-entered: the caller falls back to the shared path.
+pub fn with_local<R>(
+    id: u64,
+    make: impl FnOnce() -> ThreadBuffer,
+    register: impl FnOnce(&Arc<ThreadBuffer>),
+    f: impl FnOnce(&ThreadBuffer) -> R,
+) -> Option<R> {
+    LOCAL
+        .try_with(|table| {
+            let mut table = table.try_borrow_mut().ok()?;
+            let idx = match table.iter().position(|e| e.recorder == id) {
+                Some(i) => i,
+                None => {
+                    table.retain(|e| !e.buffer.orphaned.load(Ordering::Relaxed));
+                    table.push(LocalEntry {
+                        recorder: id,
+                        buffer: Arc::new(make()),
+                    });
+                    table.len() - 1
+                }
+            };
+            let buffer = &table[idx].buffer;
+            if !buffer.registered.load(Ordering::Relaxed) {
+                register(buffer);
+            }
+            Some(f(buffer))
+        })
+        .ok()
+        .flatten()
+}
+
+/// The calling thread's kernel thread id.
+pub fn current_tid() -> u32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// The calling thread's name: Rust's name if it has one, else the kernel's `comm`.
+fn current_thread_name() -> String {
+    if let Some(name) = std::thread::current().name() {
+        return name.to_owned();
+    }
+    std::fs::read_to_string("/proc/thread-self/comm")
+        .map(|s| s.trim_end().to_owned())
+        .unwrap_or_default()
+}
