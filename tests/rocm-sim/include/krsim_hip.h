@@ -154,8 +154,9 @@ void __hipUnregisterFatBinary(void** modules);
     void* kargs[] = {KRSIM__PAIRS(KRSIM__ADDR, _, __VA_ARGS__)};                               \
     return hipLaunchKernel((const void*)name, grid, block, kargs, shmem, stream);              \
   }                                                                                            \
-  static void name##_body(const krsim_dispatch* d, const name##_args* args,                    \
-                          const krsim_var_table* vars)
+  static void name##_body(__attribute__((unused)) const krsim_dispatch* d,                   \
+                          __attribute__((unused)) const name##_args* args,                     \
+                          __attribute__((unused)) const krsim_var_table* vars)
 
 /* A 1-D loop over this workgroup's work-items that lie inside the grid (x dimension). */
 #define KRSIM_FOR_EACH_X(d, i)                                                                 \
