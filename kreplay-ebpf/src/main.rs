@@ -5,8 +5,11 @@
 //! them) per (thread, API); the return program turns them into one [`CallRecord`] in the ring
 //! buffer, reads the out-pointer, and keeps the live-allocation inventory. Every record that
 //! cannot be delivered is counted in `COUNTERS`.
-#![no_std]
-#![no_main]
+//!
+//! On the host target (clippy, `cargo check --workspace`) the crate builds as an ordinary
+//! binary with an empty `main`, so the workspace can be linted as a whole.
+#![cfg_attr(target_arch = "bpf", no_std)]
+#![cfg_attr(target_arch = "bpf", no_main)]
 
 use aya_ebpf::{
     EbpfContext,
@@ -90,7 +93,7 @@ fn try_call_enter(ctx: &ProbeContext) {
         api: c.api() as u32,
         _pad: 0,
     };
-    if ENTRIES.insert(&key, &state, 0).is_err() {
+    if ENTRIES.insert(key, state, 0).is_err() {
         bump(counter::ENTRY_MAP_FULL);
     }
 }
@@ -114,14 +117,14 @@ fn try_call_return(ctx: &RetProbeContext) {
         _pad: 0,
     };
     // SAFETY: the value is copied out before the entry is removed below.
-    let state = match unsafe { ENTRIES.get(&key) } {
+    let state = match unsafe { ENTRIES.get(key) } {
         Some(s) => *s,
         None => {
             bump(counter::MISSING_ENTRY);
             return;
         }
     };
-    let _ = ENTRIES.remove(&key);
+    let _ = ENTRIES.remove(key);
     let ret: u64 = ctx.ret();
 
     let mut out = 0u64;
@@ -213,7 +216,7 @@ fn track_inventory(
                 api: c.api(),
                 _pad: 0,
             };
-            if ALLOCS.insert(&key, &info, 0).is_err() {
+            if ALLOCS.insert(key, info, 0).is_err() {
                 bump(counter::ALLOC_MAP_FULL);
             }
         }
@@ -225,18 +228,21 @@ fn track_inventory(
                     _pad: 0,
                     ptr: arg_at(state, ptr_idx - 1),
                 };
-                let _ = ALLOCS.remove(&key);
+                let _ = ALLOCS.remove(key);
             }
         }
         _ => {}
     }
 }
 
-#[cfg(not(test))]
+#[cfg(target_arch = "bpf")]
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {
     loop {}
 }
+
+#[cfg(not(target_arch = "bpf"))]
+fn main() {}
 
 #[unsafe(link_section = "license")]
 #[unsafe(no_mangle)]
