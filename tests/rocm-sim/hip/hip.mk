@@ -18,7 +18,8 @@ HIP_TESTS := $(patsubst $(KRSIM_ROOT)/tests/%.c,$(KRSIM_BUILD)/tests/%,\
 	$(filter-out %/hip_compat_real.c,$(wildcard $(KRSIM_ROOT)/tests/hip_*.c)))
 # Built against Debian's REAL libamdhip64.so.5 (only where it is installed); run against ours.
 HIP_REAL_LIB := $(wildcard /usr/lib/x86_64-linux-gnu/libamdhip64.so.5)
-HIP_COMPAT := $(if $(HIP_REAL_LIB),$(KRSIM_BUILD)/tests/hip_compat_real)
+HIP_COMPAT := $(if $(HIP_REAL_LIB),$(patsubst $(KRSIM_ROOT)/tests/%.c,$(KRSIM_BUILD)/tests/%,\
+	$(wildcard $(KRSIM_ROOT)/tests/hip_compat_real.c)))
 
 .PHONY: hip
 hip: $(KRSIM_BUILD)/libamdhip64.so.6 $(KRSIM_BUILD)/libamdhip64.so.5 $(KRSIM_BUILD)/libamdhip64.so \
@@ -34,7 +35,8 @@ $(KRSIM_BUILD)/libamdhip64.so.%: $(HIP_LIB_DEPS) $(HIP_HSA_LIB)
 $(KRSIM_BUILD)/libamdhip64.so: $(KRSIM_BUILD)/libamdhip64.so.6
 	ln -sf libamdhip64.so.6 $@
 
-$(KRSIM_BUILD)/workloads/%: $(KRSIM_ROOT)/workloads/%.c $(KRSIM_ROOT)/include/krsim_hip.h \
+$(KRSIM_BUILD)/workloads/%: $(KRSIM_ROOT)/workloads/%.c $(KRSIM_ROOT)/workloads/workload.h \
+		$(KRSIM_ROOT)/include/krsim_hip.h \
 		$(KRSIM_BUILD)/libamdhip64.so.6
 	@mkdir -p $(dir $@)
 	$(HIP_CC) $(HIP_CFLAGS) -rdynamic -o $@ $< -L$(KRSIM_BUILD) -l:libamdhip64.so.6 \
