@@ -1,1 +1,63 @@
-fn main() {}
+//! `cargo xtask`: everything the README's two commands do, from a fresh machine.
+//!
+//! `cargo xtask demo` runs the main job; `cargo xtask test` runs every check CI runs. Both
+//! start with `setup`, which installs what is missing (rust-src, bpf-linker, Debian and PyPI
+//! packages) and skips what is there.
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+mod demo;
+mod run;
+mod setup;
+mod test;
+
+/// kreplay's build orchestration.
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install what building and testing need (idempotent).
+    Setup,
+    /// Set up, then build the whole workspace and the simulated ROCm runtime.
+    Build,
+    /// Set up, build, and run the main job end to end.
+    Demo,
+    /// Set up, build, then fmt check, clippy and every test (what CI runs).
+    Test,
+}
+
+fn main() -> std::process::ExitCode {
+    match dispatch(Cli::parse().command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("xtask: error: {}", chain.join(": "));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(command: Cmd) -> Result<()> {
+    match command {
+        Cmd::Setup => setup::all(),
+        Cmd::Build => {
+            setup::all()?;
+            run::build_all()
+        }
+        Cmd::Demo => {
+            setup::all()?;
+            run::build_all()?;
+            demo::run()
+        }
+        Cmd::Test => {
+            setup::all()?;
+            run::build_all()?;
+            test::run()
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! `cargo xtask test`: formatting, lints, then every test, as CI runs them.
+use anyhow::Result;
+
+use crate::run::{check, cmd, say};
+
+/// Runs fmt, clippy and the test suites.
+pub fn run() -> Result<()> {
+    let mut fmt = cmd("cargo");
+    fmt.args(["fmt", "--all", "--check"]);
+    check("test", fmt)?;
+    let mut clippy = cmd("cargo");
+    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    check("test", clippy)?;
+    let bin = kreplay_tests::target_dir().join("debug").join("kreplay");
+    let mut test = cmd("cargo");
+    test.args(["test", "--workspace", "--exclude", "kreplay-ebpf"]).env("KREPLAY_BIN", &bin);
+    check("test", test)?;
+    say("test", "all checks passed");
+    Ok(())
+}
