@@ -15,6 +15,7 @@ static void arena_init(sim_arena* ar, uintptr_t base, size_t size) {
   pthread_mutex_init(&ar->mu, NULL);
   ar->blocks = NULL;
   ar->nblocks = ar->cap = 0;
+  ar->hole_hint = 0;
 }
 
 static void arena_destroy(sim_arena* ar) {
@@ -24,35 +25,39 @@ static void arena_destroy(sim_arena* ar) {
   pthread_mutex_destroy(&ar->mu);
 }
 
+static size_t block_lower_bound(const sim_arena* ar, size_t off) {
+  size_t lo = 0, hi = ar->nblocks;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ar->blocks[mid].off < off) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* First fit. `hole_hint` is an offset below which there is no hole, so a long run of
+ * allocations without frees stays O(log n). */
 void* sim_arena_alloc(sim_arena* ar, size_t size) {
   if (size == 0) return NULL;
   size_t len = round_up(size, SIM_PAGE);
   pthread_mutex_lock(&ar->mu);
   size_t off = 0, pos = 0;
   bool found = false;
-  /* Fast path: after the last block. */
-  if (ar->nblocks > 0) {
-    sim_block* last = &ar->blocks[ar->nblocks - 1];
-    size_t end = last->off + last->len;
-    if (end + len <= ar->size) {
-      off = end;
-      pos = ar->nblocks;
+  size_t i = ar->hole_hint ? block_lower_bound(ar, ar->hole_hint) : 0;
+  if (i > 0) i--;
+  size_t prev_end = i > 0 ? ar->blocks[i - 1].off + ar->blocks[i - 1].len : 0;
+  if (i == 0) prev_end = 0;
+  for (; i <= ar->nblocks; i++) {
+    size_t next = i < ar->nblocks ? ar->blocks[i].off : ar->size;
+    if (next >= prev_end && next - prev_end >= len) {
+      off = prev_end;
+      pos = i;
       found = true;
+      break;
     }
+    if (i < ar->nblocks) prev_end = ar->blocks[i].off + ar->blocks[i].len;
   }
-  if (!found) {
-    size_t prev_end = 0;
-    for (size_t i = 0; i <= ar->nblocks; i++) {
-      size_t next = i < ar->nblocks ? ar->blocks[i].off : ar->size;
-      if (next - prev_end >= len) {
-        off = prev_end;
-        pos = i;
-        found = true;
-        break;
-      }
-      if (i < ar->nblocks) prev_end = ar->blocks[i].off + ar->blocks[i].len;
-    }
-  }
+  if (found && pos == ar->nblocks) ar->hole_hint = off + len;
   if (found && ar->nblocks == ar->cap) {
     size_t cap = ar->cap ? ar->cap * 2 : 256;
     sim_block* nb = realloc(ar->blocks, cap * sizeof *nb);
@@ -86,6 +91,7 @@ bool sim_arena_free(sim_arena* ar, void* p) {
     else hi = mid;
   }
   bool ok = lo < ar->nblocks && ar->blocks[lo].off == off;
+  if (ok && off < ar->hole_hint) ar->hole_hint = off;
   if (ok) {
     memmove(&ar->blocks[lo], &ar->blocks[lo + 1], (ar->nblocks - lo - 1) * sizeof(sim_block));
     ar->nblocks--;
@@ -237,6 +243,9 @@ static hsa_status_t pool_allocate(sim_pool* pool, size_t size, uint32_t flags, i
     sim_arena_free(pool->arena, p);
     return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   }
+  /* EXECUTABLE: the allocation's own pages (allocations are page-granular) become executable. */
+  if (flags & HSA_AMD_MEMORY_POOL_EXECUTABLE_FLAG)
+    mprotect(p, (size + SIM_PAGE - 1) / SIM_PAGE * SIM_PAGE, PROT_READ | PROT_WRITE | PROT_EXEC);
   *ptr = p;
   return HSA_STATUS_SUCCESS;
 }
@@ -247,6 +256,8 @@ static hsa_status_t pool_free(void* p, int kind) {
   if (!sim_registry_find((uintptr_t)p, &a) || a.base != (uintptr_t)p || a.kind != kind)
     return HSA_STATUS_ERROR_INVALID_ALLOCATION;
   sim_registry_remove(a.base, NULL);
+  if (a.alloc_flags & HSA_AMD_MEMORY_POOL_EXECUTABLE_FLAG)
+    mprotect(p, (a.size + SIM_PAGE - 1) / SIM_PAGE * SIM_PAGE, PROT_READ | PROT_WRITE);
   sim_arena_free(a.pool->arena, p);
   return HSA_STATUS_SUCCESS;
 }

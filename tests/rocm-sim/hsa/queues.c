@@ -107,21 +107,27 @@ static void execute(sim_queue* q, const hsa_aql_pkt* pkt) {
   }
 }
 
-/* Takes the packet at the read index if it is published: copies it out, marks the slot
- * INVALID and advances the read index. */
-static bool take_packet(sim_queue* q, hsa_aql_pkt* out) {
-  uint64_t rd = atomic_load(&q->read_index);
+/* Copies out the packet at read index + k if it is published. */
+static bool peek_packet(sim_queue* q, uint64_t k, hsa_aql_pkt* out) {
+  uint64_t rd = atomic_load(&q->read_index) + k;
   if (rd >= atomic_load(&q->write_index)) return false;
   hsa_aql_pkt* slot = ring_slot(q, rd);
-  _Atomic uint16_t* hp = (_Atomic uint16_t*)&slot->hdr.header;
-  uint16_t hdr = atomic_load_explicit(hp, memory_order_acquire);
+  uint16_t hdr = atomic_load_explicit((_Atomic uint16_t*)&slot->hdr.header, memory_order_acquire);
   if (((hdr >> HSA_PACKET_HEADER_TYPE) & 0xffu) == HSA_PACKET_TYPE_INVALID) return false;
   memcpy(out, slot, sizeof *out);
   out->hdr.header = hdr;
-  atomic_store_explicit(hp, (uint16_t)(HSA_PACKET_TYPE_INVALID << HSA_PACKET_HEADER_TYPE),
-                        memory_order_release);
-  atomic_store(&q->read_index, rd + 1);
   return true;
+}
+
+/* Retires n packets once launched (barriers: once satisfied): marks the slots INVALID and
+ * advances the read index, which frees them for the producer. */
+static void retire_packets(sim_queue* q, uint64_t n) {
+  uint64_t rd = atomic_load(&q->read_index);
+  for (uint64_t k = 0; k < n; k++)
+    atomic_store_explicit((_Atomic uint16_t*)&ring_slot(q, rd + k)->hdr.header,
+                          (uint16_t)(HSA_PACKET_TYPE_INVALID << HSA_PACKET_HEADER_TYPE),
+                          memory_order_release);
+  atomic_store(&q->read_index, rd + n);
 }
 
 static void* processor_main(void* arg) {
@@ -131,13 +137,18 @@ static void* processor_main(void* arg) {
     uint64_t first = atomic_load(&q->read_index);
     uint64_t n = 0;
     /* Intercept queues hand whole batches to their handlers; others run one by one. */
-    while (n < (q->is_intercept ? 64u : 1u) && take_packet(q, &pkts[n])) n++;
+    while (n < (q->is_intercept ? 64u : 1u) && peek_packet(q, n, &pkts[n])) n++;
     if (n == 0) {
       sim_signal_wait_any_change(2000000ull);
       continue;
     }
-    if (q->is_intercept) sim_intercept_deliver(q, pkts, n, first);
-    else execute(q, &pkts[0]);
+    if (q->is_intercept) {
+      retire_packets(q, n);
+      sim_intercept_deliver(q, pkts, n, first);
+    } else {
+      execute(q, &pkts[0]);
+      retire_packets(q, 1);
+    }
     sim_signal_notify(); /* producers waiting for ring space */
   }
   return NULL;

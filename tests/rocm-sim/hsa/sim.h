@@ -39,6 +39,7 @@ typedef struct sim_arena {
   pthread_mutex_t mu;
   struct sim_block* blocks; /* used blocks, sorted by offset */
   size_t nblocks, cap;
+  size_t hole_hint; /* no hole below this offset */
 } sim_arena;
 
 typedef struct sim_block {
