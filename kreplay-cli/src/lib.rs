@@ -3,3 +3,5 @@ pub mod duration;
 pub mod launch;
 pub mod preflight;
 pub mod probes;
+pub mod trace;
+pub mod perfetto;

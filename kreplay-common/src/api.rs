@@ -9,7 +9,7 @@
 pub type ApiId = u16;
 
 /// The runtime library family that exports an API.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
 pub enum Library {
     /// AMD HSA runtime, `libhsa-runtime64.so.1`.

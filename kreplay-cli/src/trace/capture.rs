@@ -1,0 +1,129 @@
+//! Turning the ring buffer's call records into per-thread stream files.
+//!
+//! Capture is separate from rendering (samply's and wprof's split): records go to versioned,
+//! chunked stream files first, one per traced thread, and the Perfetto trace is rendered from
+//! them afterwards, so a rendering bug never costs the run. Each thread's stream starts with
+//! the process's and the thread's names, read from /proc while the thread is alive.
+use std::{
+    collections::HashMap,
+    fs::{self, File},
+    path::{Path, PathBuf},
+};
+
+use kreplay_common::{
+    probe::CallRecord,
+    stream::{
+        ApiCall, Drops, ProcessName, Record, StreamError, StreamHeader, StreamKind, StreamWriter,
+    },
+};
+
+/// Chunk size of the probe streams: small enough that a crash loses little.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// The per-thread stream files of one capture.
+pub struct Capture {
+    dir: PathBuf,
+    threads: HashMap<(u32, u32), StreamWriter<File>>,
+    control: StreamWriter<File>,
+    /// Records written.
+    pub records: u64,
+}
+
+fn comm(path: &str) -> Option<String> {
+    fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim_end().to_string())
+}
+
+/// The name of process `pid` from /proc, or `pid N`.
+pub fn process_name(pid: u32) -> String {
+    comm(&format!("/proc/{pid}/comm")).unwrap_or_else(|| format!("pid {pid}"))
+}
+
+impl Capture {
+    /// Creates `dir` (which must not hold another capture) and its control stream.
+    pub fn create(dir: &Path) -> Result<Capture, StreamError> {
+        fs::create_dir_all(dir).map_err(|source| StreamError::Create {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let me = std::process::id();
+        let control = StreamWriter::create(
+            &dir.join("probes-kreplay.krs"),
+            &StreamHeader::new(StreamKind::Probes, me),
+        )?
+        .with_chunk_threshold(CHUNK_BYTES);
+        Ok(Capture {
+            dir: dir.to_path_buf(),
+            threads: HashMap::new(),
+            control,
+            records: 0,
+        })
+    }
+
+    /// The directory holding the stream files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Number of thread streams.
+    pub fn threads(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Appends one call to its thread's stream, creating the stream on first sight.
+    pub fn push(&mut self, r: &CallRecord) -> Result<(), StreamError> {
+        let key = (r.pid, r.tid);
+        if !self.threads.contains_key(&key) {
+            let path = self.dir.join(format!("probes-{}-{}.krs", r.pid, r.tid));
+            let mut w = StreamWriter::create(&path, &StreamHeader::new(StreamKind::Probes, r.pid))?
+                .with_chunk_threshold(CHUNK_BYTES);
+            w.push(&Record::ProcessName(ProcessName {
+                pid: r.pid,
+                name: process_name(r.pid),
+            }))?;
+            let thread = comm(&format!("/proc/{}/task/{}/comm", r.pid, r.tid))
+                .unwrap_or_else(|| format!("thread {}", r.tid));
+            w.push(&Record::ThreadName(kreplay_common::stream::ThreadName {
+                tid: r.tid,
+                name: thread,
+            }))?;
+            self.threads.insert(key, w);
+        }
+        let w = self.threads.get_mut(&key).expect("inserted above");
+        w.push(&Record::ApiCall(ApiCall {
+            pid: r.pid,
+            tid: r.tid,
+            api: r.api,
+            enter_ns: r.enter_ns,
+            exit_ns: r.exit_ns,
+            ret: r.ret,
+            args: r.args,
+            extra: r.extra,
+            out: r.out,
+        }))?;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Records that `count` more events were lost by `source` as of `ts_ns`.
+    pub fn drops(&mut self, ts_ns: u64, source: &str, count: u64) -> Result<(), StreamError> {
+        self.control.push(&Record::Drops(Drops {
+            ts_ns,
+            source: source.to_string(),
+            count,
+        }))
+    }
+
+    /// Flushes every stream; returns the stream files written.
+    pub fn finish(mut self) -> Result<Vec<PathBuf>, StreamError> {
+        let mut files = vec![self.dir.join("probes-kreplay.krs")];
+        self.control.flush()?;
+        for ((pid, tid), mut w) in self.threads.drain() {
+            w.flush()?;
+            files.push(self.dir.join(format!("probes-{pid}-{tid}.krs")));
+        }
+        files.sort();
+        Ok(files)
+    }
+}

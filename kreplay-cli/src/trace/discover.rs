@@ -1,0 +1,225 @@
+//! Finding the GPU runtime libraries a process really maps.
+//!
+//! A process's libraries come from `/proc/PID/maps`; each is opened through `/proc/PID/root`
+//! so a library inside a container's mount namespace is the one probed. Probes attach by
+//! (file, offset), so libraries are identified by device and inode: the same file mapped by
+//! many processes is resolved and attached once.
+use std::{
+    collections::BTreeSet,
+    fs,
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+};
+
+use kreplay_common::api::Library;
+
+/// File-name prefixes of the supported runtime libraries, per family.
+pub const RUNTIME_LIBRARIES: &[(&str, Library)] = &[
+    ("libhsa-runtime64.so", Library::Hsa),
+    ("libamdhip64.so", Library::Hip),
+    ("libcuda.so", Library::Cuda),
+    ("libcudart.so", Library::CudaRt),
+];
+
+/// The names looked for, for error messages.
+pub fn looked_for() -> String {
+    RUNTIME_LIBRARIES
+        .iter()
+        .map(|(n, _)| format!("{n}*"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The family of a library file name (`libamdhip64.so.6` → HIP), if supported.
+pub fn family_of(file_name: &str) -> Option<Library> {
+    RUNTIME_LIBRARIES.iter().find_map(|&(prefix, lib)| {
+        let rest = file_name.strip_prefix(prefix)?;
+        (rest.is_empty() || rest.starts_with('.')).then_some(lib)
+    })
+}
+
+/// One runtime library file as some process maps it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RuntimeLib {
+    /// Device and inode of the file: its identity for attaching.
+    pub dev_ino: (u64, u64),
+    /// Path from this process's view (through `/proc/PID/root` when found via a pid).
+    pub host_path: PathBuf,
+    /// The family of APIs it exports.
+    pub family: Library,
+}
+
+/// Describes the library at `host_path` if it is a supported runtime and can be stat'ed.
+pub fn describe(host_path: &Path) -> Option<RuntimeLib> {
+    let name = host_path.file_name()?.to_str()?;
+    let family = family_of(name)?;
+    let meta = fs::metadata(host_path).ok()?;
+    Some(RuntimeLib {
+        dev_ino: (meta.dev(), meta.ino()),
+        host_path: host_path.to_path_buf(),
+        family,
+    })
+}
+
+/// Paths of mapped files in a `/proc/PID/maps` text.
+pub fn mapped_paths(maps: &str) -> BTreeSet<String> {
+    maps.lines()
+        .filter_map(|l| {
+            // address perms offset dev inode path — the path may contain spaces.
+            let mut it = l.splitn(6, char::is_whitespace);
+            let fields: Vec<&str> = it.by_ref().take(5).collect();
+            let path = it.next()?.trim_start();
+            (fields.len() == 5 && path.starts_with('/')).then(|| path.to_string())
+        })
+        .collect()
+}
+
+/// The supported runtime libraries process `pid` maps now.
+pub fn libs_of_pid(pid: u32) -> std::io::Result<Vec<RuntimeLib>> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let mut out = BTreeSet::new();
+    for path in mapped_paths(&maps) {
+        let trimmed = path.trim_end_matches(" (deleted)");
+        let Some(name) = Path::new(trimmed).file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if family_of(name).is_none() {
+            continue;
+        }
+        let host = root.join(trimmed.trim_start_matches('/'));
+        if let Some(lib) = describe(&host) {
+            out.insert(lib);
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// Every running process id.
+pub fn all_pids() -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Where a command about to start will find its runtime libraries: every supported library
+/// file in its LD_LIBRARY_PATH, the loader cache's directories and the standard directories,
+/// plus `extra` (from `--lib`).
+pub fn candidates(ld_library_path: Option<&str>, extra: &[PathBuf]) -> Vec<RuntimeLib> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(p) = ld_library_path {
+        dirs.extend(p.split(':').filter(|s| !s.is_empty()).map(PathBuf::from));
+    }
+    dirs.extend(loader_cache_dirs());
+    for d in [
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/opt/rocm/lib",
+        "/usr/local/cuda/lib64",
+        "/usr/local/nvidia/lib64",
+    ] {
+        dirs.push(PathBuf::from(d));
+    }
+    let mut out = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    for dir in dirs {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if let Some(lib) = describe(&path) {
+                if seen.insert(lib.dev_ino) {
+                    out.insert(lib);
+                }
+            }
+        }
+    }
+    for path in extra {
+        if let Some(lib) = describe(path).or_else(|| describe_forced(path)) {
+            if seen.insert(lib.dev_ino) {
+                out.insert(lib);
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Describes a `--lib` path even when its name is not a known runtime's: the family is taken
+/// from the name when it matches, else the file is probed for every family's symbols.
+pub fn describe_forced(path: &Path) -> Option<RuntimeLib> {
+    let meta = fs::metadata(path).ok()?;
+    let family = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(family_of)
+        .unwrap_or(Library::User);
+    Some(RuntimeLib {
+        dev_ino: (meta.dev(), meta.ino()),
+        host_path: path.to_path_buf(),
+        family,
+    })
+}
+
+/// Directories listed in the dynamic loader's cache (`ldconfig -p`).
+fn loader_cache_dirs() -> Vec<PathBuf> {
+    let Ok(out) = std::process::Command::new("ldconfig").arg("-p").output() else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut dirs = BTreeSet::new();
+    for line in text.lines() {
+        if let Some((_, path)) = line.rsplit_once(" => ") {
+            let name = Path::new(path.trim())
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("");
+            if family_of(name).is_some() {
+                if let Some(parent) = Path::new(path.trim()).parent() {
+                    dirs.insert(parent.to_path_buf());
+                }
+            }
+        }
+    }
+    dirs.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_by_file_name() {
+        assert_eq!(family_of("libhsa-runtime64.so.1"), Some(Library::Hsa));
+        assert_eq!(family_of("libhsa-runtime64.so.1.5.0"), Some(Library::Hsa));
+        assert_eq!(family_of("libamdhip64.so"), Some(Library::Hip));
+        assert_eq!(family_of("libamdhip64.so.6"), Some(Library::Hip));
+        assert_eq!(family_of("libcuda.so.1"), Some(Library::Cuda));
+        assert_eq!(family_of("libcudart.so.12"), Some(Library::CudaRt));
+        assert_eq!(family_of("libcudnn.so.9"), None);
+        assert_eq!(family_of("libcuda.sox"), None);
+    }
+
+    #[test]
+    fn maps_paths_with_spaces_and_anonymous_lines() {
+        let maps = "\
+7f00-7f10 r-xp 00000000 08:01 1234 /usr/lib/libamdhip64.so.6\n\
+7f10-7f20 rw-p 00000000 00:00 0 \n\
+7f20-7f30 r--p 00000000 08:01 99 /opt/my libs/libcuda.so.1\n\
+7f30-7f40 rw-p 00000000 00:00 0 [heap]\n";
+        let paths: Vec<String> = mapped_paths(maps).into_iter().collect();
+        assert_eq!(
+            paths,
+            vec!["/opt/my libs/libcuda.so.1", "/usr/lib/libamdhip64.so.6"]
+        );
+    }
+
+    #[test]
+    fn own_process_maps_no_runtime() {
+        assert_eq!(libs_of_pid(std::process::id()).unwrap(), Vec::new());
+    }
+}
