@@ -1,6 +1,7 @@
 //! kreplay-cli: the loader, stream merger and Perfetto writer behind the `kreplay` command.
 pub mod duration;
 pub mod launch;
+pub mod merge;
 pub mod preflight;
 pub mod probes;
 pub mod trace;

@@ -19,6 +19,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Record every GPU runtime call of processes or of a command into a Perfetto trace.
+    Trace(cmd::trace::TraceArgs),
     /// Attach a uprobe and uretprobe to one function of one library and print every call.
     Probe(cmd::probe::ProbeArgs),
 }
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Trace(args) => cmd::trace::run(args),
         Command::Probe(args) => cmd::probe::run(args),
     };
     match result {

@@ -1,2 +1,3 @@
 //! The subcommands of `kreplay`, one file each.
 pub mod probe;
+pub mod trace;

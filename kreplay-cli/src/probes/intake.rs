@@ -37,6 +37,13 @@ impl Intake {
         n
     }
 
+    /// Waits until the ring buffer has data (then call [`Intake::drain`]).
+    pub async fn readable(&mut self) -> std::io::Result<()> {
+        let mut guard = self.fd.readable_mut().await?;
+        guard.clear_ready();
+        Ok(())
+    }
+
     /// Waits until the ring buffer has data, then drains it.
     pub async fn next_batch(
         &mut self,

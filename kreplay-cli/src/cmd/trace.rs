@@ -1,0 +1,392 @@
+//! `kreplay trace`: probe GPU runtime calls of running processes or of a command, and write
+//! one Perfetto trace.
+use std::{
+    io::{IsTerminal, Write},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use kreplay_cli::merge::render::layer_name;
+use kreplay_cli::{
+    duration, launch, merge,
+    preflight::{self, HostPaths},
+    probes::{
+        intake::Intake,
+        loader::{Probes, Scope},
+    },
+    trace::{
+        attach::Attacher,
+        capture::{Capture, process_name},
+        discover::{self, RuntimeLib},
+        summary::Summary,
+    },
+};
+use kreplay_common::{api::spec_of, probe::CallRecord};
+
+/// Arguments of `kreplay trace`.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    sudo kreplay trace -p 4242                  trace a running process until Ctrl-C\n  \
+    sudo kreplay trace --duration 10s --all     every GPU process on this host for 10 s\n  \
+    sudo kreplay trace -o run.pftrace -- ./app  start ./app with the probes already attached\n\n\
+    Open the trace at https://ui.perfetto.dev (Open trace file).")]
+pub struct TraceArgs {
+    /// Trace this running process (repeatable).
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pids: Vec<u32>,
+    /// Trace every process that maps a supported runtime, including ones started later.
+    #[arg(long, conflicts_with = "pids")]
+    all: bool,
+    /// Trace file to write [default: kreplay-<date>-<time>.pftrace].
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Stop after this long (e.g. 10s, 500ms, 2m). Default: Ctrl-C, SIGTERM, or the targets exit.
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    duration: Option<Duration>,
+    /// Also probe this runtime library (repeatable); its name picks the API family.
+    #[arg(long = "lib", value_name = "PATH")]
+    libs: Vec<PathBuf>,
+    /// No live status line.
+    #[arg(short, long)]
+    quiet: bool,
+    /// BPF ring buffer size in bytes (a power of two, at least 4096).
+    #[arg(long, default_value_t = 1 << 24, value_name = "BYTES")]
+    ringbuf_bytes: u32,
+    /// Keep the per-thread stream files next to the trace.
+    #[arg(long)]
+    keep_streams: bool,
+    /// Command to start with the probes attached before its first instruction (after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// Exit code for "the probes could not be set up" (bad input exits 1 through the error path).
+fn default_output() -> PathBuf {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let t = now.as_secs() as libc::time_t;
+    // SAFETY: localtime_r writes into the tm it is given; both pointers are valid.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        tm
+    };
+    PathBuf::from(format!(
+        "kreplay-{:04}{:02}{:02}-{:02}{:02}{:02}.pftrace",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    ))
+}
+
+fn streams_dir(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    output.with_file_name(format!("{name}.streams"))
+}
+
+enum Targets {
+    Pids(Vec<u32>),
+    All,
+    Command(u32),
+}
+
+/// Runs `kreplay trace`; returns the exit code.
+pub fn run(args: TraceArgs) -> Result<u8> {
+    let modes = [!args.pids.is_empty(), args.all, !args.command.is_empty()];
+    match modes.iter().filter(|&&m| m).count() {
+        0 => bail!("say what to trace: -p PID, --all, or a command after --"),
+        1 => {}
+        _ => bail!("give only one of -p PID, --all, or a command after --"),
+    }
+    if !args.ringbuf_bytes.is_power_of_two() || args.ringbuf_bytes < 4096 {
+        bail!(
+            "--ringbuf-bytes must be a power of two of at least 4096, got {}",
+            args.ringbuf_bytes
+        );
+    }
+    for lib in &args.libs {
+        if !lib.exists() {
+            bail!("library not found: {}", lib.display());
+        }
+    }
+    let mut pid_libs: Vec<(u32, Vec<RuntimeLib>)> = Vec::new();
+    for &pid in &args.pids {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("no such process: {pid}");
+        }
+        let mut libs = discover::libs_of_pid(pid).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                anyhow::anyhow!("permission denied reading /proc/{pid}/maps: run kreplay as root")
+            } else {
+                anyhow::anyhow!("reading /proc/{pid}/maps: {e}")
+            }
+        })?;
+        libs.extend(
+            args.libs
+                .iter()
+                .filter_map(|p| discover::describe_forced(p)),
+        );
+        if libs.is_empty() {
+            bail!(
+                "process {pid} ({}) maps no supported GPU runtime library (looked for {})",
+                process_name(pid),
+                discover::looked_for()
+            );
+        }
+        pid_libs.push((pid, libs));
+    }
+    let output = args.output.clone().unwrap_or_else(default_output);
+    std::fs::File::create(&output)
+        .with_context(|| format!("cannot write trace to {}", output.display()))?;
+    preflight::check(&HostPaths::default())?;
+    preflight::raise_memlock();
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut probes = Probes::load(args.ringbuf_bytes)?;
+    let mut attacher = Attacher::default();
+    let targets = if args.all {
+        Targets::All
+    } else if !args.command.is_empty() {
+        Targets::Command(0)
+    } else {
+        Targets::Pids(args.pids.clone())
+    };
+    let child = match targets {
+        Targets::Command(_) => Some(
+            launch::spawn_paused(&args.command)
+                .with_context(|| format!("starting {}", args.command[0]))?,
+        ),
+        _ => None,
+    };
+    let targets = match (targets, &child) {
+        (Targets::Command(_), Some(c)) => Targets::Command(c.pid),
+        (t, _) => t,
+    };
+    // Attach before anything runs.
+    match &targets {
+        Targets::Pids(_) => {
+            for (pid, libs) in &pid_libs {
+                for lib in libs {
+                    attacher.attach(&mut probes, lib, Scope::Pid(*pid))?;
+                }
+            }
+        }
+        Targets::All => {
+            for lib in discover::candidates(None, &args.libs) {
+                attacher.attach(&mut probes, &lib, Scope::All)?;
+            }
+            rescan_all(&mut attacher, &mut probes);
+        }
+        Targets::Command(pid) => {
+            let ld = std::env::var("LD_LIBRARY_PATH").ok();
+            for lib in discover::candidates(ld.as_deref(), &args.libs) {
+                attacher.attach(&mut probes, &lib, Scope::Pid(*pid))?;
+            }
+        }
+    }
+    let mut intake = {
+        let _in_runtime = rt.enter();
+        Intake::new(probes.take_events()?)?
+    };
+    let dir = streams_dir(&output);
+    let _ = std::fs::remove_dir_all(&dir);
+    let capture = Capture::create(&dir)?;
+    if let Some(c) = child {
+        c.release().context("releasing the traced command")?;
+    }
+
+    let mut col = Collector {
+        capture,
+        summary: Summary::default(),
+        io_error: None,
+    };
+    let started = Instant::now();
+    let status = !args.quiet;
+    let tty = std::io::stderr().is_terminal();
+    let mut reported_lost = 0u64;
+    let exit_code = rt.block_on(async {
+        let mut waiter = match targets {
+            Targets::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
+            _ => None,
+        };
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let deadline = args.duration.map(|d| started + d);
+        let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        let mut code = 0u8;
+        let mut last_events = 0u64;
+        let mut last_tick = Instant::now();
+        loop {
+            let event = tokio::select! {
+                r = intake.readable() => { r?; Event::Data }
+                _ = tokio::time::sleep_until(deadline.unwrap_or(far).into()) => Event::Stop,
+                _ = tokio::signal::ctrl_c() => Event::Stop,
+                _ = term.recv() => Event::Stop,
+                res = async { waiter.as_mut().expect("guarded").await }, if waiter.is_some() => {
+                    code = res.context("waiting for the command")??.clamp(0, 255) as u8;
+                    Event::Stop
+                }
+                _ = tick.tick() => Event::Tick,
+            };
+            match event {
+                Event::Data => {
+                    intake.drain(&mut |r| col.push(&r));
+                }
+                Event::Stop => break,
+                Event::Tick => {
+                    intake.drain(&mut |r| col.push(&r));
+                    let c = probes.counters()?;
+                    if c.lost() > reported_lost {
+                        col.capture.drops(kreplay_common::stream::monotonic_ns(), "ring buffer full", c.lost() - reported_lost)?;
+                        reported_lost = c.lost();
+                    }
+                    match &targets {
+                        Targets::Pids(pids) => {
+                            if pids.iter().all(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                                break;
+                            }
+                            for &pid in pids {
+                                rescan_pid(&mut attacher, &mut probes, pid, Scope::Pid(pid));
+                            }
+                        }
+                        Targets::All => rescan_all(&mut attacher, &mut probes),
+                        Targets::Command(pid) => rescan_pid(&mut attacher, &mut probes, *pid, Scope::Pid(*pid)),
+                    }
+                    if status {
+                        let now = Instant::now();
+                        let events = col.capture.records;
+                        let rate = (events - last_events) as f64 / now.duration_since(last_tick).as_secs_f64();
+                        last_events = events;
+                        last_tick = now;
+                        let line = format!(
+                            "kreplay: {:>6.1}s  {events} events  {rate:.0} events/s  {} dropped  {} threads",
+                            started.elapsed().as_secs_f64(),
+                            c.lost(),
+                            col.capture.threads()
+                        );
+                        if tty { eprint!("\r{line}\x1b[K"); } else { eprintln!("{line}"); }
+                    }
+                }
+            }
+        }
+        intake.drain(&mut |r| col.push(&r));
+        anyhow::Ok(code)
+    })?;
+    let Collector {
+        mut capture,
+        summary,
+        io_error,
+    } = col;
+    if status && tty {
+        eprintln!();
+    }
+    if let Some(e) = io_error {
+        return Err(e.context(format!("writing streams under {}", dir.display())));
+    }
+    let counters = probes.counters()?;
+    if counters.lost() > reported_lost {
+        capture.drops(
+            kreplay_common::stream::monotonic_ns(),
+            "ring buffer full",
+            counters.lost() - reported_lost,
+        )?;
+    }
+    let leaks = probes.live_allocations().unwrap_or_default();
+    drop(probes);
+    let files = capture.finish()?;
+    let report = merge::merge(&files, &output)
+        .with_context(|| format!("rendering the trace (streams kept in {})", dir.display()))?;
+    if !args.keep_streams {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let stderr = std::io::stderr();
+    let mut e = stderr.lock();
+    let _ = write!(e, "{}", summary.render(counters.lost()));
+    let mut by_pid: std::collections::BTreeMap<(u32, &str), (u64, u64)> = Default::default();
+    for (k, v) in &leaks {
+        let layer = spec_of(v.api).map_or("?", |s| layer_name(s.library));
+        let ent = by_pid.entry((k.pid, layer)).or_default();
+        ent.0 += 1;
+        ent.1 += v.size;
+    }
+    for ((pid, layer), (n, bytes)) in by_pid {
+        let _ = writeln!(
+            e,
+            "still allocated at end: pid {pid} ({layer}): {n} allocations, {bytes} bytes"
+        );
+    }
+    for d in &report.damage {
+        let _ = writeln!(e, "kreplay: warning: {d}");
+    }
+    if report.stats.unrenderable > 0 {
+        let _ = writeln!(
+            e,
+            "kreplay: warning: {} records could not be placed in the trace",
+            report.stats.unrenderable
+        );
+    }
+    let _ = writeln!(
+        e,
+        "kreplay: wrote {} ({} events, {} bytes); open it at https://ui.perfetto.dev",
+        output.display(),
+        report.records,
+        report.bytes
+    );
+    Ok(exit_code)
+}
+
+/// What woke the trace loop.
+enum Event {
+    Data,
+    Tick,
+    Stop,
+}
+
+/// Where call records go: the per-thread streams and the summary.
+struct Collector {
+    capture: Capture,
+    summary: Summary,
+    io_error: Option<anyhow::Error>,
+}
+
+impl Collector {
+    fn push(&mut self, r: &CallRecord) {
+        self.summary.add(r);
+        if let Err(e) = self.capture.push(r) {
+            self.io_error.get_or_insert_with(|| e.into());
+        }
+    }
+}
+
+/// Attaches to runtime libraries `pid` has mapped since the last look (dlopen).
+fn rescan_pid(attacher: &mut Attacher, probes: &mut Probes, pid: u32, scope: Scope) {
+    let Ok(libs) = discover::libs_of_pid(pid) else {
+        return;
+    };
+    for lib in libs {
+        if let Err(e) = attacher.attach(probes, &lib, scope) {
+            tracing::warn!(pid, library = %lib.host_path.display(), error = %e, "attach failed");
+        }
+    }
+}
+
+/// Attaches system-wide to every runtime library any process maps now.
+fn rescan_all(attacher: &mut Attacher, probes: &mut Probes) {
+    for pid in discover::all_pids() {
+        if pid == std::process::id() {
+            continue;
+        }
+        rescan_pid(attacher, probes, pid, Scope::All);
+    }
+}
