@@ -17,6 +17,10 @@
 
 #include "krsim.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Versions the sim reports (current ROCR values: table major 3, core 2, amd ext 2 step 4). */
 #define KRSIM_API_TABLE_MAJOR 3u
 #define KRSIM_API_TABLE_STEP 1u
@@ -39,6 +43,9 @@ typedef void (*krsim_queue_intercept_writer)(const void* pkts, uint64_t pkt_coun
 typedef void (*krsim_queue_intercept_handler)(const void* pkts, uint64_t pkt_count,
                                               uint64_t user_pkt_index, void* data,
                                               krsim_queue_intercept_writer writer);
+typedef void (*krsim_runtime_queue_notifier)(const hsa_queue_t* queue, hsa_agent_t agent,
+                                             void* data);
+#ifndef HSA_RUNTIME_INC_HSA_API_TRACE_H /* the official C++ header declares these */
 /* Not exported (table only), as in the real runtime. */
 hsa_status_t hsa_amd_queue_intercept_create(
     hsa_agent_t agent, uint32_t size, hsa_queue_type32_t type,
@@ -47,10 +54,9 @@ hsa_status_t hsa_amd_queue_intercept_create(
 hsa_status_t hsa_amd_queue_intercept_register(hsa_queue_t* queue,
                                               krsim_queue_intercept_handler callback,
                                               void* user_data);
-typedef void (*krsim_runtime_queue_notifier)(const hsa_queue_t* queue, hsa_agent_t agent,
-                                             void* data);
 hsa_status_t hsa_amd_runtime_queue_create_register(krsim_runtime_queue_notifier callback,
                                                    void* user_data);
+#endif
 
 typedef struct krsim_core_table {
   krsim_api_table_version version;
@@ -306,5 +312,9 @@ typedef struct krsim_hsa_api_table {
   krsim_tools_table* tools_;
   krsim_pc_sampling_table* pc_sampling_ext_;
 } krsim_hsa_api_table;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KRSIM_API_TABLE_H */
