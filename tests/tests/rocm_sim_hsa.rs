@@ -1,0 +1,138 @@
+//! Behaviour tests of the simulated HSA runtime (tests/rocm-sim): each C test program under
+//! tests/rocm-sim/tests/hsa_*.c asserts exact values itself; here each must exit 0 and end with
+//! "<name>: PASS". The sim is (re)built with `make -C tests/rocm-sim hsa hsa-tests` first.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn sim_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rocm-sim")
+}
+
+/// Builds the HSA half of the sim once per test process (incremental: fast when up to date).
+fn build() -> &'static PathBuf {
+    static BUILD: OnceLock<PathBuf> = OnceLock::new();
+    BUILD.get_or_init(|| {
+        let out = Command::new("make")
+            .arg("-C")
+            .arg(sim_dir())
+            .args(["-s", "hsa", "hsa-tests"])
+            .output()
+            .expect("run make (is GNU make installed?)");
+        assert!(
+            out.status.success(),
+            "make -C tests/rocm-sim hsa hsa-tests failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        sim_dir().join("build")
+    })
+}
+
+/// Runs build/tests/<name> (killed after 60 s) and checks its exit status and final line.
+fn run(name: &str, envs: &[(&str, String)]) {
+    let build = build();
+    let exe = build.join("tests").join(name);
+    let mut cmd = Command::new(&exe);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    // Knobs from the caller's environment must not leak into the tests.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("KRSIM_") || k == "HSA_TOOLS_LIB" {
+            cmd.env_remove(k);
+        }
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", exe.display()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("poll child").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{name} did not finish within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("collect output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{name} failed ({:?}):\n{stdout}{stderr}",
+        out.status
+    );
+    let last = stdout.lines().last().unwrap_or("");
+    assert_eq!(
+        last,
+        format!("{name}: PASS"),
+        "{name} output:\n{stdout}{stderr}"
+    );
+}
+
+#[test]
+fn pools_agents_regions() {
+    run("hsa_pools", &[]);
+}
+
+#[test]
+fn pointer_info() {
+    run("hsa_pointer_info", &[]);
+}
+
+#[test]
+fn queue_ordering_barriers_profiling() {
+    run("hsa_queue", &[]);
+}
+
+#[test]
+fn signals_waits_handlers() {
+    run("hsa_signals", &[]);
+}
+
+#[test]
+fn async_copy_with_dependencies() {
+    run("hsa_async_copy", &[]);
+}
+
+#[test]
+fn executables_and_symbols() {
+    run("hsa_executables", &[]);
+}
+
+#[test]
+fn tools_lib_loading_and_table_dispatch() {
+    run("hsa_tools", &[]);
+}
+
+#[test]
+fn fault_knobs() {
+    run("hsa_faults", &[]);
+}
+
+#[test]
+fn binary_compatible_with_real_rocm_library() {
+    // Linked against Debian's real libhsa-runtime64.so.1; the sim must satisfy its versioned
+    // symbol references (ROCR_1).
+    let build = build();
+    let exe = build.join("tests/hsa_binary_compat");
+    let dynsym = Command::new("objdump")
+        .arg("-T")
+        .arg(&exe)
+        .output()
+        .expect("run objdump");
+    let dynsym = String::from_utf8_lossy(&dynsym.stdout);
+    assert!(
+        dynsym
+            .lines()
+            .any(|l| l.contains("(ROCR_1)") && l.ends_with(" hsa_init")),
+        "hsa_binary_compat does not reference hsa_init@ROCR_1:\n{dynsym}"
+    );
+    run(
+        "hsa_binary_compat",
+        &[("LD_LIBRARY_PATH", build.display().to_string())],
+    );
+}
