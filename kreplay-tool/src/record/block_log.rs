@@ -1,7 +1,8 @@
 //! A single-producer log of fixed-size blocks: the owning thread appends with plain stores
 //! (no lock, no read-modify-write), and a drainer on another thread moves out what has been
 //! published. The owner takes a lock only when it hands a full block over (once per
-//! [`BLOCK_LEN`] records), and the log is capped with counted drops.
+//! [`BLOCK_LEN`] records), and the log is capped with counted drops. Drained blocks are
+//! kept for reuse (within the cap), so a steady state neither allocates nor faults in pages.
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
@@ -72,18 +73,28 @@ pub enum Pushed {
 
 /// The log. One owner thread pushes (see [`BlockLog::push`]); any thread may drain.
 pub struct BlockLog<T> {
-    /// The block the owner appends to. Replaced only by the owner, under `full`'s lock.
+    /// The block the owner appends to. Replaced only by the owner, under the lists' lock.
     current: AtomicPtr<Block<T>>,
-    /// Full blocks the owner handed over; freed only by the drainer.
-    full: Mutex<Vec<NonNull<Block<T>>>>,
-    /// `full.len()`, readable by the owner without the lock.
+    /// Full blocks the owner handed over, and drained blocks kept for reuse.
+    lists: Mutex<Lists<T>>,
+    /// `lists.full.len()`, readable by the owner without the lock.
     full_count: AtomicUsize,
-    /// Most full blocks that may wait before the owner drops records.
+    /// Most full blocks that may wait before the owner drops records; full and spare blocks
+    /// together never exceed it, so the log holds at most `max_full + 1` blocks. The current
+    /// block's free slots plus `max_full` whole blocks always leave room for `cap` values.
     max_full: usize,
     /// Records dropped at the cap. Written only by the owner (load + store, no RMW).
     dropped: AtomicU64,
     /// Serializes drains, so a block a drain is reading is never freed under it.
     drain_lock: Mutex<()>,
+}
+
+/// The block lists behind the log's one lock.
+struct Lists<T> {
+    /// Handed over by the owner, oldest first; recycled or freed only by the drainer.
+    full: Vec<NonNull<Block<T>>>,
+    /// Drained, empty blocks the owner reuses instead of allocating (and faulting in) more.
+    spare: Vec<NonNull<Block<T>>>,
 }
 
 // SAFETY: the log hands values of `T` from the owner thread to a drainer thread, so `T: Send`
@@ -101,13 +112,17 @@ fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
 }
 
 impl<T> BlockLog<T> {
-    /// A log holding at most `cap` undrained values (rounded up to whole blocks, at least one).
+    /// A log that accepts at least `cap` values between drains, and holds at most `cap`
+    /// rounded up to whole blocks plus one block (at least two blocks).
     pub fn new(cap: usize) -> Self {
         Self {
             current: AtomicPtr::new(Block::new_raw()),
-            full: Mutex::new(Vec::new()),
+            lists: Mutex::new(Lists {
+                full: Vec::new(),
+                spare: Vec::new(),
+            }),
             full_count: AtomicUsize::new(0),
-            max_full: cap.div_ceil(BLOCK_LEN).saturating_sub(1),
+            max_full: cap.div_ceil(BLOCK_LEN).max(1),
             dropped: AtomicU64::new(0),
             drain_lock: Mutex::new(()),
         }
@@ -127,6 +142,7 @@ impl<T> BlockLog<T> {
     ///
     /// # Safety
     /// Only one thread, the log's owner, may ever call `push` on a given log.
+    #[inline]
     pub unsafe fn push(&self, value: T) -> Pushed {
         let mut outcome = Pushed::Stored;
         let mut block = self.current.load(Ordering::Relaxed);
@@ -157,27 +173,34 @@ impl<T> BlockLog<T> {
         outcome
     }
 
-    /// Owner only: moves the full current block to `full` and installs a fresh one.
+    /// Owner only: moves the full current block to `full` and installs a spare or new one.
+    #[cold]
+    #[inline(never)]
     fn hand_off(&self) -> Option<(*mut Block<T>, usize)> {
         if self.full_count.load(Ordering::Relaxed) >= self.max_full {
             return None;
         }
-        let fresh = Block::new_raw();
-        let mut full = lock(&self.full);
+        let mut lists = lock(&self.lists);
+        let fresh = lists
+            .spare
+            .pop()
+            .map_or_else(Block::new_raw, NonNull::as_ptr);
         let old = self.current.swap(fresh, Ordering::AcqRel);
-        full.push(NonNull::new(old).expect("current block is never null"));
-        self.full_count.store(full.len(), Ordering::Relaxed);
-        Some((fresh, full.len()))
+        lists
+            .full
+            .push(NonNull::new(old).expect("current block is never null"));
+        self.full_count.store(lists.full.len(), Ordering::Relaxed);
+        Some((fresh, lists.full.len()))
     }
 
     /// Moves every published value, oldest first, into `sink`; returns how many.
     pub fn drain(&self, mut sink: impl FnMut(T)) -> usize {
         let _drain = lock(&self.drain_lock);
         let (blocks, current) = {
-            let mut full = lock(&self.full);
+            let mut lists = lock(&self.lists);
             self.full_count.store(0, Ordering::Relaxed);
             (
-                std::mem::take(&mut *full),
+                std::mem::take(&mut lists.full),
                 self.current.load(Ordering::Acquire),
             )
         };
@@ -186,16 +209,29 @@ impl<T> BlockLog<T> {
             n += 1;
             sink(v)
         };
-        for block in blocks {
-            // SAFETY: blocks in `full` are live until freed here; the owner no longer writes
-            // them, and no other drain runs (drain lock). After taking the values we own the
-            // allocation, which `Block::new_raw` made with `Box::into_raw`.
-            unsafe {
-                block.as_ref().take_published(&mut count);
-                drop(Box::from_raw(block.as_ptr()));
+        for block in &blocks {
+            // SAFETY: blocks taken from `full` are live until recycled or freed below; the
+            // owner no longer writes them, and no other drain runs (drain lock).
+            let b = unsafe { block.as_ref() };
+            b.take_published(&mut count);
+            b.len.store(0, Ordering::Relaxed);
+            b.taken.store(0, Ordering::Relaxed);
+        }
+        if !blocks.is_empty() {
+            let mut lists = lock(&self.lists);
+            let room = self
+                .max_full
+                .saturating_sub(lists.full.len() + lists.spare.len());
+            let keep = room.min(blocks.len());
+            lists.spare.extend_from_slice(&blocks[..keep]);
+            drop(lists);
+            for block in &blocks[keep..] {
+                // SAFETY: an emptied block no list holds any more; `Block::new_raw` made it
+                // with `Box::into_raw`, and it is freed once, here.
+                drop(unsafe { Box::from_raw(block.as_ptr()) });
             }
         }
-        // SAFETY: `current` was the owner's block when we held `full`'s lock; if the owner
+        // SAFETY: `current` was the owner's block when we held the lists' lock; if the owner
         // hands it off since, it sits in `full` until a later drain, which the drain lock
         // orders after this one. Only published slots are read.
         unsafe { (*current).take_published(&mut count) };
@@ -205,8 +241,8 @@ impl<T> BlockLog<T> {
 
 impl<T> Drop for BlockLog<T> {
     fn drop(&mut self) {
-        let full = std::mem::take(self.full.get_mut().unwrap_or_else(|p| p.into_inner()));
-        for block in full {
+        let lists = self.lists.get_mut().unwrap_or_else(|p| p.into_inner());
+        for block in lists.full.drain(..).chain(lists.spare.drain(..)) {
             // SAFETY: `&mut self`: no owner or drainer is left; every block came from
             // `Box::into_raw` and is freed once, here.
             drop(unsafe { Box::from_raw(block.as_ptr()) });
@@ -241,22 +277,42 @@ mod tests {
 
     #[test]
     fn the_cap_drops_and_counts_then_recovers_after_a_drain() {
+        // Two whole blocks may wait, plus the current one: 3 blocks fit from empty.
         let log = BlockLog::new(2 * BLOCK_LEN);
         let mut outcomes = Vec::new();
-        for i in 0..(2 * BLOCK_LEN + 10) {
+        for i in 0..(3 * BLOCK_LEN + 10) {
             // SAFETY: this test thread is the only pusher.
             outcomes.push(unsafe { log.push(i) });
         }
         assert_eq!(outcomes[BLOCK_LEN], Pushed::HandedOff(1));
+        assert_eq!(outcomes[2 * BLOCK_LEN], Pushed::HandedOff(2));
         assert_eq!(
             outcomes.iter().filter(|o| **o == Pushed::Dropped).count(),
             10
         );
         assert_eq!(log.dropped(), 10);
         let mut n = 0;
-        assert_eq!(log.drain(|_| n += 1), 2 * BLOCK_LEN);
+        assert_eq!(log.drain(|_| n += 1), 3 * BLOCK_LEN);
         // SAFETY: as above.
         assert_eq!(unsafe { log.push(0) }, Pushed::HandedOff(1));
+    }
+
+    #[test]
+    fn after_a_drain_of_a_partial_block_cap_more_values_still_fit() {
+        let cap = 3 * BLOCK_LEN;
+        let log = BlockLog::new(cap);
+        for i in 0..(BLOCK_LEN - 1) {
+            // SAFETY: this test thread is the only pusher.
+            unsafe { log.push(i) };
+        }
+        log.drain(drop);
+        for i in 0..cap {
+            // SAFETY: as above.
+            assert_ne!(unsafe { log.push(i) }, Pushed::Dropped, "value {i}");
+        }
+        assert_eq!(log.dropped(), 0);
+        let mut n = 0;
+        assert_eq!(log.drain(|_| n += 1), cap);
     }
 
     #[test]

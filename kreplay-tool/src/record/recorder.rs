@@ -2,6 +2,7 @@
 //! thread buffers together off the hot path, clearing, and writing merged rows to a stream.
 
 use std::io::Write;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -11,7 +12,7 @@ use kreplay_common::stream::{
 
 use super::block_log::{BLOCK_LEN, Pushed};
 use super::config::RecorderConfig;
-use super::thread_buffer::{ThreadBuffer, with_local};
+use super::thread_buffer::{ThreadBuffer, local_buffer};
 
 /// Source names of the `Drops` records a flush writes.
 pub const DROPS_PER_THREAD: &str = "tool/per-thread-buffer";
@@ -107,6 +108,7 @@ impl Recorder {
     }
 
     /// Whether new records go to per-thread buffers (else to the shared mutex).
+    #[inline]
     pub fn per_thread(&self) -> bool {
         self.per_thread.load(Ordering::Relaxed)
     }
@@ -118,25 +120,22 @@ impl Recorder {
     }
 
     /// Records a row from the calling thread.
+    #[inline]
     pub fn record(&self, row: Record) {
-        if self.per_thread() {
-            let mut slot = Some(row);
-            let pushed = self.with_buffer(|b| {
-                // SAFETY: `with_buffer` hands us the calling thread's own buffer.
-                slot.take().map(|r| unsafe { b.rows.push(r) })
-            });
-            if let Some(pushed) = pushed.flatten() {
-                self.after_push(pushed);
-                return;
-            }
-            let Some(row) = slot else { return };
-            self.push_shared(|m| m.rows.push(row), |m| m.rows.len());
+        if self.per_thread()
+            && let Some(buffer) = self.local_buffer()
+        {
+            // SAFETY: `local_buffer` returns the calling thread's own buffer, alive for this
+            // call, so this thread is the only one pushing to its logs.
+            let pushed = unsafe { buffer.as_ref().rows.push(row) };
+            self.after_push(pushed);
         } else {
             self.push_shared(|m| m.rows.push(row), |m| m.rows.len());
         }
     }
 
     /// Records that the calling thread tied external id `external_id` to `correlation`.
+    #[inline]
     pub fn record_correlation(&self, external_id: u64, correlation: u64) {
         let tid = super::thread_buffer::current_tid();
         let rec = Correlation {
@@ -145,32 +144,29 @@ impl Recorder {
             external_id,
             correlation,
         };
-        if self.per_thread() {
-            let mut slot = Some(rec);
-            let pushed = self.with_buffer(|b| {
-                // SAFETY: `with_buffer` hands us the calling thread's own buffer.
-                slot.take().map(|c| unsafe { b.correlations.push(c) })
-            });
-            if let Some(pushed) = pushed.flatten() {
-                self.after_push(pushed);
-                return;
-            }
-            let Some(rec) = slot else { return };
-            self.push_shared(|m| m.correlations.push(rec), |m| m.correlations.len());
+        if self.per_thread()
+            && let Some(buffer) = self.local_buffer()
+        {
+            // SAFETY: as in `record`.
+            let pushed = unsafe { buffer.as_ref().correlations.push(rec) };
+            self.after_push(pushed);
         } else {
             self.push_shared(|m| m.correlations.push(rec), |m| m.correlations.len());
         }
     }
 
-    fn with_buffer<R>(&self, f: impl FnOnce(&ThreadBuffer) -> R) -> Option<R> {
-        with_local(
+    /// The calling thread's buffer for this recorder, registered; `None` when thread-local
+    /// storage is unavailable (the caller then takes the shared path).
+    #[inline]
+    fn local_buffer(&self) -> Option<NonNull<ThreadBuffer>> {
+        local_buffer(
             self.id,
             || ThreadBuffer::for_current_thread(self.config.per_thread_cap),
             |b| self.register(b),
-            f,
         )
     }
 
+    #[inline]
     fn after_push(&self, pushed: Pushed) {
         if let Pushed::HandedOff(waiting) = pushed
             && waiting * BLOCK_LEN >= self.config.flush_threshold
@@ -197,6 +193,7 @@ impl Recorder {
         }
     }
 
+    #[cold]
     fn register(&self, buffer: &Arc<ThreadBuffer>) {
         let mut reg = lock(&self.registry);
         if buffer.registered.load(Ordering::Relaxed) {
@@ -271,8 +268,8 @@ impl Recorder {
     }
 
     /// Discards every recorded row and correlation record (merged or still in thread
-    /// buffers), unregisters every thread buffer and zeroes the counters. A live thread
-    /// registers again on its next record.
+    /// buffers), unregisters every thread buffer and zeroes the counters; the merged lists
+    /// keep their capacity. A live thread registers again on its next record.
     pub fn clear(&self) {
         let mut reg = lock(&self.registry);
         for b in reg.buffers.drain(..) {
@@ -282,7 +279,17 @@ impl Recorder {
         }
         reg.dropped_seen.clear();
         reg.registrations = 0;
-        *lock(&self.merged) = Merged::default();
+        let mut m = lock(&self.merged);
+        // Keep the lists' capacity, as a vector's clear does.
+        let mut rows = std::mem::take(&mut m.rows);
+        let mut correlations = std::mem::take(&mut m.correlations);
+        rows.clear();
+        correlations.clear();
+        *m = Merged {
+            rows,
+            correlations,
+            ..Merged::default()
+        };
     }
 
     /// The counters and queue lengths.

@@ -1,7 +1,8 @@
 //! One application thread's buffers and the thread-local table that finds them: the hot path
 //! of per-thread recording.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -61,43 +62,60 @@ impl Drop for LocalEntry {
 
 thread_local! {
     static LOCAL: RefCell<Vec<LocalEntry>> = const { RefCell::new(Vec::new()) };
+    static TID: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Runs `f` with this thread's buffer for recorder `id`, creating it with `make` and passing
-/// a fresh or unregistered one to `register` first. `None` when thread-local storage is gone
-/// (the thread is exiting) or re-entered: the caller falls back to the shared path.
-pub fn with_local<R>(
+/// This thread's buffer for recorder `id`, creating it with `make` and passing a fresh or
+/// unregistered one to `register` first. `None` when thread-local storage is gone (the
+/// thread is exiting) or re-entered: the caller falls back to the shared path.
+///
+/// The pointer stays valid until this thread calls `local_buffer` again or exits: the
+/// table's `Arc` keeps the buffer alive, and only those two ever remove table entries.
+#[inline]
+pub fn local_buffer(
     id: u64,
     make: impl FnOnce() -> ThreadBuffer,
     register: impl FnOnce(&Arc<ThreadBuffer>),
-    f: impl FnOnce(&ThreadBuffer) -> R,
-) -> Option<R> {
+) -> Option<NonNull<ThreadBuffer>> {
     LOCAL
         .try_with(|table| {
             let mut table = table.try_borrow_mut().ok()?;
             let idx = match table.iter().position(|e| e.recorder == id) {
                 Some(i) => i,
-                None => {
-                    table.retain(|e| !e.buffer.orphaned.load(Ordering::Relaxed));
-                    table.push(LocalEntry {
-                        recorder: id,
-                        buffer: Arc::new(make()),
-                    });
-                    table.len() - 1
-                }
+                None => add_entry(&mut table, id, make()),
             };
             let buffer = &table[idx].buffer;
             if !buffer.registered.load(Ordering::Relaxed) {
                 register(buffer);
             }
-            Some(f(buffer))
+            Some(NonNull::from(&**buffer))
         })
         .ok()
         .flatten()
 }
 
-/// The calling thread's kernel thread id.
+#[cold]
+fn add_entry(table: &mut Vec<LocalEntry>, id: u64, buffer: ThreadBuffer) -> usize {
+    table.retain(|e| !e.buffer.orphaned.load(Ordering::Relaxed));
+    table.push(LocalEntry {
+        recorder: id,
+        buffer: Arc::new(buffer),
+    });
+    table.len() - 1
+}
+
+/// The calling thread's kernel thread id (cached per thread: gettid is a real syscall).
 pub fn current_tid() -> u32 {
+    TID.try_with(|cached| {
+        if cached.get() == 0 {
+            cached.set(gettid());
+        }
+        cached.get()
+    })
+    .unwrap_or_else(|_| gettid())
+}
+
+fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions and cannot fail.
     unsafe { libc::gettid() as u32 }
 }

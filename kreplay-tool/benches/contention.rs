@@ -1,0 +1,158 @@
+//! The seed's contention benchmark: T threads each append N ApiCall rows, through the
+//! shared-mutex baseline and through per-thread buffers, side by side in one run.
+//!
+//! `cargo bench -p kreplay-tool --bench contention [-- --records N --threads 1,2,4 --runs R]`
+//! (`--only mutex|per-thread` times one path, for profiling); the built binary also runs on
+//! its own. `KREPLAY_BENCH_OUT=file.json` saves the results.
+
+mod support;
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use kreplay_tool::record::{Recorder, RecorderConfig, current_tid};
+use support::{Json, api_call, arg, cores, load_average, machine, thread_cpu_ns, write_results};
+
+/// One measured pass.
+#[derive(Clone, Copy)]
+struct Pass {
+    /// From the common start until the last thread finished.
+    wall: Duration,
+    /// CPU time the recording threads used, summed.
+    cpu_ns: u64,
+}
+
+/// Times `threads` threads appending `records` rows each, from a common start.
+///
+/// Each thread first appends the same rows once, unmeasured, and the recorder is cleared:
+/// the measured pass then runs in the steady state a long-running tool reaches, with the
+/// destination memory already faulted in (per-thread blocks are recycled, the shared
+/// vector keeps its capacity), so what differs between the modes is the recording path.
+fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
+    let rec = Recorder::new(RecorderConfig {
+        per_thread,
+        per_thread_cap: records as usize,
+        shared_cap: threads * records as usize,
+        flush_threshold: usize::MAX,
+    });
+    let sync = Barrier::new(threads + 1);
+    let pass = |rec: &Recorder, t: usize, pid: u32, tid: u32| {
+        for i in 0..records {
+            rec.record(api_call(pid, tid, t as u64, i));
+        }
+    };
+    let (wall, cpu_ns) = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (rec, sync, pass) = (&rec, &sync, &pass);
+                s.spawn(move || {
+                    let (pid, tid) = (std::process::id(), current_tid());
+                    pass(rec, t, pid, tid); // warm-up
+                    sync.wait(); // main merges and clears
+                    sync.wait(); // measured start
+                    let cpu = thread_cpu_ns();
+                    pass(rec, t, pid, tid);
+                    let cpu = thread_cpu_ns() - cpu;
+                    sync.wait(); // measured end
+                    cpu
+                })
+            })
+            .collect();
+        sync.wait();
+        rec.merge();
+        rec.clear();
+        sync.wait();
+        let start = Instant::now();
+        sync.wait();
+        let wall = start.elapsed();
+        (wall, workers.into_iter().map(|w| w.join().unwrap()).sum())
+    });
+    let moved = rec.merge() as u64;
+    let stats = rec.stats();
+    let all = threads as u64 * records;
+    assert_eq!(stats.rows as u64, all, "rows lost");
+    assert_eq!(stats.dropped, 0);
+    assert_eq!(moved, if per_thread { all } else { 0 });
+    Pass { wall, cpu_ns }
+}
+
+/// The run of median wall time among `runs` runs.
+fn median(per_thread: bool, threads: usize, records: u64, runs: usize) -> Pass {
+    let mut passes: Vec<Pass> = (0..runs)
+        .map(|_| run(per_thread, threads, records))
+        .collect();
+    passes.sort_by_key(|p| p.wall);
+    passes[runs / 2]
+}
+
+fn main() {
+    let records: u64 = arg("--records")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let runs: usize = arg("--runs")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    let threads: Vec<usize> = arg("--threads")
+        .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 2, 3, 4, 8, 16, 32]);
+    let only = arg("--only");
+    let cores = cores();
+    println!("## Recorder contention: shared mutex vs per-thread buffers\n");
+    println!(
+        "machine: {}; load average at start: {}",
+        machine(),
+        load_average()
+    );
+    println!("{records} ApiCall rows per thread, median of {runs} runs, after a warm-up pass\n");
+    println!(
+        "ns/record = wall time / rows per thread (the time each thread spends per row, as in \
+         the seed); CPU ns/record = the threads' CPU time / all rows.\n"
+    );
+    println!(
+        "| threads | mutex ns/record | per-thread ns/record | speedup | mutex CPU ns/record | \
+         per-thread CPU ns/record |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    // Warm the allocator and the code once, unmeasured.
+    run(true, 1, records.min(50_000));
+    run(false, 1, records.min(50_000));
+    let mut rows = Vec::new();
+    for &t in &threads {
+        let time = |per_thread: bool, name: &str| match only.as_deref() {
+            Some(o) if o != name => None,
+            _ => Some(median(per_thread, t, records, runs)),
+        };
+        let (mutex, local) = (time(false, "mutex"), time(true, "per-thread"));
+        let wall =
+            |p: Option<Pass>| p.map_or(f64::NAN, |p| p.wall.as_nanos() as f64 / records as f64);
+        let cpu =
+            |p: Option<Pass>| p.map_or(f64::NAN, |p| p.cpu_ns as f64 / (t as u64 * records) as f64);
+        let speedup = wall(mutex) / wall(local);
+        println!(
+            "| {t} | {:.1} | {:.1} | {speedup:.1}x | {:.1} | {:.1} |",
+            wall(mutex),
+            wall(local),
+            cpu(mutex),
+            cpu(local)
+        );
+        rows.push(Json::Obj(vec![
+            ("threads", Json::Num(t as f64)),
+            ("mutex_ns_per_record", Json::Num(wall(mutex))),
+            ("per_thread_ns_per_record", Json::Num(wall(local))),
+            ("speedup", Json::Num(speedup)),
+            ("mutex_cpu_ns_per_record", Json::Num(cpu(mutex))),
+            ("per_thread_cpu_ns_per_record", Json::Num(cpu(local))),
+        ]));
+    }
+    println!("\nload average at end: {}", load_average());
+    write_results(&Json::Obj(vec![
+        ("bench", Json::Str("contention".into())),
+        ("machine", Json::Str(machine())),
+        ("cores", Json::Num(cores as f64)),
+        ("load_average_at_end", Json::Str(load_average())),
+        ("records_per_thread", Json::Num(records as f64)),
+        ("runs", Json::Num(runs as f64)),
+        ("results", Json::Arr(rows)),
+    ]));
+}
