@@ -28,13 +28,15 @@
 //! # Time
 //!
 //! Every timestamp is CLOCK_MONOTONIC nanoseconds (the BPF clock). Within a chunk the tool
-//! writes records sorted by [`Record::timestamp`]; a merge across streams keys on
-//! [`StreamReader::peek_timestamp`]. See `docs/stream-format.md`.
+//! writes records sorted by [`Record::timestamp`]; [`MergedStreams`] merges many streams by
+//! [`StreamReader::peek_timestamp`] in memory bounded by their number. See
+//! `docs/stream-format.md`.
 
 pub mod codec;
 mod crc32;
 mod error;
 mod header;
+mod merge;
 mod reader;
 mod record;
 mod writer;
@@ -47,6 +49,7 @@ pub use error::{DamageKind, StreamDamage, StreamError};
 pub use header::{
     CLOCK_MONOTONIC_ID, FORMAT_VERSION, HEADER_LEN, MAGIC, StreamHeader, StreamKind, monotonic_ns,
 };
+pub use merge::MergedStreams;
 pub use reader::StreamReader;
 pub use record::{
     ApiCall, Correlation, Decline, Dispatch, Drops, Nondeterministic, ProcessName, Record,

@@ -334,3 +334,55 @@ fn long_strings_are_cut_at_a_char_boundary() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn merged_streams_interleave_by_timestamp_and_report_each_damage() {
+    let stream = |pid: u32, times: &[u64]| {
+        let mut w = StreamWriter::new(Vec::new(), &StreamHeader::new(StreamKind::Probes, pid))
+            .unwrap()
+            .with_chunk_threshold(1);
+        for &t in times {
+            w.push(
+                &Correlation {
+                    tid: pid,
+                    ts_ns: t,
+                    external_id: t,
+                    correlation: 0,
+                }
+                .into(),
+            )
+            .unwrap();
+        }
+        w.into_inner().unwrap()
+    };
+    let a = stream(1, &[10, 20, 30, 40]);
+    let b = stream(2, &[5, 20, 25]);
+    let mut c = stream(3, &[1, 35, 50]);
+    c.truncate(c.len() - 3); // the record at 50 is torn
+    let readers = [&a, &b, &c]
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            StreamReader::new(Cursor::new(bytes.to_vec()), Path::new(&format!("s{i}.krs"))).unwrap()
+        })
+        .collect();
+    let mut merged = MergedStreams::new(readers);
+    let got: Vec<(usize, u64)> = merged.by_ref().map(|(i, r)| (i, r.timestamp())).collect();
+    assert_eq!(
+        got,
+        [
+            (2, 1),
+            (1, 5),
+            (0, 10),
+            (0, 20),
+            (1, 20),
+            (1, 25),
+            (0, 30),
+            (2, 35),
+            (0, 40)
+        ]
+    );
+    let damages: Vec<_> = merged.damages().collect();
+    assert_eq!(damages.len(), 1);
+    assert_eq!(damages[0].path, Path::new("s2.krs"));
+}
