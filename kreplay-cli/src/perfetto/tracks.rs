@@ -5,6 +5,7 @@
 use super::proto::{
     CounterDescriptor, CounterUnit, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
 };
+use super::wire::Preencoded;
 
 /// A track defined on a `TraceWriter`; events name the track they are on with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -171,6 +172,8 @@ pub(crate) enum NestError {
 /// State of one track in a writer.
 pub(crate) struct TrackState {
     pub(crate) uuid: u64,
+    /// `TrackEvent.track_uuid` (field 11) pre-encoded.
+    pub(crate) uuid_field: Preencoded,
     pub(crate) parent: Option<u64>,
     /// Name, kept for the descriptors of overflow lanes.
     pub(crate) name: Box<str>,
@@ -186,6 +189,7 @@ impl TrackState {
     pub(crate) fn new(uuid: u64, parent: Option<u64>, name: &str, index: u32) -> Self {
         TrackState {
             uuid,
+            uuid_field: Preencoded::default().uint(11, uuid),
             parent,
             name: name.into(),
             open: Vec::new(),

@@ -5,6 +5,8 @@
 //! a second copy: a packet's length-delimited fields are back-patched in place (`wire`), which
 //! needs the packet's bytes to be in a buffer the writer owns.
 //!
+//! Packet encoding lives in `writer/encode.rs`.
+//!
 //! A complete slice writes its `TYPE_SLICE_BEGIN` at once and defers its `TYPE_SLICE_END` to a
 //! per-sequence min-heap; ends are written as soon as an event at or after them arrives on the
 //! sequence. So with events given in time order, every sequence comes out time-ordered and
@@ -15,12 +17,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::Write;
 
-use prost::Message as _;
-
 use super::intern::{AnnotationName, EventName, NameTable, SeqIids};
-use super::proto::{CounterUnit, EventType, PacketData, TracePacket, TrackDescriptor};
+use super::proto::{CounterUnit, EventType};
 use super::tracks::{self, OPEN_END, Track, TrackKey, TrackState};
 use super::{EventArgs, Value, WriterError, wire};
+
+mod encode;
 
 /// `SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS_INCREMENTAL_STATE`, on a sequence's first packet.
 const FIRST_FLAGS: u64 = 1 | 2;
@@ -63,6 +65,8 @@ type PendingEnd = Reverse<(u64, u64, u32)>;
 /// Per-sequence state.
 struct SeqState {
     trusted_id: u32,
+    /// `trusted_packet_sequence_id` and `sequence_flags` of every packet after the first.
+    header: wire::Preencoded,
     started: bool,
     last_ts: u64,
     pending: BinaryHeap<PendingEnd>,
@@ -130,6 +134,9 @@ impl<W: Write> TraceWriter<W> {
         let index = u32::try_from(self.seqs.len()).expect("fewer than 2^32 sequences");
         self.seqs.push(SeqState {
             trusted_id: index + 1,
+            header: wire::Preencoded::default()
+                .uint(10, u64::from(index + 1))
+                .uint(13, LATER_FLAGS),
             started: false,
             last_ts: 0,
             pending: BinaryHeap::new(),
@@ -335,15 +342,7 @@ impl<W: Write> TraceWriter<W> {
             });
         }
         self.tracks[track.index as usize].open.pop();
-        self.event(
-            seq,
-            ts,
-            EventType::TypeSliceEnd,
-            track,
-            None,
-            &EventArgs::default(),
-            None,
-        )?;
+        self.end_event(seq.0 as usize, ts, track.index);
         self.maybe_flush()
     }
 
@@ -479,20 +478,7 @@ impl<W: Write> TraceWriter<W> {
                     end,
                 });
             }
-            let track = Track {
-                index,
-                uuid: state.uuid,
-            };
-            let none = EventArgs::default();
-            self.event(
-                Sequence(seq as u32),
-                end,
-                EventType::TypeSliceEnd,
-                track,
-                None,
-                &none,
-                None,
-            )?;
+            self.end_event(seq, end, index);
         }
         Ok(())
     }
@@ -505,162 +491,6 @@ impl<W: Write> TraceWriter<W> {
                 what: "track",
                 index: track.index,
             })
-    }
-
-    /// Registers a track and writes its descriptor, once per uuid.
-    fn define(
-        &mut self,
-        uuid: u64,
-        parent: Option<u64>,
-        name: &str,
-        descriptor: impl FnOnce() -> TrackDescriptor,
-    ) -> Result<Track, WriterError> {
-        if let Some(&index) = self.by_uuid.get(&uuid) {
-            return Ok(Track { index, uuid });
-        }
-        let index = u32::try_from(self.tracks.len()).expect("fewer than 2^32 tracks");
-        self.tracks.push(TrackState::new(uuid, parent, name, index));
-        self.by_uuid.insert(uuid, index);
-        let s = &mut self.seqs[0];
-        let first = !s.started;
-        s.started = true;
-        let packet = TracePacket {
-            trusted_packet_sequence_id: Some(s.trusted_id),
-            sequence_flags: Some(if first { FIRST_FLAGS } else { LATER_FLAGS } as u32),
-            first_packet_on_sequence: first.then_some(true),
-            data: Some(PacketData::TrackDescriptor(descriptor())),
-            ..Default::default()
-        };
-        wire::put_tag(&mut self.buf, 1, wire::LEN);
-        packet
-            .encode_length_delimited(&mut self.buf)
-            .map_err(|source| WriterError::Encode {
-                what: "TrackDescriptor packet",
-                source,
-            })?;
-        self.packets += 1;
-        self.maybe_flush()?;
-        Ok(Track { index, uuid })
-    }
-
-    /// Encodes one TrackEvent packet into the buffer: header, any names it defines on the
-    /// sequence, then the event. No heap allocation once the scratch vectors have grown.
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn event(
-        &mut self,
-        seq: Sequence,
-        ts: u64,
-        kind: EventType,
-        track: Track,
-        name: Option<EventName>,
-        args: &EventArgs<'_>,
-        counter: Option<Value<'_>>,
-    ) -> Result<(), WriterError> {
-        let s = &mut self.seqs[seq.0 as usize];
-        self.new_names.clear();
-        self.annotation_iids.clear();
-        let name_iid = name.map(|n| {
-            let (iid, new) = s.event_iids.iid(n.0);
-            if new {
-                self.new_names.push((INTERNED_EVENT_NAMES, iid, n.0));
-            }
-            iid
-        });
-        for a in args.annotations {
-            let (iid, new) = s.annotation_iids.iid(a.name.0);
-            if new {
-                self.new_names
-                    .push((INTERNED_ANNOTATION_NAMES, iid, a.name.0));
-            }
-            self.annotation_iids.push(iid);
-        }
-        let first = !s.started;
-        s.started = true;
-
-        let buf = &mut self.buf;
-        let packet = wire::open(buf, 1);
-        wire::put_uint(buf, 8, ts);
-        wire::put_uint(buf, 10, u64::from(s.trusted_id));
-        wire::put_uint(buf, 13, if first { FIRST_FLAGS } else { LATER_FLAGS });
-        if first {
-            wire::put_uint(buf, 87, 1);
-        }
-        if !self.new_names.is_empty() {
-            let interned = wire::open(buf, 12);
-            for &(field, iid, global) in &self.new_names {
-                let text = if field == INTERNED_EVENT_NAMES {
-                    self.event_names.get(global)
-                } else {
-                    self.annotation_names.get(global)
-                };
-                let entry = wire::open(buf, field);
-                wire::put_uint(buf, 1, iid);
-                wire::put_str(buf, 2, text);
-                wire::close(buf, entry);
-            }
-            wire::close(buf, interned);
-        }
-        let te = wire::open(buf, 11);
-        wire::put_uint(buf, 9, kind as u64);
-        wire::put_uint(buf, 11, track.uuid);
-        if let Some(iid) = name_iid {
-            wire::put_uint(buf, 10, iid);
-        }
-        for (a, &iid) in args.annotations.iter().zip(&self.annotation_iids) {
-            let da = wire::open(buf, 4);
-            wire::put_uint(buf, 1, iid);
-            put_value(buf, a.value);
-            wire::close(buf, da);
-        }
-        for &id in args.flow_ids {
-            wire::put_fixed64(buf, 47, id);
-        }
-        for &id in args.terminating_flow_ids {
-            wire::put_fixed64(buf, 48, id);
-        }
-        match counter {
-            Some(Value::Double(v)) => wire::put_double(buf, 44, v),
-            Some(Value::Int(v)) => wire::put_int(buf, 30, v),
-            _ => {}
-        }
-        wire::close(buf, te);
-        wire::close(buf, packet);
-        self.packets += 1;
-        Ok(())
-    }
-
-    #[inline]
-    fn maybe_flush(&mut self) -> Result<(), WriterError> {
-        if self.buf.len() >= self.opts.buffer_bytes {
-            self.write_buffer()?;
-        }
-        Ok(())
-    }
-
-    fn write_buffer(&mut self) -> Result<(), WriterError> {
-        if let Some(out) = self.out.as_mut() {
-            out.write_all(&self.buf).map_err(|source| WriterError::Io {
-                call: "write_all",
-                source,
-            })?;
-            self.flushed_bytes += self.buf.len() as u64;
-            self.buf.clear();
-        }
-        Ok(())
-    }
-}
-
-/// Writes a debug annotation's value field.
-#[inline]
-fn put_value(buf: &mut Vec<u8>, value: Value<'_>) {
-    match value {
-        Value::Bool(v) => wire::put_uint(buf, 2, u64::from(v)),
-        Value::Uint(v) => wire::put_uint(buf, 3, v),
-        Value::Int(v) => wire::put_int(buf, 4, v),
-        Value::Double(v) => wire::put_double(buf, 5, v),
-        Value::Str(v) => wire::put_str(buf, 6, v),
-        Value::Pointer(v) => wire::put_uint(buf, 7, v),
     }
 }
 
