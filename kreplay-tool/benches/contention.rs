@@ -38,7 +38,7 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
     let sync = Barrier::new(threads + 1);
     let pass = |rec: &Recorder, t: usize, pid: u32, tid: u32| {
         for i in 0..records {
-            rec.record(api_call(pid, tid, t as u64, i));
+            rec.record_with(|| api_call(pid, tid, t as u64, i));
         }
     };
     let (wall, cpu_ns) = std::thread::scope(|s| {

@@ -9,6 +9,7 @@ use kreplay_common::stream::{ApiCall, Record};
 
 /// A realistic row: one intercepted API call, as the tool records it (the caller has the
 /// pid and tid at hand, as the tool does: both are syscalls).
+#[inline]
 pub fn api_call(pid: u32, tid: u32, thread: u64, i: u64) -> Record {
     ApiCall {
         pid,

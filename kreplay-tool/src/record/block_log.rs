@@ -144,6 +144,17 @@ impl<T> BlockLog<T> {
     /// Only one thread, the log's owner, may ever call `push` on a given log.
     #[inline]
     pub unsafe fn push(&self, value: T) -> Pushed {
+        // SAFETY: the caller upholds `push_with`'s contract, which is `push`'s.
+        unsafe { self.push_with(|| value) }
+    }
+
+    /// Appends the value `make` returns, built straight in its slot; `make` is not called
+    /// when the value would be dropped at the cap.
+    ///
+    /// # Safety
+    /// As [`BlockLog::push`]: only the log's owner thread may call it.
+    #[inline]
+    pub unsafe fn push_with(&self, make: impl FnOnce() -> T) -> Pushed {
         let mut outcome = Pushed::Stored;
         let mut block = self.current.load(Ordering::Relaxed);
         // SAFETY: `current` always points to a live block: only the owner (us) replaces it,
@@ -167,7 +178,7 @@ impl<T> BlockLog<T> {
         // reads it, and only the owner writes slots; the Release store publishes it.
         unsafe {
             let b = &*block;
-            (*b.slots[n].get()).write(value);
+            (*b.slots[n].get()).write(make());
             b.len.store(n + 1, Ordering::Release);
         }
         outcome

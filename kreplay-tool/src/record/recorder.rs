@@ -38,7 +38,7 @@ pub struct RecorderStats {
     pub per_thread_rows: u64,
     /// Correlation records merged out of thread buffers.
     pub per_thread_correlations: u64,
-    /// Records dropped at a cap (both paths).
+    /// Records dropped at a cap (both paths; a thread buffer's drops count once merged).
     pub dropped: u64,
 }
 
@@ -122,14 +122,22 @@ impl Recorder {
     /// Records a row from the calling thread.
     #[inline]
     pub fn record(&self, row: Record) {
+        self.record_with(|| row);
+    }
+
+    /// Records the row `make` builds; on the per-thread path it is built in place in the
+    /// thread's buffer (no copy), and not at all when the buffer is at its cap.
+    #[inline]
+    pub fn record_with(&self, make: impl FnOnce() -> Record) {
         if self.per_thread()
             && let Some(buffer) = self.local_buffer()
         {
             // SAFETY: `local_buffer` returns the calling thread's own buffer, alive for this
             // call, so this thread is the only one pushing to its logs.
-            let pushed = unsafe { buffer.as_ref().rows.push(row) };
+            let pushed = unsafe { buffer.as_ref().rows.push_with(make) };
             self.after_push(pushed);
         } else {
+            let row = make();
             self.push_shared(|m| m.rows.push(row), |m| m.rows.len());
         }
     }

@@ -364,3 +364,32 @@ fn flushes_write_names_then_time_sorted_rows_to_tool_pid_krs() {
     assert_eq!(records.len(), 1 + 3 + 300 + 1 + 20);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn record_with_builds_only_the_rows_it_keeps() {
+    let rec = Recorder::new(RecorderConfig {
+        per_thread_cap: BLOCK_LEN,
+        ..config(true)
+    });
+    let built = thread::scope(|s| {
+        s.spawn(|| {
+            let mut built = 0u64;
+            for i in 0..(3 * BLOCK_LEN as u64) {
+                rec.record_with(|| {
+                    built += 1;
+                    row(0, i)
+                });
+            }
+            built
+        })
+        .join()
+        .unwrap()
+    });
+    // One block may wait plus the current one: 2 blocks kept, the third block's rows dropped
+    // without being built.
+    assert_eq!(built, 2 * BLOCK_LEN as u64);
+    // Per-thread drops are tallied when the buffer is merged.
+    assert_eq!(rec.stats().dropped, 0);
+    assert_eq!(rec.merge(), 2 * BLOCK_LEN);
+    assert_eq!(rec.stats().dropped, BLOCK_LEN as u64);
+}
