@@ -45,7 +45,7 @@ static hipError_t submit_copy(hipStream_t s, void* dst, hsa_agent_t dst_agent, c
                                               has_dep ? 1 : 0, has_dep ? &dep : NULL, done);
   if (st != HSA_STATUS_SUCCESS) {
     hsa_signal_destroy(done);
-    return krhip_from_hsa(st) == hipErrorOutOfMemory ? hipErrorOutOfMemory : hipErrorInvalidValue;
+    return krhip_from_hsa(st);
   }
   e = krhip_stream_track(s, (krhip_inflight){.signal = done, .is_copy = true});
   if (e != hipSuccess) return e;

@@ -67,6 +67,7 @@ typedef struct krhip_inflight {
   void* kernarg;       /* kernarg allocation to recycle, or NULL */
   size_t kernarg_cap;
   bool is_copy;        /* completed by the copy engine, not by the queue */
+  bool finished;       /* seen complete (counted in ops_completed) */
 } krhip_inflight;
 
 struct ihipStream_t {
@@ -95,13 +96,14 @@ hipError_t krhip_stream_sync_locked(hipStream_t s);
 hipError_t krhip_stream_sync(hipStream_t s);
 /* Waits for every stream of a device. */
 hipError_t krhip_device_sync(int device);
-/* Takes a completion signal (value 1) from the stream's cache or HSA; s->mu held. */
+/* Takes a completion signal (value 1) from the stream's cache or HSA; s->mu held. Never
+ * retires ops, so a dependency from krhip_stream_last stays valid until the op is tracked. */
 hipError_t krhip_stream_signal(hipStream_t s, hsa_signal_t* out);
 /* Takes a kernarg block of at least size bytes (EXECUTABLE kernarg pool); s->mu held. */
 hipError_t krhip_stream_kernarg(hipStream_t s, size_t size, void** out, size_t* cap);
 /* Records an op as in flight; s->mu held. */
 hipError_t krhip_stream_track(hipStream_t s, krhip_inflight op);
-/* The last op's signal if it may still be running, for ordering; s->mu held. */
+/* Retires finished ops, then gives the last op's signal (for ordering) if any; s->mu held. */
 bool krhip_stream_last(hipStream_t s, hsa_signal_t* sig, bool* is_copy);
 /* Reserves n packet slots (n <= queue size) and returns the first index; s->mu held. */
 uint64_t krhip_queue_reserve(hipStream_t s, uint32_t n);

@@ -94,23 +94,34 @@ static void recycle(hipStream_t s, krhip_inflight op) {
   hsa_signal_destroy(op.signal);
 }
 
-/* Retires finished ops from the head of the ring (they finish in order); s->mu held. */
+/* Retires finished ops from the head of the ring (they finish in order). A finished op's
+ * signal is recycled only once the op after it has finished too (or it is the last op): the
+ * next op may be a barrier packet or a copy waiting on that signal, and must see it reach 0
+ * before it is reset to 1 for reuse. s->mu held. */
 static void reclaim(hipStream_t s) {
   while (s->ring_count > 0) {
     krhip_inflight* op = &s->ring[s->ring_head];
-    hsa_signal_value_t v = hsa_signal_load_scacquire(op->signal);
-    if (v > 0) break;
-    if (v < 0) s->failed = true; /* the runtime marks a failed op with a negative value */
+    if (!op->finished) {
+      hsa_signal_value_t v = hsa_signal_load_scacquire(op->signal);
+      if (v > 0) break;
+      if (v < 0) s->failed = true; /* the runtime marks a failed op with a negative value */
+      op->finished = true;
+      s->ops_completed++;
+    }
+    if (s->ring_count > 1) {
+      krhip_inflight* next = &s->ring[(s->ring_head + 1) % s->ring_cap];
+      if (hsa_signal_load_scacquire(next->signal) > 0) break;
+    }
     krhip_inflight done = *op;
     s->ring_head = (s->ring_head + 1) % s->ring_cap;
     s->ring_count--;
-    s->ops_completed++;
     recycle(s, done);
   }
 }
 
 hipError_t krhip_stream_signal(hipStream_t s, hsa_signal_t* out) {
-  reclaim(s);
+  /* No reclaim here: a caller holding the last op's signal as a dependency must not see it
+   * recycled (and reset to 1) before its own op is tracked. */
   if (s->free_signals_len > 0) {
     *out = s->free_signals[--s->free_signals_len];
     hsa_signal_store_screlease(*out, 1);
@@ -273,7 +284,7 @@ HIP_EXPORT hipError_t hipStreamQuery(hipStream_t stream) {
   if (e != hipSuccess) return krhip_ret(e);
   pthread_mutex_lock(&s->mu);
   reclaim(s);
-  bool idle = s->ring_count == 0;
+  bool idle = s->ops_completed == s->ops_submitted;
   pthread_mutex_unlock(&s->mu);
   return idle ? hipSuccess : hipErrorNotReady;
 }
@@ -332,8 +343,10 @@ HIP_EXPORT hipError_t hipEventSynchronize(hipEvent_t event) {
   if (!s) return hipSuccess;
   pthread_mutex_lock(&s->mu);
   while (!event_done_locked(event)) {
-    krhip_inflight* head = &s->ring[s->ring_head];
-    hsa_signal_wait_scacquire(head->signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX,
+    /* The first unfinished op: the head may be finished but kept for its successor. */
+    krhip_inflight* op = &s->ring[s->ring_head];
+    if (op->finished) op = &s->ring[(s->ring_head + 1) % s->ring_cap];
+    hsa_signal_wait_scacquire(op->signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX,
                               HSA_WAIT_STATE_BLOCKED);
   }
   pthread_mutex_unlock(&s->mu);
