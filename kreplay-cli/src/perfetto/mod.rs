@@ -9,6 +9,29 @@
 //! sequence. Hot packets are encoded by hand (`wire`), cold ones through a small prost schema
 //! (`proto`).
 //!
+//! ```
+//! use kreplay_cli::perfetto::{Annotation, CounterUnit, EventArgs, TraceWriter, Value};
+//!
+//! let mut w = TraceWriter::new(Vec::new());
+//! let seq = w.sequence(); // e.g. one per source thread stream
+//! let app = w.process_track(42, "app")?;
+//! let main = w.thread_track(42, 42, "main")?;
+//! let gpu = w.device_track(0, "GPU 0")?;
+//! let queue = w.child_track(gpu, 0x7f00_1000, "queue 0")?;
+//! let live = w.counter_track(Some(app), "live device bytes", CounterUnit::UnitSizeBytes)?;
+//! let (malloc, launch, kernel) = (w.event_name("hipMalloc"), w.event_name("hipLaunchKernel"), w.event_name("saxpy"));
+//! let size = w.annotation_name("size");
+//! let args = [Annotation { name: size, value: Value::Uint(4096) }];
+//! w.slice(seq, main, malloc, 1_000, 1_200, &EventArgs { annotations: &args, ..Default::default() })?;
+//! w.counter(seq, live, 1_200, 4096)?;
+//! w.slice(seq, main, launch, 2_000, 2_100, &EventArgs { flow_ids: &[1], ..Default::default() })?;
+//! let lane = w.lane(queue, 2_150, 2_600)?; // a free track for possibly overlapping GPU work
+//! w.slice(seq, lane, kernel, 2_150, 2_600, &EventArgs { terminating_flow_ids: &[1], ..Default::default() })?;
+//! let trace: Vec<u8> = w.finish()?;
+//! assert_eq!(trace[0], 0x0a); // Trace.packet
+//! # Ok::<(), kreplay_cli::perfetto::WriterError>(())
+//! ```
+//!
 //! Timestamps are CLOCK_MONOTONIC nanoseconds written on the packet's default clock (no
 //! `timestamp_clock_id`, no clock snapshot). Trace processor then takes them as its trace
 //! clock as they are: every slice, duration and ordering in the UI is exact, and nothing can be
