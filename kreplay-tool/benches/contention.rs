@@ -1,9 +1,10 @@
 //! The seed's contention benchmark: T threads each append N ApiCall rows, through the
-//! shared-mutex baseline and through per-thread buffers, side by side in one run.
+//! shared-mutex baseline and through per-thread buffers, side by side in one run, with a
+//! plain per-thread `Vec` as the floor.
 //!
 //! `cargo bench -p kreplay-tool --bench contention [-- --records N --threads 1,2,4 --runs R]`
-//! (`--only mutex|per-thread` times one path, for profiling); the built binary also runs on
-//! its own. `KREPLAY_BENCH_OUT=file.json` saves the results.
+//! (`--only mutex|per-thread|floor` times one path, for profiling); the built binary also
+//! runs on its own. `KREPLAY_BENCH_OUT=file.json` saves the results.
 
 mod support;
 
@@ -76,11 +77,46 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
     Pass { wall, cpu_ns }
 }
 
-/// The run of median wall time among `runs` runs.
-fn median(per_thread: bool, threads: usize, records: u64, runs: usize) -> Pass {
-    let mut passes: Vec<Pass> = (0..runs)
-        .map(|_| run(per_thread, threads, records))
-        .collect();
+/// The floor: each thread pushes the same rows into its own plain `Vec` (capacity reserved
+/// and warmed), with no recorder at all — what appending the row costs on this machine.
+fn run_floor(threads: usize, records: u64) -> Pass {
+    let sync = Barrier::new(threads + 1);
+    let (wall, cpu_ns) = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let sync = &sync;
+                s.spawn(move || {
+                    let (pid, tid) = (std::process::id(), current_tid());
+                    let mut rows = Vec::with_capacity(records as usize);
+                    let pass = |rows: &mut Vec<_>| {
+                        for i in 0..records {
+                            rows.push(api_call(pid, tid, t as u64, i));
+                        }
+                    };
+                    pass(&mut rows); // warm-up
+                    rows.clear();
+                    sync.wait(); // measured start
+                    let cpu = thread_cpu_ns();
+                    pass(&mut rows);
+                    let cpu = thread_cpu_ns() - cpu;
+                    sync.wait(); // measured end
+                    assert_eq!(std::hint::black_box(&rows).len() as u64, records);
+                    cpu
+                })
+            })
+            .collect();
+        sync.wait();
+        let start = Instant::now();
+        sync.wait();
+        let wall = start.elapsed();
+        (wall, workers.into_iter().map(|w| w.join().unwrap()).sum())
+    });
+    Pass { wall, cpu_ns }
+}
+
+/// The run of median wall time among `runs` runs of `one`.
+fn median(runs: usize, one: impl Fn() -> Pass) -> Pass {
+    let mut passes: Vec<Pass> = (0..runs).map(|_| one()).collect();
     passes.sort_by_key(|p| p.wall);
     passes[runs / 2]
 }
@@ -107,34 +143,39 @@ fn main() {
     println!("{records} ApiCall rows per thread, median of {runs} runs, after a warm-up pass\n");
     println!(
         "ns/record = wall time / rows per thread (the time each thread spends per row, as in \
-         the seed); CPU ns/record = the threads' CPU time / all rows.\n"
+         the seed); CPU ns/record = the threads' CPU time / all rows; floor = each thread pushing \
+         into its own plain Vec, no recorder (the cost of writing the row on this machine).\n"
     );
     println!(
         "| threads | mutex ns/record | per-thread ns/record | speedup | mutex CPU ns/record | \
-         per-thread CPU ns/record |"
+         per-thread CPU ns/record | floor ns/record | floor CPU ns/record |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     // Warm the allocator and the code once, unmeasured.
     run(true, 1, records.min(50_000));
     run(false, 1, records.min(50_000));
     let mut rows = Vec::new();
     for &t in &threads {
-        let time = |per_thread: bool, name: &str| match only.as_deref() {
+        let time = |name: &str, one: &dyn Fn() -> Pass| match only.as_deref() {
             Some(o) if o != name => None,
-            _ => Some(median(per_thread, t, records, runs)),
+            _ => Some(median(runs, one)),
         };
-        let (mutex, local) = (time(false, "mutex"), time(true, "per-thread"));
+        let mutex = time("mutex", &|| run(false, t, records));
+        let local = time("per-thread", &|| run(true, t, records));
+        let floor = time("floor", &|| run_floor(t, records));
         let wall =
             |p: Option<Pass>| p.map_or(f64::NAN, |p| p.wall.as_nanos() as f64 / records as f64);
         let cpu =
             |p: Option<Pass>| p.map_or(f64::NAN, |p| p.cpu_ns as f64 / (t as u64 * records) as f64);
         let speedup = wall(mutex) / wall(local);
         println!(
-            "| {t} | {:.1} | {:.1} | {speedup:.1}x | {:.1} | {:.1} |",
+            "| {t} | {:.1} | {:.1} | {speedup:.1}x | {:.1} | {:.1} | {:.1} | {:.1} |",
             wall(mutex),
             wall(local),
             cpu(mutex),
-            cpu(local)
+            cpu(local),
+            wall(floor),
+            cpu(floor)
         );
         rows.push(Json::Obj(vec![
             ("threads", Json::Num(t as f64)),
@@ -143,6 +184,8 @@ fn main() {
             ("speedup", Json::Num(speedup)),
             ("mutex_cpu_ns_per_record", Json::Num(cpu(mutex))),
             ("per_thread_cpu_ns_per_record", Json::Num(cpu(local))),
+            ("floor_ns_per_record", Json::Num(wall(floor))),
+            ("floor_cpu_ns_per_record", Json::Num(cpu(floor))),
         ]));
     }
     println!("\nload average at end: {}", load_average());
