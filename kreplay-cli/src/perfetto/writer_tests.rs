@@ -433,3 +433,46 @@ fn output_is_written_in_bounded_chunks() {
     );
     assert_eq!(decode(&out.1).len(), 1 + 20_000);
 }
+
+/// A writer whose bytes stay readable after the `TraceWriter` is gone.
+#[derive(Clone, Default)]
+struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn dropping_the_writer_writes_pending_ends_and_flushes() {
+    let out = Shared::default();
+    let bytes_counted;
+    {
+        let mut w = TraceWriter::with_options(out.clone(), checked());
+        let seq = w.default_sequence();
+        let t = w.thread_track(1, 1, "main").unwrap();
+        let n = w.event_name("interrupted");
+        w.slice(seq, t, n, 10, 20, &EventArgs::default()).unwrap();
+        w.slice(seq, t, n, 12, 15, &EventArgs::default()).unwrap();
+        w.flush().unwrap();
+        bytes_counted = w.bytes();
+        assert_eq!(
+            bytes_counted as usize,
+            out.0.borrow().len(),
+            "bytes() after flush"
+        );
+        assert_eq!(w.packets(), 3, "both ends still pending");
+    }
+    let packets = decode(&out.0.borrow());
+    let (b, e) = (
+        EventType::TypeSliceBegin as i32,
+        EventType::TypeSliceEnd as i32,
+    );
+    assert_eq!(timeline(&packets), vec![(10, b), (12, b), (15, e), (20, e)]);
+    assert!(out.0.borrow().len() as u64 > bytes_counted);
+}
