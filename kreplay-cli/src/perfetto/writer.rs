@@ -261,8 +261,10 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// A complete slice `[begin, end]` on `track`. Within a sequence, events must come in time
-    /// order; on one track, a slice that begins inside another must end inside it too (at equal
-    /// begins, give the outer slice first).
+    /// order (by begin time for slices); on one track, a slice that begins inside another must
+    /// end inside it too (at equal begins, give the outer slice first); all slices of a track go
+    /// on one sequence. A source that yields calls in completion order (inner calls first) must
+    /// reorder them by begin time first; the reorder window is the nesting depth.
     pub fn slice(
         &mut self,
         seq: Sequence,
