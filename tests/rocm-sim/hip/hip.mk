@@ -15,7 +15,7 @@ HIP_HSA_LIB := $(KRSIM_BUILD)/libhsa-runtime64.so.1
 HIP_WORKLOADS := $(patsubst $(KRSIM_ROOT)/workloads/%.c,$(KRSIM_BUILD)/workloads/%,\
 	$(wildcard $(KRSIM_ROOT)/workloads/*.c))
 HIP_TESTS := $(patsubst $(KRSIM_ROOT)/tests/%.c,$(KRSIM_BUILD)/tests/%,\
-	$(filter-out %/hip_compat_real.c,$(wildcard $(KRSIM_ROOT)/tests/hip_*.c)))
+	$(filter-out %/hip_compat_real.c %/hip_tool.c,$(wildcard $(KRSIM_ROOT)/tests/hip_*.c)))
 # Built against Debian's REAL libamdhip64.so.5 (only where it is installed); run against ours.
 HIP_REAL_LIB := $(wildcard /usr/lib/x86_64-linux-gnu/libamdhip64.so.5)
 HIP_COMPAT := $(if $(HIP_REAL_LIB),$(patsubst $(KRSIM_ROOT)/tests/%.c,$(KRSIM_BUILD)/tests/%,\
@@ -23,7 +23,7 @@ HIP_COMPAT := $(if $(HIP_REAL_LIB),$(patsubst $(KRSIM_ROOT)/tests/%.c,$(KRSIM_BU
 
 .PHONY: hip
 hip: $(KRSIM_BUILD)/libamdhip64.so.6 $(KRSIM_BUILD)/libamdhip64.so.5 $(KRSIM_BUILD)/libamdhip64.so \
-	$(HIP_WORKLOADS) $(HIP_TESTS) $(HIP_COMPAT)
+	$(HIP_WORKLOADS) $(HIP_TESTS) $(HIP_COMPAT) $(KRSIM_BUILD)/tests/hip_tool.so
 
 # One library, two sonames: ROCm 6's and ROCm 5's (with 5.2's per-function version nodes).
 $(KRSIM_BUILD)/libamdhip64.so.%: $(HIP_LIB_DEPS) $(HIP_HSA_LIB)
@@ -53,3 +53,8 @@ $(KRSIM_BUILD)/tests/hip_compat_real: $(KRSIM_ROOT)/tests/hip_compat_real.c \
 		$(KRSIM_ROOT)/include/krsim_hip.h $(wildcard $(KRSIM_ROOT)/tests/hip_check.h)
 	@mkdir -p $(dir $@)
 	$(HIP_CC) $(HIP_CFLAGS) -rdynamic -o $@ $< -L/usr/lib/x86_64-linux-gnu -l:libamdhip64.so.5
+
+# An HSA_TOOLS_LIB tool counting what HIP asks of HSA (kernarg flags, vmem, queues, executables).
+$(KRSIM_BUILD)/tests/hip_tool.so: $(KRSIM_ROOT)/tests/hip_tool.c $(KRSIM_ROOT)/hsa/api_table.h
+	@mkdir -p $(dir $@)
+	$(HIP_CC) $(HIP_CFLAGS) -I$(KRSIM_ROOT)/hsa -fPIC -shared -o $@ $<

@@ -169,3 +169,11 @@ HIP_EXPORT hipError_t hipDriverGetVersion(int* version) {
 }
 
 HIP_EXPORT hipError_t hipRuntimeGetVersion(int* version) { return hipDriverGetVersion(version); }
+
+/* At unload, like HIP's runtime tear-down: let in-flight work finish, then shut HSA down
+ * (which runs HSA tools' OnUnload). */
+__attribute__((destructor)) static void shutdown_runtime(void) {
+  if (krhip_rt.init_status != hipSuccess || krhip_rt.device_count == 0) return;
+  for (int d = 0; d < krhip_rt.device_count; d++) krhip_device_sync(d);
+  hsa_shut_down();
+}
