@@ -7,8 +7,10 @@
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+
+use super::lock;
 
 /// Records per block.
 pub const BLOCK_LEN: usize = 256;
@@ -104,12 +106,6 @@ unsafe impl<T: Send> Send for BlockLog<T> {}
 // SAFETY: as above; `&BlockLog` allows only `push` (owner-only by its contract) and drains
 // (serialized by `drain_lock`).
 unsafe impl<T: Send> Sync for BlockLog<T> {}
-
-fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
-    // A panic while holding these locks leaves no broken invariant (each critical section
-    // is a push or a swap), so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 impl<T> BlockLog<T> {
     /// A log that accepts at least `cap` values between drains, and holds at most `cap`

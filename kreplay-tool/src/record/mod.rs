@@ -23,3 +23,9 @@ pub use config::{ENV_OUTPUT_DIR, ENV_PER_THREAD, ENV_PER_THREAD_CAP, RecorderCon
 pub use recorder::{DROPS_PER_THREAD, DROPS_SHARED, FlushStats, Recorder, RecorderStats};
 pub use sink::{StreamSink, flush_global, global, start_global_flusher};
 pub use thread_buffer::current_tid;
+
+/// Locks `m`, recovering from poisoning: every critical section in this module leaves its
+/// state consistent, and code running inside someone else's process must not panic.
+fn lock<G>(m: &std::sync::Mutex<G>) -> std::sync::MutexGuard<'_, G> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use kreplay_common::stream::{
     Correlation, Drops, Record, StreamError, StreamWriter, ThreadName, monotonic_ns,
@@ -12,6 +12,7 @@ use kreplay_common::stream::{
 
 use super::block_log::{BLOCK_LEN, Pushed};
 use super::config::RecorderConfig;
+use super::lock;
 use super::thread_buffer::{ThreadBuffer, local_buffer};
 
 /// Source names of the `Drops` records a flush writes.
@@ -62,7 +63,9 @@ struct Merged {
     per_thread_rows: u64,
     per_thread_correlations: u64,
     per_thread_dropped: u64,
-    dropped_unreported: [u64; 2],
+    /// Drops not yet written as `Drops` records, per path.
+    per_thread_unreported: u64,
+    shared_unreported: u64,
 }
 
 /// The thread buffers, touched only at registration, merge and clear.
@@ -85,12 +88,6 @@ pub struct Recorder {
     registry: Mutex<Registry>,
     flush_wanted: AtomicBool,
     on_flush_wanted: Mutex<Option<std::thread::Thread>>,
-}
-
-fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
-    // Every critical section leaves the state consistent, so a poisoned lock stays usable
-    // (and code inside someone else's process must not panic).
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Recorder {
@@ -189,7 +186,7 @@ impl Recorder {
         let n = len(&m);
         if n >= self.config.shared_cap {
             m.shared_dropped += 1;
-            m.dropped_unreported[1] += 1;
+            m.shared_unreported += 1;
             return;
         }
         push(&mut m);
@@ -263,7 +260,7 @@ impl Recorder {
             let new_drops = dropped - reg.dropped_seen[i];
             reg.dropped_seen[i] = dropped;
             m.per_thread_dropped += new_drops;
-            m.dropped_unreported[0] += new_drops;
+            m.per_thread_unreported += new_drops;
             if exited {
                 b.registered.store(false, Ordering::Relaxed);
                 reg.buffers.swap_remove(i);
@@ -333,7 +330,13 @@ impl Recorder {
         let names = std::mem::take(&mut lock(&self.registry).unannounced);
         let (mut rows, correlations, drops) = {
             let mut m = lock(&self.merged);
-            let drops = std::mem::take(&mut m.dropped_unreported);
+            let drops = [
+                (
+                    DROPS_PER_THREAD,
+                    std::mem::take(&mut m.per_thread_unreported),
+                ),
+                (DROPS_SHARED, std::mem::take(&mut m.shared_unreported)),
+            ];
             (
                 std::mem::take(&mut m.rows),
                 std::mem::take(&mut m.correlations),
@@ -349,7 +352,7 @@ impl Recorder {
             w.push(row)?;
         }
         let now = monotonic_ns();
-        for (source, count) in [(DROPS_PER_THREAD, drops[0]), (DROPS_SHARED, drops[1])] {
+        for (source, count) in drops {
             if count > 0 {
                 w.push(
                     &Drops {
@@ -364,7 +367,7 @@ impl Recorder {
         w.flush()?;
         Ok(FlushStats {
             records: rows.len() as u64,
-            dropped: drops[0] + drops[1],
+            dropped: drops.iter().map(|(_, n)| n).sum(),
         })
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use kreplay_common::stream::{ProcessName, StreamError, StreamHeader, StreamKind, StreamWriter};
 
 use super::config::{ENV_OUTPUT_DIR, RecorderConfig};
+use super::lock;
 use super::recorder::{FlushStats, Recorder};
 
 /// Writes one recorder's merged rows to `<dir>/tool-<pid>.krs`, creating the file on the
@@ -83,7 +84,7 @@ fn global_sink() -> &'static Mutex<StreamSink> {
 
 /// Flushes the global recorder to the tool's stream file now (on request, and at exit).
 pub fn flush_global() -> Result<FlushStats, StreamError> {
-    let mut sink = global_sink().lock().unwrap_or_else(|p| p.into_inner());
+    let mut sink = lock(global_sink());
     sink.flush(global())
 }
 
