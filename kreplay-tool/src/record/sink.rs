@@ -52,6 +52,12 @@ impl StreamSink {
             });
         };
         if self.open.as_ref().is_none_or(|(p, _)| *p != pid) {
+            if let Some(dir) = &self.dir {
+                std::fs::create_dir_all(dir).map_err(|source| StreamError::Create {
+                    path: dir.clone(),
+                    source,
+                })?;
+            }
             let mut w = StreamWriter::create(&path, &StreamHeader::new(StreamKind::Tool, pid))?;
             let name = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
             w.push(

@@ -276,7 +276,8 @@ fn the_per_thread_cap_drops_counts_and_reports() {
     // From empty, the cap's whole blocks may wait while the current block fills too.
     let held = (cap + BLOCK_LEN) as u64;
     let dir = scratch_dir("cap");
-    let mut sink = StreamSink::new(Some(dir.clone()));
+    // The sink creates a missing output directory.
+    let mut sink = StreamSink::new(Some(dir.join("not/yet")));
     let flushed = sink.flush(&rec).unwrap();
     assert_eq!(flushed.records, held);
     assert_eq!(flushed.dropped, 1000 - held);
