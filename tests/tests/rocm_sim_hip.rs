@@ -1,0 +1,351 @@
+//! Behaviour tests of the simulated HIP runtime (tests/rocm-sim/hip): the C programs under
+//! tests/rocm-sim/tests/hip_*.c assert exact values themselves and print `ok <section>` lines
+//! and a final `PASS`; here each must exit 0 with the expected sections. Also checks the
+//! library files themselves (sonames, per-function symbol versions against Debian's real
+//! ROCm 5.2 libamdhip64.so.5) and what HIP asks of HSA, seen by an HSA_TOOLS_LIB tool.
+//! The sim is (re)built with `make -C tests/rocm-sim hsa hip` first.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const REAL_HIP5: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
+
+fn sim_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rocm-sim")
+}
+
+/// Builds the sim (HSA, then HIP, workloads and tests) once per test process.
+fn build() -> &'static PathBuf {
+    static BUILD: OnceLock<PathBuf> = OnceLock::new();
+    BUILD.get_or_init(|| {
+        let out = Command::new("make")
+            .arg("-C")
+            .arg(sim_dir())
+            .args(["-s", "hsa", "hip"])
+            .output()
+            .expect("run make (is GNU make installed?)");
+        assert!(
+            out.status.success(),
+            "make -C tests/rocm-sim hsa hip failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        sim_dir().join("build")
+    })
+}
+
+/// Runs a program with a clean sim environment plus `envs`, killed after 120 s.
+fn run_exe(exe: &Path, args: &[&str], envs: &[(&str, String)]) -> Output {
+    let mut cmd = Command::new(exe);
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("KRSIM_") || k == "HSA_TOOLS_LIB" || k == "LD_LIBRARY_PATH" {
+            cmd.env_remove(k);
+        }
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", exe.display()));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().expect("poll child").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{} did not finish within 120 s", exe.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("collect output")
+}
+
+/// Runs build/tests/<name>; it must pass and print every `ok <section>`. Returns stdout.
+fn run_test(name: &str, args: &[&str], envs: &[(&str, String)], sections: &[&str]) -> String {
+    let exe = build().join("tests").join(name);
+    let out = run_exe(&exe, args, envs);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{name} {args:?} failed ({:?}):\n{stdout}{stderr}",
+        out.status
+    );
+    assert_eq!(
+        stdout.lines().last(),
+        Some("PASS"),
+        "{name}:\n{stdout}{stderr}"
+    );
+    for s in sections {
+        let line = format!("ok {s}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "{name}: no `{line}`:\n{stdout}"
+        );
+    }
+    stdout
+}
+
+fn workers(n: u32) -> Vec<(&'static str, String)> {
+    vec![("KRSIM_WORKERS", n.to_string())]
+}
+
+#[test]
+fn memory_classes_copies_and_memset() {
+    for w in [1, 4] {
+        run_test("hip_memory", &[], &workers(w), &["classes", "copies"]);
+    }
+}
+
+#[test]
+fn streams_and_launch_variants() {
+    for w in [1, 4] {
+        run_test(
+            "hip_launch",
+            &[],
+            &workers(w),
+            &[
+                "dispatch_view",
+                "stream_order",
+                "streams",
+                "launch_variants",
+            ],
+        );
+    }
+}
+
+#[test]
+fn registration_modules_and_symbols() {
+    let one = run_test("hip_module", &[], &[], &["registered", "module_api"]);
+    assert!(one.lines().any(|l| l == "devices: 1"), "{one}");
+    assert!(!one.contains("ok per_device"), "{one}");
+    let two = run_test(
+        "hip_module",
+        &[],
+        &[("KRSIM_GPUS", "2".into()), ("KRSIM_WORKERS", "2".into())],
+        &["registered", "module_api", "per_device"],
+    );
+    assert!(two.lines().any(|l| l == "devices: 2"), "{two}");
+}
+
+#[test]
+fn graph_launch_is_one_multi_packet_batch() {
+    for w in [1, 4] {
+        run_test(
+            "hip_graph",
+            &[],
+            &workers(w),
+            &["one_batch", "after_copy", "results"],
+        );
+    }
+}
+
+#[test]
+fn error_names_strings_and_last_error() {
+    run_test("hip_errors", &[], &[], &["strings", "last_error"]);
+}
+
+#[test]
+fn injected_d2h_copy_fault_reaches_hip() {
+    let out = run_test(
+        "hip_errors",
+        &["fault-d2h"],
+        &[("KRSIM_FAIL_D2H_NTH", "2".into())],
+        &["fault_d2h"],
+    );
+    assert!(
+        out.lines().any(|l| l == "fault error: hipErrorUnknown"),
+        "{out}"
+    );
+    // Without the knob the second copy succeeds, so the same check fails: the knob is the cause.
+    let exe = build().join("tests").join("hip_errors");
+    let plain = run_exe(&exe, &["fault-d2h"], &[]);
+    assert_eq!(plain.status.code(), Some(1));
+}
+
+/// `objdump -T` of a library: exported function name -> version node.
+fn exported_versions(lib: &Path) -> BTreeMap<String, String> {
+    let out = Command::new("objdump")
+        .arg("-T")
+        .arg(lib)
+        .output()
+        .expect("run objdump (binutils)");
+    assert!(out.status.success(), "objdump -T {}", lib.display());
+    let mut map = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // addr flags... DF .text size version name
+        if let Some(pos) = f.iter().position(|x| *x == ".text")
+            && f.len() == pos + 4
+        {
+            map.insert(f[pos + 3].to_string(), f[pos + 2].to_string());
+        }
+    }
+    map
+}
+
+fn soname(lib: &Path) -> String {
+    let out = Command::new("readelf")
+        .arg("-d")
+        .arg(lib)
+        .output()
+        .expect("run readelf");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("(SONAME)"))
+        .unwrap_or_else(|| panic!("no SONAME in {}", lib.display()));
+    line.rsplit('[')
+        .next()
+        .unwrap()
+        .trim_end_matches(']')
+        .to_string()
+}
+
+#[test]
+fn sonames_and_real_symbol_versions() {
+    let build = build();
+    assert_eq!(soname(&build.join("libamdhip64.so.6")), "libamdhip64.so.6");
+    assert_eq!(soname(&build.join("libamdhip64.so.5")), "libamdhip64.so.5");
+    assert_eq!(
+        std::fs::read_link(build.join("libamdhip64.so")).expect("libamdhip64.so symlink"),
+        PathBuf::from("libamdhip64.so.6")
+    );
+    let real = exported_versions(Path::new(REAL_HIP5));
+    assert!(
+        real.len() > 400,
+        "real libamdhip64.so.5 exports {}",
+        real.len()
+    );
+    assert_eq!(real["hipMalloc"], "hip_4.2");
+    assert_eq!(real["hipGraphLaunch"], "hip_4.3");
+    let ours = exported_versions(&build.join("libamdhip64.so.5"));
+    assert!(
+        ours.len() >= 75,
+        "sim exports only {} functions",
+        ours.len()
+    );
+    for (name, version) in &ours {
+        assert_eq!(
+            real.get(name),
+            Some(version),
+            "{name}@{version}: the real library disagrees"
+        );
+    }
+    for needed in [
+        "hipMalloc",
+        "hipFree",
+        "hipMallocAsync",
+        "hipFreeAsync",
+        "hipHostMalloc",
+        "hipLaunchKernel",
+        "hipModuleLaunchKernel",
+        "hipExtLaunchKernel",
+        "hipGraphLaunch",
+        "hipGraphAddKernelNode",
+        "__hipRegisterFatBinary",
+        "__hipRegisterFunction",
+        "__hipRegisterVar",
+        "__hipUnregisterFatBinary",
+    ] {
+        assert!(ours.contains_key(needed), "{needed} not exported");
+    }
+    assert_eq!(ours, exported_versions(&build.join("libamdhip64.so.6")));
+}
+
+#[test]
+fn program_linked_against_real_libamdhip64_runs_on_the_sim() {
+    let build = build();
+    let exe = build.join("tests").join("hip_compat_real");
+    assert!(
+        exe.exists(),
+        "{} missing: is Debian's libamdhip64-5 installed ({REAL_HIP5})?",
+        exe.display()
+    );
+    // It was linked against the real library and records its version nodes.
+    let needs = Command::new("readelf")
+        .arg("-V")
+        .arg(&exe)
+        .output()
+        .expect("run readelf");
+    let needs = String::from_utf8_lossy(&needs.stdout);
+    assert!(needs.contains("File: libamdhip64.so.5"), "{needs}");
+    for v in ["hip_4.2", "hip_4.3", "hip_5.1"] {
+        assert!(
+            needs.contains(&format!("Name: {v}")),
+            "{v} not needed:\n{needs}"
+        );
+    }
+    let out = run_exe(
+        &exe,
+        &[],
+        &[("LD_LIBRARY_PATH", build.display().to_string())],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        vec!["kernel calls: 2", "PASS"]
+    );
+}
+
+/// Runs a workload under the hip_tool HSA tool and returns its counters.
+fn tool_counters(workload: &str, args: &[&str]) -> BTreeMap<String, u64> {
+    let build = build();
+    let out_file = build.join(format!("hip_tool_{workload}.out"));
+    let _ = std::fs::remove_file(&out_file);
+    let out = run_exe(
+        &build.join("workloads").join(workload),
+        args,
+        &[
+            (
+                "HSA_TOOLS_LIB",
+                build.join("tests/hip_tool.so").display().to_string(),
+            ),
+            ("HIP_TOOL_OUT", out_file.display().to_string()),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{workload}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&out_file).expect("tool report (OnUnload ran?)");
+    text.split_whitespace()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("key=value");
+            (k.to_string(), v.parse().expect("number"))
+        })
+        .collect()
+}
+
+#[test]
+fn hip_uses_hsa_as_real_hip_does() {
+    // saxpy: 4 buffers x 8 iterations; one stream per buffer plus the null stream.
+    let c = tool_counters("saxpy", &["4", "1000", "8"]);
+    assert!(c["kernarg_allocs"] >= 1, "{c:?}");
+    assert_eq!(
+        c["kernarg_exec"], c["kernarg_allocs"],
+        "kernarg without EXECUTABLE: {c:?}"
+    );
+    assert_eq!(c["other_exec"], 0, "{c:?}");
+    assert_eq!(c["queues"], 5, "{c:?}");
+    assert_eq!(
+        c["freezes"], 1,
+        "one executable per fat binary and device: {c:?}"
+    );
+    assert_eq!(c["vmem_reserve"], 0, "{c:?}");
+    // malloc_async: every hipMallocAsync is reserve + handle + map, every hipFreeAsync an unmap.
+    let c = tool_counters("malloc_async", &["37"]);
+    for k in ["vmem_reserve", "vmem_handle", "vmem_map", "vmem_unmap"] {
+        assert_eq!(c[k], 37, "{k}: {c:?}");
+    }
+}
