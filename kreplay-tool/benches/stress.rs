@@ -24,14 +24,21 @@ struct Shape {
 /// `thread << 32 | i`, correlation `i * 7 + thread`.
 fn round(rec: &Recorder, shape: &Shape) {
     std::thread::scope(|s| {
-        for t in 0..shape.threads {
-            s.spawn(move || {
-                let (pid, tid) = (std::process::id(), current_tid());
-                for i in 0..shape.rows {
-                    rec.record_with(|| api_call(pid, tid, t, i));
-                    rec.record_correlation(t << 32 | i, i * 7 + t);
-                }
-            });
+        let workers: Vec<_> = (0..shape.threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let (pid, tid) = (std::process::id(), current_tid());
+                    for i in 0..shape.rows {
+                        rec.record_with(|| api_call(pid, tid, t, i));
+                        rec.record_correlation(t << 32 | i, i * 7 + t);
+                    }
+                })
+            })
+            .collect();
+        // Join explicitly: that waits for the threads' thread-local destructors too (the
+        // scope's own wait does not), so every buffer is marked exited before the merge.
+        for w in workers {
+            w.join().unwrap();
         }
     });
 }
