@@ -166,6 +166,22 @@ fn injected_d2h_copy_fault_reaches_hip() {
     assert_eq!(plain.status.code(), Some(1));
 }
 
+#[test]
+fn refused_host_allocations_leave_pageable_copies_working() {
+    run_test(
+        "hip_errors",
+        &["fault-host-alloc"],
+        &[("KRSIM_FAIL_HOST_ALLOC_ABOVE", "65536".into())],
+        &["fault_host_alloc"],
+    );
+    // Without the knob the 1 MiB pinned allocation succeeds and the check fails.
+    let exe = build().join("tests").join("hip_errors");
+    assert_eq!(
+        run_exe(&exe, &["fault-host-alloc"], &[]).status.code(),
+        Some(1)
+    );
+}
+
 /// `objdump -T` of a library: exported function name -> version node.
 fn exported_versions(lib: &Path) -> BTreeMap<String, String> {
     let out = Command::new("objdump")

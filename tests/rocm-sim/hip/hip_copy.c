@@ -57,7 +57,20 @@ static hipError_t submit_copy(hipStream_t s, void* dst, hsa_agent_t dst_agent, c
 static hipError_t staged_copy(hipStream_t s, void* dst, hsa_agent_t dst_agent, const void* src,
                               hsa_agent_t src_agent, size_t size, bool to_device) {
   void* stage = staging_get();
-  if (!stage) return hipErrorOutOfMemory;
+  if (!stage) {
+    /* No pinned staging memory (e.g. host allocations refused): lock the user's pages for
+     * the copy instead, as HIP's pinned-copy path does. */
+    void* host = to_device ? (void*)src : dst;
+    hsa_agent_t dev = to_device ? dst_agent : src_agent;
+    void* agent_ptr;
+    if (hsa_amd_memory_lock(host, size, &dev, 1, &agent_ptr) != HSA_STATUS_SUCCESS)
+      return hipErrorOutOfMemory;
+    hipError_t e = to_device
+                       ? submit_copy(s, dst, dst_agent, agent_ptr, krhip_rt.cpu_agent, size, true)
+                       : submit_copy(s, agent_ptr, krhip_rt.cpu_agent, src, src_agent, size, true);
+    hsa_amd_memory_unlock(host);
+    return e;
+  }
   hipError_t e = hipSuccess;
   for (size_t off = 0; off < size && e == hipSuccess; off += KRHIP_STAGING_BYTES) {
     size_t n = size - off < KRHIP_STAGING_BYTES ? size - off : KRHIP_STAGING_BYTES;

@@ -2,7 +2,8 @@
  * kept by hipPeekAtLastError, cleared by hipGetLastError), and copy failures injected by the
  * HSA runtime's fault knobs reaching the application.
  * Usage: hip_errors            (error API)
- *        hip_errors fault-d2h  (run with KRSIM_FAIL_D2H_NTH=2: the 2nd D2H copy fails) */
+ *        hip_errors fault-d2h  (run with KRSIM_FAIL_D2H_NTH=2: the 2nd D2H copy fails)
+ *        hip_errors fault-host-alloc  (run with KRSIM_FAIL_HOST_ALLOC_ABOVE=65536) */
 #include <pthread.h>
 
 #include "hip_check.h"
@@ -74,10 +75,38 @@ static void test_fault_d2h(void) {
   puts("ok fault_d2h");
 }
 
+/* With KRSIM_FAIL_HOST_ALLOC_ABOVE=65536: big pinned allocations fail, pageable copies still
+ * work (HIP locks the user's pages when it cannot get pinned staging memory). */
+static void test_fault_host_alloc(void) {
+  void* big;
+  CHECK_HIP_IS(hipHostMalloc(&big, 1 << 20, 0), hipErrorOutOfMemory);
+  CHECK_EQ(hipGetLastError(), hipErrorOutOfMemory);
+  void* small;
+  CHECK_HIP(hipHostMalloc(&small, 4096, 0));
+  CHECK_HIP(hipHostFree(small));
+  enum { N = 300000 };
+  uint32_t* src = malloc(N * 4);
+  uint32_t* back = malloc(N * 4);
+  CHECK(src && back);
+  for (uint32_t i = 0; i < N; i++) src[i] = i * 7;
+  void* dev;
+  CHECK_HIP(hipMalloc(&dev, N * 4));
+  CHECK_HIP(hipMemcpy(dev, src, N * 4, hipMemcpyHostToDevice));
+  CHECK_HIP(hipMemcpy(back, dev, N * 4, hipMemcpyDeviceToHost));
+  CHECK(memcmp(src, back, N * 4) == 0);
+  CHECK_EQ(pointer_info(src).type, HSA_EXT_POINTER_TYPE_UNKNOWN); /* unlocked again */
+  CHECK_HIP(hipFree(dev));
+  free(src);
+  free(back);
+  puts("ok fault_host_alloc");
+}
+
 int main(int argc, char** argv) {
   CHECK_HIP(hipInit(0));
   if (argc > 1 && strcmp(argv[1], "fault-d2h") == 0) {
     test_fault_d2h();
+  } else if (argc > 1 && strcmp(argv[1], "fault-host-alloc") == 0) {
+    test_fault_host_alloc();
   } else {
     test_strings();
     test_last_error();
