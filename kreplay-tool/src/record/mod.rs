@@ -9,9 +9,11 @@
 //! exited leaves its buffer with the registry, so its rows are merged before it is freed.
 //! `KREPLAY_PER_THREAD_BUFFER=0` selects the baseline instead: one `Vec` behind one `Mutex`.
 //! Both paths are capped and count what they drop; a flush writes the counts as `Drops`.
+//! The global recorder stops recording in a forked child (see `process_hooks`).
 
 pub mod block_log;
 mod config;
+mod process_hooks;
 mod recorder;
 mod sink;
 mod thread_buffer;
@@ -20,6 +22,7 @@ mod thread_buffer;
 mod tests;
 
 pub use config::{ENV_OUTPUT_DIR, ENV_PER_THREAD, ENV_PER_THREAD_CAP, RecorderConfig};
+pub use process_hooks::install_exit_flush;
 pub use recorder::{DROPS_PER_THREAD, DROPS_SHARED, FlushStats, Recorder, RecorderStats};
 pub use sink::{StreamSink, flush_global, global, start_global_flusher};
 pub use thread_buffer::current_tid;

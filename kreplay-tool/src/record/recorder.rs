@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kreplay_common::stream::{
@@ -21,6 +21,11 @@ pub const DROPS_PER_THREAD: &str = "tool/per-thread-buffer";
 pub const DROPS_SHARED: &str = "tool/shared-buffer";
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// `Recorder::mode` values.
+const MODE_SHARED: u8 = 0;
+const MODE_PER_THREAD: u8 = 1;
+const MODE_OFF: u8 = 2;
 
 /// Counters that show which path moved what since the last [`Recorder::clear`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,7 +87,8 @@ struct Registry {
 /// Records rows and correlation ids from many threads; see the module docs.
 pub struct Recorder {
     id: u64,
-    per_thread: AtomicBool,
+    /// `MODE_SHARED`, `MODE_PER_THREAD` or `MODE_OFF`; read (never written) per record.
+    mode: AtomicU8,
     config: RecorderConfig,
     merged: Mutex<Merged>,
     registry: Mutex<Registry>,
@@ -95,7 +101,11 @@ impl Recorder {
     pub fn new(config: RecorderConfig) -> Self {
         Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            per_thread: AtomicBool::new(config.per_thread),
+            mode: AtomicU8::new(if config.per_thread {
+                MODE_PER_THREAD
+            } else {
+                MODE_SHARED
+            }),
             config,
             merged: Mutex::new(Merged::default()),
             registry: Mutex::new(Registry::default()),
@@ -107,13 +117,29 @@ impl Recorder {
     /// Whether new records go to per-thread buffers (else to the shared mutex).
     #[inline]
     pub fn per_thread(&self) -> bool {
-        self.per_thread.load(Ordering::Relaxed)
+        self.mode.load(Ordering::Relaxed) == MODE_PER_THREAD
+    }
+
+    /// Whether records are kept at all (false after [`Recorder::disable`]).
+    pub fn is_enabled(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) != MODE_OFF
+    }
+
+    /// Stops recording for good: later records are ignored and [`Recorder::set_per_thread`]
+    /// no longer re-enables it. Touches no lock, so it is safe in a forked child.
+    pub fn disable(&self) {
+        self.mode.store(MODE_OFF, Ordering::Relaxed);
     }
 
     /// Switches path. Safe at any time: records already in thread buffers are merged by the
     /// next merge whatever the mode.
     pub fn set_per_thread(&self, on: bool) {
-        self.per_thread.store(on, Ordering::Relaxed);
+        let mode = if on { MODE_PER_THREAD } else { MODE_SHARED };
+        let _ = self
+            .mode
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
+                (m != MODE_OFF).then_some(mode)
+            });
     }
 
     /// Records a row from the calling thread.
@@ -126,22 +152,30 @@ impl Recorder {
     /// thread's buffer (no copy), and not at all when the buffer is at its cap.
     #[inline]
     pub fn record_with(&self, make: impl FnOnce() -> Record) {
-        if self.per_thread()
-            && let Some(buffer) = self.local_buffer()
-        {
-            // SAFETY: `local_buffer` returns the calling thread's own buffer, alive for this
-            // call, so this thread is the only one pushing to its logs.
-            let pushed = unsafe { buffer.as_ref().rows.push_with(make) };
-            self.after_push(pushed);
-        } else {
-            let row = make();
-            self.push_shared(|m| m.rows.push(row), |m| m.rows.len());
+        match self.mode.load(Ordering::Relaxed) {
+            MODE_PER_THREAD => {
+                if let Some(buffer) = self.local_buffer() {
+                    // SAFETY: `local_buffer` returns the calling thread's own buffer, alive
+                    // for this call, so this thread is the only one pushing to its logs.
+                    let pushed = unsafe { buffer.as_ref().rows.push_with(make) };
+                    self.after_push(pushed);
+                    return;
+                }
+            }
+            MODE_SHARED => {}
+            _ => return,
         }
+        let row = make();
+        self.push_shared(|m| m.rows.push(row), |m| m.rows.len());
     }
 
     /// Records that the calling thread tied external id `external_id` to `correlation`.
     #[inline]
     pub fn record_correlation(&self, external_id: u64, correlation: u64) {
+        let mode = self.mode.load(Ordering::Relaxed);
+        if mode == MODE_OFF {
+            return;
+        }
         let tid = super::thread_buffer::current_tid();
         let rec = Correlation {
             tid,
@@ -149,10 +183,10 @@ impl Recorder {
             external_id,
             correlation,
         };
-        if self.per_thread()
+        if mode == MODE_PER_THREAD
             && let Some(buffer) = self.local_buffer()
         {
-            // SAFETY: as in `record`.
+            // SAFETY: as in `record_with`.
             let pushed = unsafe { buffer.as_ref().correlations.push(rec) };
             self.after_push(pushed);
         } else {

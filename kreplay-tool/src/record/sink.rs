@@ -81,7 +81,15 @@ static FLUSHER_STARTED: AtomicBool = AtomicBool::new(false);
 
 /// The tool's process-wide recorder, configured from the environment on first use.
 pub fn global() -> &'static Recorder {
-    GLOBAL.get_or_init(|| Recorder::new(RecorderConfig::from_env()))
+    GLOBAL.get_or_init(|| {
+        super::process_hooks::install_fork_guard();
+        Recorder::new(RecorderConfig::from_env())
+    })
+}
+
+/// The global recorder if something already made it (never makes it: no lock, no alloc).
+pub(super) fn global_if_started() -> Option<&'static Recorder> {
+    GLOBAL.get()
 }
 
 fn global_sink() -> &'static Mutex<StreamSink> {

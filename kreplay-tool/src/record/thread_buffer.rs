@@ -115,6 +115,11 @@ pub fn current_tid() -> u32 {
     .unwrap_or_else(|_| gettid())
 }
 
+/// Forgets the cached thread id (in a forked child the surviving thread has a new one).
+pub fn forget_cached_tid() {
+    let _ = TID.try_with(|cached| cached.set(0));
+}
+
 fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions and cannot fail.
     unsafe { libc::gettid() as u32 }

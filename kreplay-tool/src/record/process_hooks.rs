@@ -1,0 +1,49 @@
+//! Process lifecycle hooks for the global recorder: a last flush at exit, and no recording
+//! (and no lock taken) in a forked child, whose inherited locks may be held by threads that
+//! do not exist there.
+
+use std::sync::{Once, OnceLock};
+
+use super::sink::{flush_global, global_if_started};
+use super::thread_buffer::forget_cached_tid;
+
+/// Registers, once, an `atexit` handler that flushes the global recorder; false if libc
+/// refused it.
+pub fn install_exit_flush() -> bool {
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
+    // SAFETY: `exit_flush` is an `extern "C" fn()` that never unwinds (it catches panics).
+    *INSTALLED.get_or_init(|| unsafe { libc::atexit(exit_flush) } == 0)
+}
+
+extern "C" fn exit_flush() {
+    let _ = std::panic::catch_unwind(|| {
+        // In a forked child the recorder is disabled: its locks may be held by threads that
+        // were not copied, so touch nothing.
+        if global_if_started().is_some_and(|r| r.is_enabled())
+            && let Err(e) = flush_global()
+        {
+            tracing::warn!("kreplay: the exit flush of the tool stream failed: {e}");
+        }
+    });
+}
+
+/// Registers, once, a fork handler that disables the global recorder in the child.
+pub(super) fn install_fork_guard() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `in_forked_child` is an `extern "C" fn()` that never unwinds; no prepare or
+        // parent handler is passed.
+        let rc = unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
+        if rc != 0 {
+            tracing::warn!("kreplay: pthread_atfork failed ({rc}); a forked child would record");
+        }
+    });
+}
+
+extern "C" fn in_forked_child() {
+    // Only atomics and thread-locals here: the child has one thread and maybe held locks.
+    if let Some(r) = global_if_started() {
+        r.disable();
+    }
+    forget_cached_tid();
+}
