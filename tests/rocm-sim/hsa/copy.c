@@ -84,8 +84,7 @@ static void* copy_main(void* unused) {
         atomic_store(&c->start_ns, start);
         atomic_store(&c->end_ns, sim_now_ns());
       }
-      atomic_fetch_sub(&c->value, 1);
-      sim_signal_notify();
+      sim_signal_sub(c, 1);
     }
     free(j->deps);
     free(j);

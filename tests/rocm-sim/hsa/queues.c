@@ -40,8 +40,7 @@ static void dispatch_done(void* p, uint64_t start, uint64_t end) {
       atomic_store(&s->start_ns, start);
       atomic_store(&s->end_ns, end);
     }
-    atomic_fetch_sub(&s->value, 1);
-    sim_signal_notify();
+    sim_signal_sub(s, 1);
   }
   inflight_add(c->q, -1);
   free(c);
@@ -50,8 +49,7 @@ static void dispatch_done(void* p, uint64_t start, uint64_t end) {
 static void complete_signal(hsa_signal_t sig) {
   sim_signal* s = sim_signal_from(sig);
   if (s) {
-    atomic_fetch_sub(&s->value, 1);
-    sim_signal_notify();
+    sim_signal_sub(s, 1);
   }
 }
 
@@ -76,6 +74,10 @@ static bool wait_barrier(sim_queue* q, const hsa_barrier_and_packet_t* b, bool a
   }
 }
 
+static void retire_packets(sim_queue* q, uint64_t n);
+
+/* Runs one packet. The slot is retired (INVALID, read index advanced) when the packet is
+ * launched: after the barrier-bit drain for dispatches, once satisfied for barriers. */
 static void execute(sim_queue* q, const hsa_aql_pkt* pkt) {
   uint16_t hdr = pkt->hdr.header;
   uint32_t type = (hdr >> HSA_PACKET_HEADER_TYPE) & 0xffu;
@@ -85,12 +87,14 @@ static void execute(sim_queue* q, const hsa_aql_pkt* pkt) {
     case HSA_PACKET_TYPE_KERNEL_DISPATCH: {
       done_ctx* c = malloc(sizeof *c);
       if (!c) {
+        retire_packets(q, 1);
         queue_error(q, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
         return;
       }
       c->q = q;
       c->completion = pkt->dispatch.completion_signal;
       inflight_add(q, 1);
+      retire_packets(q, 1);
       if (sim_dispatch_launch(&pkt->dispatch, dispatch_done, c) != 0) {
         free(c);
         inflight_add(q, -1);
@@ -100,10 +104,14 @@ static void execute(sim_queue* q, const hsa_aql_pkt* pkt) {
     }
     case HSA_PACKET_TYPE_BARRIER_AND:
     case HSA_PACKET_TYPE_BARRIER_OR:
-      if (wait_barrier(q, &pkt->barrier, type == HSA_PACKET_TYPE_BARRIER_OR))
-        complete_signal(pkt->barrier.completion_signal);
+      if (!wait_barrier(q, &pkt->barrier, type == HSA_PACKET_TYPE_BARRIER_OR)) return;
+      retire_packets(q, 1);
+      complete_signal(pkt->barrier.completion_signal);
       break;
-    default: queue_error(q, HSA_STATUS_ERROR_INVALID_PACKET_FORMAT); break;
+    default:
+      retire_packets(q, 1);
+      queue_error(q, HSA_STATUS_ERROR_INVALID_PACKET_FORMAT);
+      break;
   }
 }
 
@@ -132,14 +140,17 @@ static void retire_packets(sim_queue* q, uint64_t n) {
 
 static void* processor_main(void* arg) {
   sim_queue* q = arg;
+  sim_signal* doorbell = sim_signal_from(q->q.doorbell_signal);
   while (!atomic_load(&q->stop)) {
+    uint32_t seq0 = atomic_load(&doorbell->seq);
     hsa_aql_pkt pkts[64];
     uint64_t first = atomic_load(&q->read_index);
     uint64_t n = 0;
     /* Intercept queues hand whole batches to their handlers; others run one by one. */
     while (n < (q->is_intercept ? 64u : 1u) && peek_packet(q, n, &pkts[n])) n++;
     if (n == 0) {
-      sim_signal_wait_any_change(2000000ull);
+      /* Sleep until the doorbell rings (bounded: packets published without a doorbell). */
+      sim_signal_wait_seq(doorbell, seq0, 2000000ull);
       continue;
     }
     if (q->is_intercept) {
@@ -147,7 +158,6 @@ static void* processor_main(void* arg) {
       sim_intercept_deliver(q, pkts, n, first);
     } else {
       execute(q, &pkts[0]);
-      retire_packets(q, 1);
     }
     sim_signal_notify(); /* producers waiting for ring space */
   }
@@ -223,7 +233,7 @@ hsa_status_t sim_hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_ty
 static void stop_thread(sim_queue* q) {
   if (!q->has_thread) return;
   atomic_store(&q->stop, true);
-  sim_signal_notify();
+  sim_signal_changed(sim_signal_from(q->q.doorbell_signal));
   pthread_join(q->thread, NULL);
   q->has_thread = false;
 }

@@ -1,11 +1,18 @@
 /* signals.c - HSA signals (value, waits with timeout) and the async-handler thread. */
 #include <errno.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sim.h"
 
-/* One process-wide mutex/condvar pair wakes every waiter on any signal change; modifiers only
- * touch it when someone is waiting (seq_cst value update, then waiter count check). */
+/* Waiting on one signal: a futex on its 32-bit change counter `seq` (bumped after every
+ * value change, woken only when someone waits on that signal). Waiting for "any signal"
+ * (copy engine, handler thread, barrier packets): one process-wide mutex/condvar, touched by
+ * modifiers only while such a waiter exists. Both use the same ordering argument: the
+ * modifier updates the value then checks the waiter count (seq_cst); a waiter registers, then
+ * re-reads the value before sleeping. */
 static pthread_mutex_t g_sig_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_sig_cv;
 static _Atomic int g_sig_waiters;
@@ -24,6 +31,26 @@ void sim_signal_notify(void) {
   pthread_mutex_lock(&g_sig_mu);
   pthread_cond_broadcast(&g_sig_cv);
   pthread_mutex_unlock(&g_sig_mu);
+}
+
+void sim_signal_changed(sim_signal* s) {
+  atomic_fetch_add(&s->seq, 1);
+  if (atomic_load(&s->waiters) != 0)
+    syscall(SYS_futex, (uint32_t*)&s->seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+  sim_signal_notify();
+}
+
+void sim_signal_sub(sim_signal* s, int64_t v) {
+  atomic_fetch_sub(&s->value, v);
+  sim_signal_changed(s);
+}
+
+void sim_signal_wait_seq(sim_signal* s, uint32_t seq0, uint64_t timeout_ns) {
+  struct timespec ts = {(time_t)(timeout_ns / 1000000000ull), (long)(timeout_ns % 1000000000ull)};
+  atomic_fetch_add(&s->waiters, 1);
+  if (atomic_load(&s->seq) == seq0)
+    syscall(SYS_futex, (uint32_t*)&s->seq, FUTEX_WAIT_PRIVATE, seq0, &ts, NULL, 0);
+  atomic_fetch_sub(&s->waiters, 1);
 }
 
 sim_signal* sim_signal_from(hsa_signal_t s) {
@@ -64,34 +91,24 @@ void sim_signal_wait_any_change(uint64_t timeout_ns) {
 
 int64_t sim_signal_wait(sim_signal* s, hsa_signal_condition_t c, int64_t cmp, uint64_t timeout_ns,
                         bool* satisfied) {
-  int64_t v = atomic_load(&s->value);
-  if (sim_signal_satisfied(v, c, cmp)) {
-    if (satisfied) *satisfied = true;
-    return v;
-  }
-  pthread_once(&g_sig_once, sig_init_cv);
-  uint64_t start = sim_now_ns();
-  bool ok = false;
-  pthread_mutex_lock(&g_sig_mu);
-  atomic_fetch_add(&g_sig_waiters, 1);
+  uint64_t start = 0;
   for (;;) {
-    v = atomic_load(&s->value);
+    uint32_t seq0 = atomic_load(&s->seq);
+    int64_t v = atomic_load(&s->value);
     if (sim_signal_satisfied(v, c, cmp)) {
-      ok = true;
-      break;
+      if (satisfied) *satisfied = true;
+      return v;
     }
     uint64_t now = sim_now_ns();
-    if (timeout_ns != UINT64_MAX && now - start >= timeout_ns) break;
-    /* Bounded sleeps keep us safe against signals changed through raw value pointers. */
+    if (start == 0) start = now;
+    if (timeout_ns != UINT64_MAX && now - start >= timeout_ns) {
+      if (satisfied) *satisfied = false;
+      return v;
+    }
+    /* Bounded sleeps also catch values written without the API (raw value pointers). */
     uint64_t left = timeout_ns == UINT64_MAX ? 50000000ull : timeout_ns - (now - start);
-    if (left > 50000000ull) left = 50000000ull;
-    struct timespec dl = deadline_after(left);
-    pthread_cond_timedwait(&g_sig_cv, &g_sig_mu, &dl);
+    sim_signal_wait_seq(s, seq0, left < 50000000ull ? left : 50000000ull);
   }
-  atomic_fetch_sub(&g_sig_waiters, 1);
-  pthread_mutex_unlock(&g_sig_mu);
-  if (satisfied) *satisfied = ok;
-  return v;
 }
 
 /* ------------------------------------------------------------------- create/destroy */
@@ -149,7 +166,7 @@ hsa_signal_value_t sim_hsa_signal_load_scacquire(hsa_signal_t sig) {
 static void sig_store(hsa_signal_t sig, hsa_signal_value_t v, bool notify) {
   SIG_OR_RET(sig, );
   atomic_store(&s->value, v);
-  if (notify) sim_signal_notify();
+  if (notify) sim_signal_changed(s);
 }
 void sim_hsa_signal_store_relaxed(hsa_signal_t s, hsa_signal_value_t v) { sig_store(s, v, true); }
 void sim_hsa_signal_store_screlease(hsa_signal_t s, hsa_signal_value_t v) { sig_store(s, v, true); }
@@ -160,7 +177,7 @@ void sim_hsa_signal_silent_store_screlease(hsa_signal_t s, hsa_signal_value_t v)
   static void sig_##op(hsa_signal_t sig, hsa_signal_value_t v) {              \
     SIG_OR_RET(sig, );                                                        \
     expr;                                                                     \
-    sim_signal_notify();                                                      \
+    sim_signal_changed(s);                                                    \
   }                                                                           \
   void sim_hsa_signal_##op##_relaxed(hsa_signal_t s, hsa_signal_value_t v) { sig_##op(s, v); }     \
   void sim_hsa_signal_##op##_scacquire(hsa_signal_t s, hsa_signal_value_t v) { sig_##op(s, v); }   \
@@ -176,14 +193,14 @@ SIG_RMW_V(subtract, atomic_fetch_sub(&s->value, v))
 static hsa_signal_value_t sig_exchange(hsa_signal_t sig, hsa_signal_value_t v) {
   SIG_OR_RET(sig, 0);
   hsa_signal_value_t old = atomic_exchange(&s->value, v);
-  sim_signal_notify();
+  sim_signal_changed(s);
   return old;
 }
 static hsa_signal_value_t sig_cas(hsa_signal_t sig, hsa_signal_value_t e, hsa_signal_value_t v) {
   SIG_OR_RET(sig, 0);
   int64_t exp = e;
   atomic_compare_exchange_strong(&s->value, &exp, v);
-  sim_signal_notify();
+  sim_signal_changed(s);
   return exp;
 }
 #define SIG_ORDERS(op, params, args)                                              \

@@ -118,6 +118,8 @@ typedef struct sim_signal {
   _Atomic int64_t value;
   uint64_t magic;
   _Atomic uint64_t start_ns, end_ns; /* profiling: last dispatch or copy */
+  _Atomic uint32_t seq;     /* bumped on every change; futex word for waiters */
+  _Atomic uint32_t waiters; /* threads blocked on seq */
 } sim_signal;
 
 sim_signal* sim_signal_from(hsa_signal_t s);
@@ -125,7 +127,14 @@ bool sim_signal_satisfied(int64_t v, hsa_signal_condition_t c, int64_t cmp);
 /* Waits until the condition holds or timeout_ns passes; returns the last value seen. */
 int64_t sim_signal_wait(sim_signal* s, hsa_signal_condition_t c, int64_t cmp, uint64_t timeout_ns,
                         bool* satisfied);
+/* Wakes global waiters (sim_signal_wait_any_change). */
 void sim_signal_notify(void);
+/* After changing s->value: wakes s's waiters and the global waiters. */
+void sim_signal_changed(sim_signal* s);
+/* Subtracts v (release) and wakes waiters. */
+void sim_signal_sub(sim_signal* s, int64_t v);
+/* Waits until s->seq differs from seq0, at most timeout_ns. */
+void sim_signal_wait_seq(sim_signal* s, uint32_t seq0, uint64_t timeout_ns);
 void sim_signal_wait_any_change(uint64_t timeout_ns);
 void sim_handlers_start(void);
 void sim_handlers_stop(void);
