@@ -144,13 +144,25 @@ impl<T> BlockLog<T> {
         unsafe { self.push_with(|| value) }
     }
 
-    /// Appends the value `make` returns, built straight in its slot; `make` is not called
-    /// when the value would be dropped at the cap.
+    /// Appends the value `make` returns; `make` is not called when the value would be
+    /// dropped at the cap. `make` may itself push to this log: the slot is chosen after it
+    /// returns.
     ///
     /// # Safety
     /// As [`BlockLog::push`]: only the log's owner thread may call it.
     #[inline]
     pub unsafe fn push_with(&self, make: impl FnOnce() -> T) -> Pushed {
+        // SAFETY: as below, `current` is live and only this owner thread writes it.
+        let full = unsafe {
+            (*self.current.load(Ordering::Relaxed))
+                .len
+                .load(Ordering::Relaxed)
+        };
+        if full == BLOCK_LEN && self.full_count.load(Ordering::Relaxed) >= self.max_full {
+            self.count_drop();
+            return Pushed::Dropped;
+        }
+        let value = make();
         let mut outcome = Pushed::Stored;
         let mut block = self.current.load(Ordering::Relaxed);
         // SAFETY: `current` always points to a live block: only the owner (us) replaces it,
@@ -164,8 +176,7 @@ impl<T> BlockLog<T> {
                     outcome = Pushed::HandedOff(waiting);
                 }
                 None => {
-                    let d = self.dropped.load(Ordering::Relaxed);
-                    self.dropped.store(d + 1, Ordering::Relaxed);
+                    self.count_drop();
                     return Pushed::Dropped;
                 }
             }
@@ -174,10 +185,16 @@ impl<T> BlockLog<T> {
         // reads it, and only the owner writes slots; the Release store publishes it.
         unsafe {
             let b = &*block;
-            (*b.slots[n].get()).write(make());
+            (*b.slots[n].get()).write(value);
             b.len.store(n + 1, Ordering::Release);
         }
         outcome
+    }
+
+    /// Owner only: counts one dropped value (load + store: no other thread writes it).
+    fn count_drop(&self) {
+        let d = self.dropped.load(Ordering::Relaxed);
+        self.dropped.store(d + 1, Ordering::Relaxed);
     }
 
     /// Owner only: moves the full current block to `full` and installs a spare or new one.

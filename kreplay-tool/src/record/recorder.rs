@@ -148,8 +148,8 @@ impl Recorder {
         self.record_with(|| row);
     }
 
-    /// Records the row `make` builds; on the per-thread path it is built in place in the
-    /// thread's buffer (no copy), and not at all when the buffer is at its cap.
+    /// Records the row `make` builds (not built at all when the thread's buffer is at its
+    /// cap). `make` may record too.
     #[inline]
     pub fn record_with(&self, make: impl FnOnce() -> Record) {
         match self.mode.load(Ordering::Relaxed) {

@@ -394,3 +394,32 @@ fn record_with_builds_only_the_rows_it_keeps() {
     assert_eq!(rec.merge(), 2 * BLOCK_LEN);
     assert_eq!(rec.stats().dropped, BLOCK_LEN as u64);
 }
+
+#[test]
+fn a_row_builder_that_records_too_keeps_both_rows() {
+    for per_thread in [true, false] {
+        let rec = Recorder::new(config(per_thread));
+        thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..(2 * BLOCK_LEN as u64) {
+                    rec.record_with(|| {
+                        rec.record(row(1, i));
+                        row(0, i)
+                    });
+                }
+            });
+        });
+        rec.merge();
+        let (rows, _) = rec.take_merged();
+        let count = |t| {
+            rows.iter()
+                .filter(|r| matches!(r, Record::ApiCall(c) if c.args[0] == t))
+                .count()
+        };
+        assert_eq!(
+            (count(0), count(1)),
+            (2 * BLOCK_LEN, 2 * BLOCK_LEN),
+            "per_thread={per_thread}"
+        );
+    }
+}
