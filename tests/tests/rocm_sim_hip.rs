@@ -145,7 +145,12 @@ fn graph_launch_is_one_multi_packet_batch() {
 
 #[test]
 fn error_names_strings_and_last_error() {
-    run_test("hip_errors", &[], &[], &["strings", "last_error"]);
+    run_test(
+        "hip_errors",
+        &[],
+        &[],
+        &["strings", "last_error", "device_api"],
+    );
 }
 
 #[test]
@@ -270,6 +275,22 @@ fn sonames_and_real_symbol_versions() {
         assert!(ours.contains_key(needed), "{needed} not exported");
     }
     assert_eq!(ours, exported_versions(&build.join("libamdhip64.so.6")));
+    // Every function the sources mark HIP_EXPORT is exported (the map is complete).
+    let mut declared = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(sim_dir().join("hip")).expect("hip sources") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_some_and(|e| e == "c") {
+            let text = std::fs::read_to_string(&path).expect("read source");
+            for line in text.lines().filter(|l| l.starts_with("HIP_EXPORT ")) {
+                let head = line.split('(').next().unwrap();
+                let name = head.rsplit([' ', '*']).next().unwrap();
+                declared.insert(name.to_string());
+            }
+        }
+    }
+    assert!(declared.len() >= 75, "{declared:?}");
+    let exported: std::collections::BTreeSet<String> = ours.keys().cloned().collect();
+    assert_eq!(declared, exported, "run tests/rocm-sim/hip/gen_map.sh");
 }
 
 #[test]

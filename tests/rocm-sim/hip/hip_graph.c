@@ -88,7 +88,7 @@ HIP_EXPORT hipError_t hipGraphAddKernelNode(hipGraphNode_t* pGraphNode, hipGraph
       !p->blockDim.z || (uint64_t)p->blockDim.x * p->blockDim.y * p->blockDim.z > 1024)
     return krhip_ret(hipErrorInvalidConfiguration);
   hipFunction_t f;
-  hipError_t e = krhip_registered_function(p->func, &f);
+  hipError_t e = krhip_registered_function(p->func, -1, &f);
   if (e != hipSuccess) return krhip_ret(e);
   hipGraphNode_t n = calloc(1, sizeof(*n));
   if (!n) return krhip_ret(hipErrorOutOfMemory);

@@ -146,8 +146,8 @@ void krhip_module_unload(hipModule_t m);
 hipError_t krhip_module_function(hipModule_t m, const char* name, hipFunction_t* out);
 /* Resolves a variable of a module by device name. */
 hipError_t krhip_module_global(hipModule_t m, const char* name, void** addr, size_t* size);
-/* Resolves a registered host function pointer on the current device. */
-hipError_t krhip_registered_function(const void* host_fn, hipFunction_t* out);
+/* Resolves a registered host function pointer on a device (-1: the current one). */
+hipError_t krhip_registered_function(const void* host_fn, int device, hipFunction_t* out);
 /* Resolves a registered host shadow variable on the current device. */
 hipError_t krhip_registered_var(const void* shadow, void** addr, size_t* size);
 

@@ -169,11 +169,19 @@ static hipError_t launch(hipFunction_t f, dim3 grid, dim3 block, void** args, vo
   return e;
 }
 
+/* The registered kernel for a launch on `stream`: resolved on the stream's device. */
+static hipError_t stream_function(const void* host_fn, hipStream_t stream, hipFunction_t* f) {
+  hipStream_t s;
+  hipError_t e = krhip_stream_resolve(stream, &s);
+  if (e != hipSuccess) return e;
+  return krhip_registered_function(host_fn, s->device, f);
+}
+
 HIP_EXPORT hipError_t hipLaunchKernel(const void* function_address, dim3 numBlocks,
                                       dim3 dimBlocks, void** args, size_t sharedMemBytes,
                                       hipStream_t stream) {
   hipFunction_t f;
-  hipError_t e = krhip_registered_function(function_address, &f);
+  hipError_t e = stream_function(function_address, stream, &f);
   if (e != hipSuccess) return krhip_ret(e);
   return krhip_ret(launch(f, numBlocks, dimBlocks, args, NULL, sharedMemBytes, stream));
 }
@@ -197,7 +205,7 @@ HIP_EXPORT hipError_t hipExtLaunchKernel(const void* function_address, dim3 numB
                                          hipEvent_t stopEvent, int flags) {
   (void)flags;
   hipFunction_t f;
-  hipError_t e = krhip_registered_function(function_address, &f);
+  hipError_t e = stream_function(function_address, stream, &f);
   if (e != hipSuccess) return krhip_ret(e);
   if (startEvent && (e = hipEventRecord(startEvent, stream)) != hipSuccess) return krhip_ret(e);
   e = launch(f, numBlocks, dimBlocks, args, NULL, sharedMemBytes, stream);

@@ -339,10 +339,10 @@ static reg_symbol* find_registered(const void* host, bool is_var) {
   return r;
 }
 
-hipError_t krhip_registered_function(const void* host_fn, hipFunction_t* out) {
+hipError_t krhip_registered_function(const void* host_fn, int dev, hipFunction_t* out) {
   hipError_t e = krhip_init();
   if (e != hipSuccess) return e;
-  int dev = krhip_current_device();
+  if (dev < 0) dev = krhip_current_device();
   pthread_rwlock_rdlock(&reg_lock);
   reg_symbol* r = find_registered(host_fn, false);
   if (!r) {

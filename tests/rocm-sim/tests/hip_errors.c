@@ -101,6 +101,33 @@ static void test_fault_host_alloc(void) {
   puts("ok fault_host_alloc");
 }
 
+static void test_device_api(void) {
+  hipDeviceProp_t p;
+  CHECK_HIP(hipGetDeviceProperties(&p, 0));
+  CHECK(strncmp(p.gcnArchName, "gfx", 3) == 0);
+  CHECK_EQ(p.warpSize, 64);
+  CHECK_EQ(p.maxThreadsPerBlock, 1024);
+  size_t total = 0;
+  CHECK_HIP(hipMemGetInfo(NULL, &total));
+  CHECK_EQ(p.totalGlobalMem, total);
+  int v = 0;
+  CHECK_HIP(hipDeviceGetAttribute(&v, hipDeviceAttributeWarpSize, 0));
+  CHECK_EQ(v, 64);
+  CHECK_HIP(hipDeviceGetAttribute(&v, hipDeviceAttributeMultiprocessorCount, 0));
+  CHECK_EQ(v, p.multiProcessorCount);
+  CHECK_HIP_IS(hipGetDeviceProperties(&p, 7), hipErrorInvalidDevice);
+  hipDevice_t d = -1;
+  CHECK_HIP(hipDeviceGet(&d, 0));
+  CHECK_EQ(d, 0);
+  CHECK_HIP(hipSetDeviceFlags(hipDeviceScheduleYield));
+  unsigned flags = 0;
+  CHECK_HIP(hipGetDeviceFlags(&flags));
+  CHECK_EQ(flags, hipDeviceScheduleYield);
+  CHECK_HIP(hipDeviceReset());
+  (void)hipGetLastError();
+  puts("ok device_api");
+}
+
 int main(int argc, char** argv) {
   CHECK_HIP(hipInit(0));
   if (argc > 1 && strcmp(argv[1], "fault-d2h") == 0) {
@@ -110,6 +137,7 @@ int main(int argc, char** argv) {
   } else {
     test_strings();
     test_last_error();
+    test_device_api();
   }
   puts("PASS");
   return 0;
