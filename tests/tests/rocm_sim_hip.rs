@@ -111,6 +111,7 @@ fn streams_and_launch_variants() {
                 "dispatch_view",
                 "stream_order",
                 "streams",
+                "null_stream_order",
                 "launch_variants",
             ],
         );

@@ -102,6 +102,8 @@ hipError_t krhip_copy(void* dst, const void* src, size_t size, hipMemcpyKind kin
       (kind == hipMemcpyDeviceToHost && src_kind != 2) ||
       (kind == hipMemcpyDeviceToDevice && (dst_kind != 2 || src_kind != 2)))
     return hipErrorInvalidValue;
+  e = krhip_stream_order(s);
+  if (e != hipSuccess) return e;
   pthread_mutex_lock(&s->mu);
   if (dst_kind == 0 && src_kind == 0) {
     e = krhip_stream_sync_locked(s);
@@ -153,6 +155,8 @@ static hipError_t fill(void* dst, int value, size_t size, hipStream_t stream) {
   if (e != hipSuccess) return e;
   hsa_agent_t agent;
   if (krhip_pointer_kind(dst, &agent) == 0) return hipErrorInvalidValue;
+  e = krhip_stream_order(s);
+  if (e != hipSuccess) return e;
   pthread_mutex_lock(&s->mu);
   e = krhip_stream_sync_locked(s);
   if (e == hipSuccess) memset(dst, value, size);
@@ -178,6 +182,8 @@ HIP_EXPORT hipError_t hipMemsetD32(hipDeviceptr_t dst, int value, size_t count) 
   if (e != hipSuccess) return krhip_ret(e);
   hsa_agent_t agent;
   if (!dst || krhip_pointer_kind(dst, &agent) == 0) return krhip_ret(hipErrorInvalidValue);
+  e = krhip_stream_order(s);
+  if (e != hipSuccess) return krhip_ret(e);
   pthread_mutex_lock(&s->mu);
   e = krhip_stream_sync_locked(s);
   for (size_t i = 0; e == hipSuccess && i < count; i++) ((int32_t*)dst)[i] = value;

@@ -94,6 +94,10 @@ hipError_t krhip_stream_resolve(hipStream_t in, hipStream_t* out);
  * 0; a negative value marks a failed op (reported once, by the next synchronization). */
 hipError_t krhip_stream_sync_locked(hipStream_t s);
 hipError_t krhip_stream_sync(hipStream_t s);
+/* Legacy null-stream semantics, before submitting to s (no stream lock held): work for a
+ * blocking stream waits for the device's null stream, work for the null stream waits for the
+ * device's blocking streams. Done by waiting from the host: stricter than HIP, same order. */
+hipError_t krhip_stream_order(hipStream_t s);
 /* Waits for every stream of a device. */
 hipError_t krhip_device_sync(int device);
 /* Takes a completion signal (value 1) from the stream's cache or HSA; s->mu held. Never

@@ -91,6 +91,8 @@ static hipError_t check_config(dim3 grid, dim3 block) {
 hipError_t krhip_submit_batch(hipStream_t s, const krhip_launch* launches, size_t n) {
   if (n == 0) return hipSuccess;
   if (n + 1 > s->queue->size) return hipErrorInvalidValue;
+  hipError_t oe = krhip_stream_order(s);
+  if (oe != hipSuccess) return oe;
   pthread_mutex_lock(&s->mu);
   hsa_signal_t dep;
   bool dep_is_copy = false;

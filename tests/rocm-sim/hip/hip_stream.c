@@ -217,6 +217,24 @@ hipError_t krhip_stream_sync(hipStream_t s) {
   return e;
 }
 
+hipError_t krhip_stream_order(hipStream_t s) {
+  if (!s->is_null) {
+    if (s->flags & hipStreamNonBlocking) return hipSuccess;
+    hipStream_t null_stream = __atomic_load_n(&krhip_rt.devices[s->device].null_stream,
+                                              __ATOMIC_ACQUIRE);
+    return null_stream ? krhip_stream_sync(null_stream) : hipSuccess;
+  }
+  hipError_t e = hipSuccess;
+  pthread_mutex_lock(&krhip_rt.streams_mu);
+  for (hipStream_t t = krhip_rt.streams; t; t = t->next) {
+    if (t->device != s->device || t->is_null || (t->flags & hipStreamNonBlocking)) continue;
+    hipError_t te = krhip_stream_sync(t);
+    if (te != hipSuccess) e = te;
+  }
+  pthread_mutex_unlock(&krhip_rt.streams_mu);
+  return e;
+}
+
 hipError_t krhip_device_sync(int device) {
   hipError_t e = hipSuccess;
   pthread_mutex_lock(&krhip_rt.streams_mu);

@@ -41,7 +41,11 @@ KRSIM_KERNEL(scale_add, uint32_t*, data, uint32_t, n, uint32_t, mul, uint32_t, a
   }
 }
 
-#define LAUNCH_MODULE(K, V, C) K(probe) K(bump) K(scale_add)
+KRSIM_KERNEL(snapshot, uint64_t*, out, const uint64_t*, counter) {
+  if (d->group_id[0] == 0) *args->out = *(const volatile uint64_t*)args->counter;
+}
+
+#define LAUNCH_MODULE(K, V, C) K(probe) K(bump) K(scale_add) K(snapshot)
 KRSIM_MODULE(launch_module, LAUNCH_MODULE)
 
 static void test_dispatch_view(test_agents ag) {
@@ -172,6 +176,31 @@ static void test_streams(void) {
   puts("ok streams");
 }
 
+/* The null stream is a legacy blocking stream: work on a blocking stream waits for it, and
+ * it waits for blocking streams. A long kernel on one side, a reader on the other. */
+static void test_null_stream_order(void) {
+  uint64_t* buf;
+  CHECK_HIP(hipMalloc((void**)&buf, 2 * sizeof(uint64_t)));
+  hipStream_t s;
+  CHECK_HIP(hipStreamCreate(&s));
+  for (int round = 0; round < 3; round++) {
+    CHECK_HIP(hipMemset(buf, 0, 2 * sizeof(uint64_t)));
+    CHECK_HIP(bump(d3(1, 1, 1), d3(1, 1, 1), 0, NULL, buf, 3000000));
+    CHECK_HIP(snapshot(d3(1, 1, 1), d3(1, 1, 1), 0, s, buf + 1, buf));
+    CHECK_HIP(hipStreamSynchronize(s));
+    uint64_t got[2];
+    CHECK_HIP(hipMemcpy(got, buf, sizeof(got), hipMemcpyDeviceToHost));
+    CHECK_EQ(got[1], 3000000);
+    CHECK_HIP(bump(d3(1, 1, 1), d3(1, 1, 1), 0, s, buf, 1000000));
+    CHECK_HIP(snapshot(d3(1, 1, 1), d3(1, 1, 1), 0, NULL, buf + 1, buf));
+    CHECK_HIP(hipMemcpy(got, buf, sizeof(got), hipMemcpyDeviceToHost));
+    CHECK_EQ(got[1], 4000000);
+  }
+  CHECK_HIP(hipStreamDestroy(s));
+  CHECK_HIP(hipFree(buf));
+  puts("ok null_stream_order");
+}
+
 static void test_launch_variants(void) {
   uint64_t* counter;
   CHECK_HIP(hipMalloc((void**)&counter, sizeof(uint64_t)));
@@ -227,6 +256,7 @@ int main(void) {
   test_dispatch_view(ag);
   test_stream_order();
   test_streams();
+  test_null_stream_order();
   test_launch_variants();
   puts("PASS");
   return 0;
