@@ -42,7 +42,7 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
             rec.record_with(|| api_call(pid, tid, t as u64, i));
         }
     };
-    let (wall, cpu_ns) = std::thread::scope(|s| {
+    let measured = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let (rec, sync, pass) = (&rec, &sync, &pass);
@@ -51,11 +51,7 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
                     pass(rec, t, pid, tid); // warm-up
                     sync.wait(); // main merges and clears
                     sync.wait(); // measured start
-                    let cpu = thread_cpu_ns();
-                    pass(rec, t, pid, tid);
-                    let cpu = thread_cpu_ns() - cpu;
-                    sync.wait(); // measured end
-                    cpu
+                    measure(|| pass(rec, t, pid, tid))
                 })
             })
             .collect();
@@ -63,10 +59,7 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
         rec.merge();
         rec.clear();
         sync.wait();
-        let start = Instant::now();
-        sync.wait();
-        let wall = start.elapsed();
-        (wall, workers.into_iter().map(|w| w.join().unwrap()).sum())
+        combine(workers.into_iter().map(|w| w.join().unwrap()))
     });
     let moved = rec.merge() as u64;
     let stats = rec.stats();
@@ -74,14 +67,14 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
     assert_eq!(stats.rows as u64, all, "rows lost");
     assert_eq!(stats.dropped, 0);
     assert_eq!(moved, if per_thread { all } else { 0 });
-    Pass { wall, cpu_ns }
+    measured
 }
 
 /// The floor: each thread pushes the same rows into its own plain `Vec` (capacity reserved
 /// and warmed), with no recorder at all — what appending the row costs on this machine.
 fn run_floor(threads: usize, records: u64) -> Pass {
     let sync = Barrier::new(threads + 1);
-    let (wall, cpu_ns) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let sync = &sync;
@@ -96,22 +89,54 @@ fn run_floor(threads: usize, records: u64) -> Pass {
                     pass(&mut rows); // warm-up
                     rows.clear();
                     sync.wait(); // measured start
-                    let cpu = thread_cpu_ns();
-                    pass(&mut rows);
-                    let cpu = thread_cpu_ns() - cpu;
-                    sync.wait(); // measured end
+                    let span = measure(|| pass(&mut rows));
                     assert_eq!(std::hint::black_box(&rows).len() as u64, records);
-                    cpu
+                    span
                 })
             })
             .collect();
         sync.wait();
-        let start = Instant::now();
-        sync.wait();
-        let wall = start.elapsed();
-        (wall, workers.into_iter().map(|w| w.join().unwrap()).sum())
-    });
-    Pass { wall, cpu_ns }
+        combine(workers.into_iter().map(|w| w.join().unwrap()))
+    })
+}
+
+/// One thread's measured pass.
+struct Span {
+    start: Instant,
+    end: Instant,
+    cpu_ns: u64,
+}
+
+/// Runs `pass` on this thread, timing it on the wall clock and in thread CPU time.
+fn measure(pass: impl FnOnce()) -> Span {
+    let (start, cpu) = (Instant::now(), thread_cpu_ns());
+    pass();
+    let cpu_ns = thread_cpu_ns() - cpu;
+    Span {
+        start,
+        end: Instant::now(),
+        cpu_ns,
+    }
+}
+
+/// From the first thread's start to the last one's end (taken by the threads themselves,
+/// so a late-scheduled main thread cannot shorten it), and the CPU time of all.
+fn combine(spans: impl Iterator<Item = Span>) -> Pass {
+    let spans: Vec<Span> = spans.collect();
+    let start = spans
+        .iter()
+        .map(|s| s.start)
+        .min()
+        .expect("at least one thread");
+    let end = spans
+        .iter()
+        .map(|s| s.end)
+        .max()
+        .expect("at least one thread");
+    Pass {
+        wall: end - start,
+        cpu_ns: spans.iter().map(|s| s.cpu_ns).sum(),
+    }
 }
 
 /// The run of median wall time among `runs` runs of `one`.
