@@ -35,6 +35,8 @@ typedef struct sim_lco {
   sim_agent* agent;
   const void* storage;
   size_t storage_size;
+  void* code;       /* code segment in device memory: the kernel descriptors */
+  size_t code_size;
   struct sim_lco* next;
 } sim_lco;
 
@@ -133,13 +135,13 @@ static void exec_free(sim_exec* x) {
   for (sim_symbol* y = x->symbols; y;) {
     sim_symbol* n = y->next;
     if (y->kind == HSA_SYMBOL_KIND_VARIABLE) sim_loader_free((void*)(uintptr_t)y->address);
-    else free((void*)(uintptr_t)y->address);
     y->magic = 0;
     free(y);
     y = n;
   }
   for (sim_lco* l = x->lcos; l;) {
     sim_lco* n = l->next;
+    if (l->code) sim_loader_free(l->code);
     l->magic = 0;
     free(l);
     l = n;
@@ -173,8 +175,11 @@ void sim_executables_teardown(void) {
   }
 }
 
+#define KD_SIZE 128 /* bytes per kernel descriptor in the code segment */
+_Static_assert(sizeof(sim_kernel_desc) <= KD_SIZE, "kernel descriptor too large");
+
 static sim_symbol* load_entry(sim_exec* x, sim_agent* ag, const krsim_co_entry* en,
-                              hsa_status_t* st) {
+                              sim_kernel_desc* kd, hsa_status_t* st) {
   sim_symbol* y = calloc(1, sizeof *y);
   if (!y) {
     *st = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
@@ -213,13 +218,7 @@ static sim_symbol* load_entry(sim_exec* x, sim_agent* ag, const krsim_co_entry* 
       *st = HSA_STATUS_ERROR_VARIABLE_UNDEFINED;
       return NULL;
     }
-    sim_kernel_desc* kd = aligned_alloc(64, 128);
-    if (!kd) {
-      free(y);
-      *st = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-      return NULL;
-    }
-    memset(kd, 0, 128);
+    memset(kd, 0, KD_SIZE);
     kd->magic = SIM_KERNEL_MAGIC;
     kd->fn = (krsim_kernel_fn)fn;
     kd->kernarg_size = en->size;
@@ -245,10 +244,18 @@ hsa_status_t sim_hsa_executable_load_agent_code_object(hsa_executable_t e, hsa_a
   sim_reader* r = (sim_reader*)(uintptr_t)rh.handle;
   if (!r || r->magic != READER_MAGIC) return HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER;
   if (x->state == HSA_EXECUTABLE_STATE_FROZEN) return HSA_STATUS_ERROR_FROZEN_EXECUTABLE;
+  /* Kernel descriptors live in one code segment of device memory, like the real loader's. */
+  size_t nk = 0;
+  for (uint32_t i = 0; i < r->co->count; i++) nk += r->co->entries[i].kind == KRSIM_CO_KIND_KERNEL;
+  char* code = nk ? sim_loader_alloc(ag, nk * KD_SIZE) : NULL;
+  if (nk && !code) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   sim_symbol *first = NULL, **tail = &first;
   hsa_status_t st = HSA_STATUS_SUCCESS;
+  size_t ki = 0;
   for (uint32_t i = 0; i < r->co->count; i++) {
-    sim_symbol* y = load_entry(x, ag, &r->co->entries[i], &st);
+    const krsim_co_entry* en = &r->co->entries[i];
+    sim_kernel_desc* kd = en->kind == KRSIM_CO_KIND_KERNEL ? (sim_kernel_desc*)(code + KD_SIZE * ki++) : NULL;
+    sim_symbol* y = load_entry(x, ag, en, kd, &st);
     if (!y) break;
     *tail = y;
     tail = &y->next;
@@ -256,6 +263,7 @@ hsa_status_t sim_hsa_executable_load_agent_code_object(hsa_executable_t e, hsa_a
   sim_lco* l = st == HSA_STATUS_SUCCESS ? calloc(1, sizeof *l) : NULL;
   if (st == HSA_STATUS_SUCCESS && !l) st = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   if (st != HSA_STATUS_SUCCESS) {
+    if (code) sim_loader_free(code);
     sim_exec tmp = {.magic = EXEC_MAGIC, .symbols = first};
     sim_exec* heap = malloc(sizeof tmp);
     if (heap) {
@@ -269,6 +277,8 @@ hsa_status_t sim_hsa_executable_load_agent_code_object(hsa_executable_t e, hsa_a
   l->agent = ag;
   l->storage = r->co;
   l->storage_size = r->size;
+  l->code = code;
+  l->code_size = nk * KD_SIZE;
   pthread_mutex_lock(&g_x_mu);
   *x->tail = first;
   if (first) x->tail = tail;
@@ -485,7 +495,7 @@ hsa_status_t sim_loader_query_executable(const void* dev, hsa_executable_t* out)
   pthread_mutex_lock(&g_x_mu);
   for (sim_exec* x = g_execs; x; x = x->next)
     for (sim_symbol* y = x->symbols; y; y = y->next) {
-      uint64_t len = y->kind == HSA_SYMBOL_KIND_VARIABLE ? (y->size ? y->size : 1) : 128;
+      uint64_t len = y->kind == HSA_SYMBOL_KIND_VARIABLE ? (y->size ? y->size : 1) : KD_SIZE;
       if (p >= y->address && p < y->address + len) {
         *out = exec_handle(x);
         pthread_mutex_unlock(&g_x_mu);
@@ -526,9 +536,43 @@ hsa_status_t sim_loader_loaded_code_object_get_info(hsa_loaded_code_object_t lh,
       break;
     case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_CODE_OBJECT_STORAGE_MEMORY_SIZE: *(uint64_t*)v = l->storage_size; break;
     case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_DELTA: *(int64_t*)v = 0; break;
-    case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE: *(uint64_t*)v = 0; break;
-    case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE: *(uint64_t*)v = 0; break;
+    case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE: *(uint64_t*)v = (uint64_t)(uintptr_t)l->code; break;
+    case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE: *(uint64_t*)v = l->code_size; break;
     default: return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   }
+  return HSA_STATUS_SUCCESS;
+}
+
+/* One segment per loaded code object that has kernels: its code segment. */
+hsa_status_t sim_loader_segment_descriptors(hsa_ven_amd_loader_segment_descriptor_t* d, size_t* n) {
+  if (!n || (!d && *n) || (d && !*n)) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&g_x_mu);
+  size_t total = 0;
+  for (sim_exec* x = g_execs; x; x = x->next)
+    for (sim_lco* l = x->lcos; l; l = l->next) total += l->code != NULL;
+  if (*n == 0) {
+    *n = total;
+    pthread_mutex_unlock(&g_x_mu);
+    return HSA_STATUS_SUCCESS;
+  }
+  if (*n != total) {
+    pthread_mutex_unlock(&g_x_mu);
+    return HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS;
+  }
+  size_t i = 0;
+  for (sim_exec* x = g_execs; x; x = x->next)
+    for (sim_lco* l = x->lcos; l; l = l->next) {
+      if (!l->code) continue;
+      memset(&d[i], 0, sizeof d[i]);
+      d[i].agent = sim_agent_handle(l->agent);
+      d[i].executable = exec_handle(x);
+      d[i].code_object_storage_type = HSA_VEN_AMD_LOADER_CODE_OBJECT_STORAGE_TYPE_MEMORY;
+      d[i].code_object_storage_base = l->storage;
+      d[i].code_object_storage_size = l->storage_size;
+      d[i].segment_base = l->code;
+      d[i].segment_size = l->code_size;
+      i++;
+    }
+  pthread_mutex_unlock(&g_x_mu);
   return HSA_STATUS_SUCCESS;
 }

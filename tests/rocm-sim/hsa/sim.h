@@ -200,6 +200,9 @@ hsa_status_t sim_loader_iterate_loaded_code_objects(
 hsa_status_t sim_loader_loaded_code_object_get_info(hsa_loaded_code_object_t lco, int attr,
                                                     void* value);
 void sim_executables_teardown(void);
+struct hsa_ven_amd_loader_segment_descriptor_s;
+hsa_status_t sim_loader_segment_descriptors(struct hsa_ven_amd_loader_segment_descriptor_s* d,
+                                            size_t* n);
 
 #define SIM_CHECK_INIT()                                            \
   do {                                                              \

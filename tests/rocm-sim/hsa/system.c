@@ -45,14 +45,6 @@ hsa_status_t sim_hsa_system_major_extension_supported(uint16_t ext, uint16_t maj
   return HSA_STATUS_SUCCESS;
 }
 
-static hsa_status_t loader_segment_descriptors(hsa_ven_amd_loader_segment_descriptor_t* d,
-                                               size_t* n) {
-  (void)d;
-  if (!n) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-  *n = 0; /* the sim's code objects have no device code segments */
-  return HSA_STATUS_SUCCESS;
-}
-
 static hsa_status_t loader_reader_from_file(hsa_file_t f, size_t off, size_t size,
                                             hsa_code_object_reader_t* r) {
   (void)f, (void)off, (void)size, (void)r;
@@ -68,7 +60,7 @@ static void fill_loader_table(void* table, size_t len) {
   hsa_ven_amd_loader_1_03_pfn_t t;
   memset(&t, 0, sizeof t);
   t.hsa_ven_amd_loader_query_host_address = sim_loader_query_host_address;
-  t.hsa_ven_amd_loader_query_segment_descriptors = loader_segment_descriptors;
+  t.hsa_ven_amd_loader_query_segment_descriptors = sim_loader_segment_descriptors;
   t.hsa_ven_amd_loader_query_executable = sim_loader_query_executable;
   t.hsa_ven_amd_loader_executable_iterate_loaded_code_objects =
       sim_loader_iterate_loaded_code_objects;

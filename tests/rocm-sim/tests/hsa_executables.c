@@ -133,6 +133,28 @@ int main(void) {
   hsa_executable_t owner;
   CHECK_OK(lt.hsa_ven_amd_loader_query_executable((void*)taddr, &owner));
   CHECK_EQ(owner.handle, e.handle);
+  /* Kernel descriptors live in the agent's device memory (the code segment). */
+  CHECK_EQ(ko, kernel_object(e, "scale", ag.gpu[0]));
+  CHECK_OK(lt.hsa_ven_amd_loader_query_host_address((void*)ko, &host));
+  CHECK(host == (void*)ko);
+  CHECK_OK(lt.hsa_ven_amd_loader_query_executable((void*)ko, &owner));
+  CHECK_EQ(owner.handle, e.handle);
+  hsa_amd_pointer_info_t kpi;
+  kpi.size = sizeof kpi;
+  CHECK_OK(hsa_amd_pointer_info((void*)ko, &kpi, NULL, NULL, NULL));
+  CHECK_EQ(kpi.type, HSA_EXT_POINTER_TYPE_HSA);
+  CHECK_EQ(kpi.agentOwner.handle, ag.gpu[0].handle);
+  CHECK(kpi.agentBaseAddress == (void*)ko); /* one kernel: it starts the segment */
+  size_t nseg = 0;
+  CHECK_OK(lt.hsa_ven_amd_loader_query_segment_descriptors(NULL, &nseg));
+  CHECK_EQ(nseg, 1);
+  hsa_ven_amd_loader_segment_descriptor_t seg;
+  CHECK_OK(lt.hsa_ven_amd_loader_query_segment_descriptors(&seg, &nseg));
+  CHECK(seg.segment_base == (void*)ko);
+  CHECK_EQ(seg.segment_size, 128);
+  CHECK_EQ(seg.executable.handle, e.handle);
+  CHECK_EQ(seg.agent.handle, ag.gpu[0].handle);
+  CHECK(seg.code_object_storage_base == &co);
   bool supported = false;
   CHECK_OK(hsa_system_extension_supported(HSA_EXTENSION_AMD_LOADER, 1, 1, &supported));
   CHECK(supported);
