@@ -1,6 +1,7 @@
 /* hip_stream.c - streams (one HSA queue each), packet submission, in-flight tracking and
  * synchronization, and events. */
 #include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,7 +177,16 @@ bool krhip_stream_last(hipStream_t s, hsa_signal_t* sig, bool* is_copy) {
 uint64_t krhip_queue_reserve(hipStream_t s, uint32_t n) {
   hsa_queue_t* q = s->queue;
   uint64_t idx = hsa_queue_add_write_index_scacq_screl(q, n);
-  while (idx + n - hsa_queue_load_read_index_scacquire(q) > q->size) sched_yield();
+  /* Full queue: wait for the packet processor, yielding first, then sleeping (the processor
+   * and the kernel workers need the CPU more than this loop does). */
+  for (unsigned spins = 0; idx + n - hsa_queue_load_read_index_scacquire(q) > q->size; spins++) {
+    if (spins < 16) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
   return idx;
 }
 
