@@ -113,6 +113,49 @@ fn fault_knobs() {
     run("hsa_faults", &[]);
 }
 
+/// Dynamic symbols of `lib` exported with version `ROCR_1`.
+fn rocr_exports(lib: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let out = Command::new("objdump")
+        .arg("-T")
+        .arg(lib)
+        .output()
+        .expect("run objdump");
+    assert!(out.status.success(), "objdump -T {} failed", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(" ROCR_1 ") && !l.contains("*UND*"))
+        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn exports_every_symbol_of_the_real_library() {
+    let real = rocr_exports(std::path::Path::new(
+        "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1",
+    ));
+    let sim = rocr_exports(&build().join("libhsa-runtime64.so.1"));
+    assert_eq!(
+        real.len(),
+        226,
+        "Debian's ROCm 5.2 library exports 226 ROCR_1 symbols"
+    );
+    let missing: Vec<&String> = real.difference(&sim).collect();
+    assert!(missing.is_empty(), "sim lacks real exports: {missing:?}");
+    for name in [
+        "hsa_amd_queue_intercept_create",
+        "hsa_amd_queue_intercept_register",
+    ] {
+        assert!(
+            !sim.contains(name),
+            "{name} must be reachable only through AmdExtTable"
+        );
+    }
+    assert!(
+        sim.contains("hsa_amd_vmem_map"),
+        "vmem API exported as in current ROCR"
+    );
+}
+
 #[test]
 fn binary_compatible_with_real_rocm_library() {
     // Linked against Debian's real libhsa-runtime64.so.1; the sim must satisfy its versioned

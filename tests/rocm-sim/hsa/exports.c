@@ -15,8 +15,19 @@ static krsim_tools_table g_tools;
 static krsim_pc_sampling_table g_pcs;
 krsim_hsa_api_table g_api;
 
-/* Entries the sim does not implement: a tool may wrap them, callers get an error. */
-static hsa_status_t sim_unsupported(void) { return HSA_STATUS_ERROR; }
+/* Entries the sim does not implement: a tool may wrap them, callers get an error. Also the
+ * target of exports without a table slot (fwd.S). */
+hsa_status_t sim_unsupported_entry(void) { return HSA_STATUS_ERROR; }
+#define sim_unsupported sim_unsupported_entry
+
+/* The real runtime exports its loader's debugger rendezvous (struct r_debug, 40 bytes). */
+EXPORT struct {
+  int version;
+  void* map;
+  uintptr_t brk;
+  int state;
+  uintptr_t ldbase;
+} _amdgpu_r_debug;
 
 static void fill_unsupported(void* table, size_t size) {
   void** slots = (void**)((char*)table + sizeof(krsim_api_table_version));

@@ -2,6 +2,7 @@
  * so it records the real symbol versions (hsa_init@ROCR_1, ...); run with LD_LIBRARY_PATH
  * pointing at the sim, it must load and pass unchanged. Uses deprecated aliases too. */
 #include <dlfcn.h>
+#include <hsa/hsa_ext_image.h>
 
 #include "hsa_test_util.h"
 
@@ -47,6 +48,10 @@ int main(void) {
   CHECK_OK(hsa_amd_pointer_info(out + 100, &pi, NULL, NULL, NULL));
   CHECK_EQ(pi.type, HSA_EXT_POINTER_TYPE_HSA);
   CHECK(pi.agentBaseAddress == out);
+  /* Exports the sim does not implement answer with an error instead of failing to resolve. */
+  hsa_isa_t isa;
+  CHECK_EQ(hsa_isa_from_name("amdgcn-amd-amdhsa--gfx90a", &isa), HSA_STATUS_ERROR);
+  CHECK_EQ(hsa_ext_image_destroy(ag.gpu[0], (hsa_ext_image_t){0}), HSA_STATUS_ERROR);
   hsa_signal_store_release(s, 5);
   CHECK_EQ(hsa_signal_load_acquire(s), 5);
   CHECK_OK(hsa_signal_destroy(s));
