@@ -5,7 +5,7 @@
 # Needs $(KRSIM_BUILD)/libhsa-runtime64.so.1 (the HSA half's target).
 
 KRSIM_ROOT ?= $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
-KRSIM_BUILD ?= $(KRSIM_ROOT)/build
+KRSIM_BUILD ?= $(if $(BUILD),$(abspath $(BUILD)),$(KRSIM_ROOT)/build)
 HIP_CC ?= gcc
 HIP_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread -I$(KRSIM_ROOT)/include
 HIP_LIB_SRC := $(wildcard $(KRSIM_ROOT)/hip/*.c)
