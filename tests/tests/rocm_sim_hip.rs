@@ -387,3 +387,43 @@ fn hip_uses_hsa_as_real_hip_does() {
         assert_eq!(c[k], 37, "{k}: {c:?}");
     }
 }
+
+#[test]
+fn readme_plain_c_example_builds_and_runs() {
+    let build = build();
+    let readme = std::fs::read_to_string(sim_dir().join("README.md")).expect("README");
+    let hip = &readme[readme.find("## HIP").expect("HIP section")..];
+    let start = hip.find("```c\n").expect("C example") + 5;
+    let code = &hip[start..start + hip[start..].find("```").expect("end of example")];
+    let dir = std::env::temp_dir().join(format!("krsim_hip_example_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let src = dir.join("add_one.c");
+    let exe = dir.join("add_one");
+    std::fs::write(&src, code).expect("write example");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .arg("-Wall")
+        .arg("-Werror")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg(format!("-I{}", sim_dir().join("include").display()))
+        .arg("-rdynamic")
+        .arg(format!("-L{}", build.display()))
+        .arg("-l:libamdhip64.so.6")
+        .arg(format!("-Wl,-rpath,{}", build.display()))
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = run_exe(&exe, &[], &[]);
+    assert!(run.status.success(), "{:?}", run.status);
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout),
+        "host[999] = 1002, launches = 3, no error\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
