@@ -12,7 +12,8 @@
 
 static krsim_hsa_api_table* g_table;
 static __typeof__(hsa_amd_memory_pool_allocate)* next_allocate;
-static int g_allocs, g_packets, g_versions_ok;
+static int g_allocs, g_packets, g_versions_ok, g_index_gaps;
+static uint64_t g_next_index;
 static unsigned long long g_failed_count;
 static char g_failed_name[256];
 
@@ -26,7 +27,10 @@ static hsa_status_t my_allocate(hsa_amd_memory_pool_t pool, size_t size, uint32_
 
 static void count_and_forward(const void* pkts, uint64_t count, uint64_t user_index, void* data,
                               krsim_queue_intercept_writer writer) {
-  (void)user_index, (void)data;
+  (void)data;
+  /* Batches arrive in order; user_pkt_index is the application ring index of pkts[0]. */
+  if (user_index != g_next_index) g_index_gaps++;
+  g_next_index = user_index + count;
   __atomic_fetch_add(&g_packets, (int)count, __ATOMIC_SEQ_CST);
   writer(pkts, count);
 }
@@ -68,7 +72,8 @@ EXPORT void OnUnload(void) {
   FILE* f = fopen(path, "w");
   if (!f) return;
   const char* slash = strrchr(g_failed_name, '/');
-  fprintf(f, "allocs=%d packets=%d versions_ok=%d failed=%llu failed_name=%s\n", g_allocs,
-          g_packets, g_versions_ok, g_failed_count, slash ? slash + 1 : g_failed_name);
+  fprintf(f, "allocs=%d packets=%d next_index=%llu gaps=%d versions_ok=%d failed=%llu failed_name=%s\n",
+          g_allocs, g_packets, (unsigned long long)g_next_index, g_index_gaps, g_versions_ok,
+          g_failed_count, slash ? slash + 1 : g_failed_name);
   fclose(f);
 }
