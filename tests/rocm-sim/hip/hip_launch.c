@@ -188,6 +188,14 @@ HIP_EXPORT hipError_t hipLaunchKernel(const void* function_address, dim3 numBloc
   return krhip_ret(launch(f, numBlocks, dimBlocks, args, NULL, sharedMemBytes, stream));
 }
 
+/* Cooperative launches need every workgroup resident at once; the sim's workers interleave
+ * workgroups freely, so grid-wide barriers are not available: launched like any kernel. */
+HIP_EXPORT hipError_t hipLaunchCooperativeKernel(const void* f, dim3 gridDim, dim3 blockDimX,
+                                                 void** kernelParams, unsigned int sharedMemBytes,
+                                                 hipStream_t stream) {
+  return hipLaunchKernel(f, gridDim, blockDimX, kernelParams, sharedMemBytes, stream);
+}
+
 HIP_EXPORT hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX,
                                             unsigned int gridDimY, unsigned int gridDimZ,
                                             unsigned int blockDimX, unsigned int blockDimY,

@@ -228,9 +228,10 @@ static void test_launch_variants(void) {
   CHECK(st == NULL);
   CHECK_HIP(hipLaunchKernel((const void*)bump, g, b, args, shmem, st));
   CHECK_HIP_IS(__hipPopCallConfiguration(&g, &b, &shmem, &st), hipErrorMissingConfiguration);
+  CHECK_HIP(hipLaunchCooperativeKernel((const void*)bump, g, b, args, 0, NULL));
   uint64_t v = 0;
   CHECK_HIP(hipMemcpy(&v, counter, sizeof(v), hipMemcpyDeviceToHost));
-  CHECK_EQ(v, 14);
+  CHECK_EQ(v, 21);
 
   /* Errors: bad configurations, unregistered host functions, missing arguments. */
   CHECK_HIP_IS(hipLaunchKernel((const void*)bump, d3(1, 1, 1), d3(2048, 1, 1), args, 0, NULL),
