@@ -14,14 +14,33 @@ void __krsim_kernel_record(const krsim_dispatch* d, void* kernarg) {
   __atomic_fetch_add(&a->hits[d->group_id[0]], 1, __ATOMIC_SEQ_CST);
 }
 
+/* One 50 ms workgroup that records when it started and ended. */
+typedef struct { uint64_t start, end; } span_t;
+static uint64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+void __krsim_kernel_slow(const krsim_dispatch* d, void* kernarg) {
+  (void)d;
+  span_t* s = kernarg;
+  s->start = mono_ns();
+  struct timespec ts = {0, 50 * 1000000};
+  nanosleep(&ts, NULL);
+  s->end = mono_ns();
+}
+
 static const krsim_code_object* make_co(size_t* size) {
-  static struct { krsim_code_object h; krsim_co_entry e[1]; } co;
+  static struct { krsim_code_object h; krsim_co_entry e[2]; } co;
   memcpy(co.h.magic, KRSIM_CO_MAGIC, 8);
   co.h.version = 1;
-  co.h.count = 1;
+  co.h.count = 2;
   co.e[0].kind = KRSIM_CO_KIND_KERNEL;
   co.e[0].size = sizeof(args_t);
   strcpy(co.e[0].name, "record");
+  co.e[1].kind = KRSIM_CO_KIND_KERNEL;
+  co.e[1].size = sizeof(span_t);
+  strcpy(co.e[1].name, "slow");
   *size = sizeof co;
   return &co.h;
 }
@@ -106,6 +125,23 @@ int main(void) {
     CHECK_EQ(hsa_signal_wait_scacquire(many, HSA_SIGNAL_CONDITION_EQ, 199 - k, UINT64_MAX, HSA_WAIT_STATE_BLOCKED), 199 - k);
   }
   CHECK_EQ(hsa_queue_load_read_index_scacquire(q), 207);
+
+  /* The barrier bit matters: with 4 workers, a dispatch without it starts while the previous
+   * one still runs; with it, only after the previous one ended. */
+  uint64_t slow = kernel_object(e, "slow", ag.gpu[0]);
+  span_t sp[4];
+  memset(sp, 0, sizeof sp);
+  hsa_signal_t two;
+  CHECK_OK(hsa_signal_create(4, 0, NULL, &two));
+  dispatch_kernel(q, slow, &sp[0], 1, 1, 0, two);
+  dispatch_kernel(q, slow, &sp[1], 1, 1, 0, two); /* no barrier bit: overlaps sp[0] */
+  dispatch_kernel(q, slow, &sp[2], 1, 1, 1, two); /* barrier bit: after sp[0] and sp[1] */
+  dispatch_kernel(q, slow, &sp[3], 1, 1, 1, two);
+  CHECK_EQ(hsa_signal_wait_scacquire(two, HSA_SIGNAL_CONDITION_EQ, 0, UINT64_MAX, HSA_WAIT_STATE_BLOCKED), 0);
+  CHECK(sp[1].start < sp[0].end);
+  CHECK(sp[2].start >= sp[0].end && sp[2].start >= sp[1].end);
+  CHECK(sp[3].start >= sp[2].end);
+  CHECK_OK(hsa_signal_destroy(two));
   CHECK_OK(hsa_queue_destroy(q));
   CHECK_OK(hsa_executable_destroy(e));
   CHECK_OK(hsa_signal_destroy(gate));
