@@ -99,6 +99,10 @@ int64_t sim_signal_wait(sim_signal* s, hsa_signal_condition_t c, int64_t cmp, ui
       if (satisfied) *satisfied = true;
       return v;
     }
+    if (s->magic != SIM_SIGNAL_MAGIC) { /* destroyed while we waited */
+      if (satisfied) *satisfied = false;
+      return v;
+    }
     uint64_t now = sim_now_ns();
     if (start == 0) start = now;
     if (timeout_ns != UINT64_MAX && now - start >= timeout_ns) {
@@ -113,13 +117,28 @@ int64_t sim_signal_wait(sim_signal* s, hsa_signal_condition_t c, int64_t cmp, ui
 
 /* ------------------------------------------------------------------- create/destroy */
 
+/* Signal objects are recycled, never freed: a late write through a destroyed handle (a
+ * completion arriving after the application destroyed its signal) lands in a dead or reused
+ * signal object, as on hardware, instead of in freed heap memory. */
+static pthread_mutex_t g_free_mu = PTHREAD_MUTEX_INITIALIZER;
+static sim_signal** g_free_signals;
+static size_t g_nfree, g_free_cap;
+
 static hsa_status_t signal_create(hsa_signal_value_t v, hsa_signal_t* out) {
   SIM_CHECK_INIT();
   if (!out) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-  sim_signal* s = aligned_alloc(64, 64);
-  if (!s) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-  memset(s, 0, 64);
+  sim_signal* s = NULL;
+  pthread_mutex_lock(&g_free_mu);
+  if (g_nfree) s = g_free_signals[--g_nfree];
+  pthread_mutex_unlock(&g_free_mu);
+  if (!s) {
+    s = aligned_alloc(64, 64);
+    if (!s) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    memset(s, 0, 64);
+  }
   s->kind = 1; /* AMD_SIGNAL_KIND_USER */
+  atomic_store(&s->start_ns, 0);
+  atomic_store(&s->end_ns, 0);
   atomic_store(&s->value, v);
   s->magic = SIM_SIGNAL_MAGIC;
   out->handle = (uint64_t)(uintptr_t)s;
@@ -144,7 +163,16 @@ hsa_status_t sim_hsa_signal_destroy(hsa_signal_t sig) {
   sim_signal* s = sim_signal_from(sig);
   if (!s) return HSA_STATUS_ERROR_INVALID_SIGNAL;
   s->magic = 0;
-  free(s);
+  sim_signal_changed(s); /* wake anyone still waiting: they return the last value */
+  pthread_mutex_lock(&g_free_mu);
+  if (g_nfree == g_free_cap) {
+    size_t cap = g_free_cap ? g_free_cap * 2 : 1024;
+    sim_signal** n = realloc(g_free_signals, cap * sizeof *n);
+    if (n) g_free_signals = n, g_free_cap = cap;
+  }
+  /* If even that failed the object is leaked: never freed, still safe to write. */
+  if (g_nfree < g_free_cap) g_free_signals[g_nfree++] = s;
+  pthread_mutex_unlock(&g_free_mu);
   return HSA_STATUS_SUCCESS;
 }
 

@@ -84,6 +84,9 @@ int main(void) {
   CHECK_EQ(got, -5);
   CHECK_OK(hsa_signal_destroy(s));
   CHECK_OK(hsa_signal_destroy(h));
+  CHECK_EQ(hsa_signal_destroy(h), HSA_STATUS_ERROR_INVALID_SIGNAL); /* stale handle */
+  hsa_signal_subtract_screlease(h, 1); /* a late completion into a dead signal is harmless */
+  CHECK_EQ(hsa_signal_wait_scacquire(h, HSA_SIGNAL_CONDITION_EQ, 12345, UINT64_MAX, HSA_WAIT_STATE_BLOCKED), 0);
   CHECK_OK(hsa_shut_down());
   printf("hsa_signals: PASS\n");
   return 0;
