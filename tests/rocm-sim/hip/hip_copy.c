@@ -97,10 +97,11 @@ hipError_t krhip_copy(void* dst, const void* src, size_t size, hipMemcpyKind kin
   hsa_agent_t dst_agent, src_agent;
   int dst_kind = krhip_pointer_kind(dst, &dst_agent);
   int src_kind = krhip_pointer_kind(src, &src_agent);
-  /* A direction that contradicts the pointers is refused, as HIP does for device pointers. */
-  if ((kind == hipMemcpyHostToDevice && dst_kind != 2) ||
-      (kind == hipMemcpyDeviceToHost && src_kind != 2) ||
-      (kind == hipMemcpyDeviceToDevice && (dst_kind != 2 || src_kind != 2)))
+  /* The "device" side of a direction must be memory the runtime knows (device, pinned or
+   * managed); plain pageable memory there is refused. */
+  if ((kind == hipMemcpyHostToDevice && dst_kind == 0) ||
+      (kind == hipMemcpyDeviceToHost && src_kind == 0) ||
+      (kind == hipMemcpyDeviceToDevice && (dst_kind == 0 || src_kind == 0)))
     return hipErrorInvalidValue;
   e = krhip_stream_order(s);
   if (e != hipSuccess) return e;

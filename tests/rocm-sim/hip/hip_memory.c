@@ -18,6 +18,26 @@ typedef struct vmem_alloc {
 static pthread_mutex_t vmem_mu = PTHREAD_MUTEX_INITIALIZER;
 static vmem_alloc* vmem_list;
 
+/* hipMallocManaged allocations (fine-grained host memory that hipFree accepts). */
+typedef struct managed_alloc {
+  void* ptr;
+  struct managed_alloc* next;
+} managed_alloc;
+
+static managed_alloc* managed_list; /* guarded by vmem_mu */
+
+/* Removes p from the managed list; true when it was a managed allocation. */
+static bool managed_take(void* p) {
+  pthread_mutex_lock(&vmem_mu);
+  managed_alloc** link = &managed_list;
+  while (*link && (*link)->ptr != p) link = &(*link)->next;
+  managed_alloc* m = *link;
+  if (m) *link = m->next;
+  pthread_mutex_unlock(&vmem_mu);
+  free(m);
+  return m != NULL;
+}
+
 int krhip_pointer_kind(const void* p, hsa_agent_t* agent) {
   hsa_amd_pointer_info_t info;
   memset(&info, 0, sizeof(info));
@@ -82,7 +102,8 @@ HIP_EXPORT hipError_t hipFree(void* ptr) {
   vmem_alloc* a = vmem_take(ptr);
   if (a) return krhip_ret(vmem_release(a));
   hsa_agent_t agent;
-  if (krhip_pointer_kind(ptr, &agent) != 2) return krhip_ret(hipErrorInvalidDevicePointer);
+  if (krhip_pointer_kind(ptr, &agent) != 2 && !managed_take(ptr))
+    return krhip_ret(hipErrorInvalidDevicePointer);
   if (hsa_amd_memory_pool_free(ptr) != HSA_STATUS_SUCCESS)
     return krhip_ret(hipErrorInvalidDevicePointer);
   return hipSuccess;
@@ -113,6 +134,7 @@ HIP_EXPORT hipError_t hipHostFree(void* ptr) {
   krhip_device_sync(krhip_current_device());
   hsa_agent_t agent;
   if (krhip_pointer_kind(ptr, &agent) != 1) return krhip_ret(hipErrorInvalidValue);
+  managed_take(ptr);
   if (hsa_amd_memory_pool_free(ptr) != HSA_STATUS_SUCCESS) return krhip_ret(hipErrorInvalidValue);
   return hipSuccess;
 }
@@ -123,7 +145,19 @@ HIP_EXPORT hipError_t hipFreeHost(void* ptr) { return hipHostFree(ptr); }
 HIP_EXPORT hipError_t hipMallocManaged(void** ptr, size_t size, unsigned int flags) {
   if (flags != 0 && flags != hipMemAttachGlobal && flags != hipMemAttachHost)
     return krhip_ret(hipErrorInvalidValue);
-  return hipHostMalloc(ptr, size, 0);
+  managed_alloc* m = calloc(1, sizeof(*m));
+  if (!m) return krhip_ret(hipErrorOutOfMemory);
+  hipError_t e = hipHostMalloc(ptr, size, 0);
+  if (e != hipSuccess || !*ptr) {
+    free(m);
+    return e;
+  }
+  m->ptr = *ptr;
+  pthread_mutex_lock(&vmem_mu);
+  m->next = managed_list;
+  managed_list = m;
+  pthread_mutex_unlock(&vmem_mu);
+  return hipSuccess;
 }
 
 HIP_EXPORT hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {

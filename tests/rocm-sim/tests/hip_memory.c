@@ -49,7 +49,7 @@ static void test_classes(test_agents ag) {
   CHECK_EQ(pointer_info(d).type, HSA_EXT_POINTER_TYPE_UNKNOWN);
   CHECK_HIP(hipHostFree(h));
   CHECK_EQ(pointer_info(h).type, HSA_EXT_POINTER_TYPE_UNKNOWN);
-  CHECK_HIP(hipFree(m) == hipErrorInvalidDevicePointer ? hipHostFree(m) : hipErrorUnknown);
+  CHECK_HIP(hipFree(m)); /* managed memory is freed with hipFree */
   CHECK_EQ(pointer_info(m).type, HSA_EXT_POINTER_TYPE_UNKNOWN);
   CHECK_HIP(hipFreeAsync(a, NULL));
   CHECK_EQ(pointer_info(a).type, HSA_EXT_POINTER_TYPE_UNKNOWN);
@@ -112,6 +112,21 @@ static void test_copies(void) {
   CHECK(memcmp(src, pin_b, n) == 0);
   CHECK_HIP(hipMemcpy(dst, pin_b, 4096, hipMemcpyHostToHost));
   CHECK(memcmp(dst, src, 4096) == 0);
+  /* Managed memory takes either direction, as device or host. */
+  uint8_t* managed;
+  CHECK_HIP(hipMallocManaged((void**)&managed, 4096, hipMemAttachGlobal));
+  CHECK_HIP(hipMemcpy(managed, src, 4096, hipMemcpyHostToDevice));
+  CHECK_HIP(hipMemcpy(dev_b, managed, 4096, hipMemcpyDeviceToDevice));
+  memset(dst, 0, 4096);
+  CHECK_HIP(hipMemcpy(dst, dev_b, 4096, hipMemcpyDeviceToHost));
+  CHECK(memcmp(dst, src, 4096) == 0);
+  CHECK(memcmp(managed, src, 4096) == 0);
+  CHECK_HIP(hipFree(managed));
+  void* pinned;
+  CHECK_HIP(hipHostMalloc(&pinned, 64, 0));
+  CHECK_HIP_IS(hipFree(pinned), hipErrorInvalidDevicePointer); /* pinned: hipHostFree only */
+  CHECK_HIP(hipHostFree(pinned));
+  (void)hipGetLastError();
 
   /* Directions that contradict the pointers, and unknown kinds, are refused. */
   CHECK_HIP_IS(hipMemcpy(dst, src, 16, hipMemcpyHostToDevice), hipErrorInvalidValue);
