@@ -80,6 +80,39 @@ int main(void) {
   CHECK_OK(hsa_amd_memory_pool_free(a2));
   CHECK_OK(hsa_amd_memory_pool_free(b));
 
+  /* Allocator stress: random sizes, interleaved frees; every live block keeps its own
+   * pattern (no overlap) and pointer info reports exactly its base and size. */
+  {
+    enum { LIVE = 200, OPS = 4000 };
+    unsigned char* blk[LIVE] = {0};
+    size_t sz[LIVE] = {0};
+    unsigned seed = 12345;
+    for (int op = 0; op < OPS; op++) {
+      seed = seed * 1103515245u + 12345u;
+      int i = (int)((seed >> 8) % LIVE);
+      if (blk[i]) {
+        for (size_t k = 0; k < sz[i]; k += 997) CHECK_EQ(blk[i][k], (unsigned char)i);
+        CHECK_EQ(blk[i][sz[i] - 1], (unsigned char)i);
+        CHECK_OK(hsa_amd_memory_pool_free(blk[i]));
+        blk[i] = NULL;
+      } else {
+        sz[i] = 1 + (seed >> 4) % 65536;
+        CHECK_OK(hsa_amd_memory_pool_allocate(dev0, sz[i], 0, (void**)&blk[i]));
+        memset(blk[i], i, sz[i]);
+        hsa_amd_pointer_info_t pi;
+        pi.size = sizeof pi;
+        CHECK_OK(hsa_amd_pointer_info(blk[i] + sz[i] / 2, &pi, NULL, NULL, NULL));
+        CHECK(pi.agentBaseAddress == blk[i]);
+        CHECK_EQ(pi.sizeInBytes, sz[i]);
+      }
+    }
+    for (int i = 0; i < LIVE; i++)
+      if (blk[i]) {
+        for (size_t k = 0; k < sz[i]; k += 997) CHECK_EQ(blk[i][k], (unsigned char)i);
+        CHECK_OK(hsa_amd_memory_pool_free(blk[i]));
+      }
+  }
+
   /* Regions mirror pools: hsa_memory_allocate through the kernarg region. */
   regions_t rs;
   memset(&rs, 0, sizeof rs);
