@@ -16,10 +16,6 @@ static int g_ntools;
 
 bool sim_is_initialized(void) { return atomic_load(&g_refcount) > 0; }
 
-/* Runtime version reported to OnLoad: HSA 1.1 encoded as major << 32 | minor? The real
- * runtime passes HSA_AMD_INTERFACE_VERSION-like values; tools only log it. */
-#define SIM_RUNTIME_VERSION 0x10001ull
-
 void sim_tools_load(void) {
   const char* libs = getenv("HSA_TOOLS_LIB");
   if (!libs || !*libs) return;
@@ -37,12 +33,9 @@ void sim_tools_load(void) {
       continue;
     }
     tool_onload_fn onload = (tool_onload_fn)dlsym(h, "OnLoad");
-    if (!onload) {
-      /* A library without OnLoad stays loaded, as in the real runtime. */
-      g_tool_handles[g_ntools++] = h;
-      continue;
-    }
-    if (!onload(&g_api, SIM_RUNTIME_VERSION, nfailed, failed)) {
+    /* As ROCR: no OnLoad, or OnLoad returning false, counts as failed and unloads. The
+     * runtime_version argument is the root table's major version. */
+    if (!onload || !onload(&g_api, g_api.version.major_id, nfailed, failed)) {
       if (nfailed < MAX_TOOLS) failed[nfailed++] = strdup(name);
       dlclose(h);
       continue;

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   CHECK(fgets(line, sizeof line, f) != NULL);
   fclose(f);
   unlink(out);
-  CHECK(strcmp(line, "allocs=3 packets=3 next_index=3 gaps=0 versions_ok=1 failed=1 failed_name=hsa_test_tool_refuse.so\n") == 0);
+  CHECK(strcmp(line, "rtv=3 allocs=3 packets=3 next_index=3 gaps=0 versions_ok=1 failed=1 failed_name=hsa_test_tool_refuse.so\n") == 0);
   /* After unload the table is the runtime's own again: calls still work. */
   CHECK_OK(hsa_init());
   void* x;

@@ -13,7 +13,7 @@
 static krsim_hsa_api_table* g_table;
 static __typeof__(hsa_amd_memory_pool_allocate)* next_allocate;
 static int g_allocs, g_packets, g_versions_ok, g_index_gaps;
-static uint64_t g_next_index;
+static uint64_t g_next_index, g_runtime_version;
 static unsigned long long g_failed_count;
 static char g_failed_name[256];
 
@@ -46,7 +46,7 @@ static hsa_status_t my_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_
 
 EXPORT bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_tool_count,
                    const char* const* failed_tool_names) {
-  (void)runtime_version;
+  g_runtime_version = runtime_version;
 #ifdef REFUSE
   (void)table, (void)failed_tool_count, (void)failed_tool_names;
   return false;
@@ -72,8 +72,8 @@ EXPORT void OnUnload(void) {
   FILE* f = fopen(path, "w");
   if (!f) return;
   const char* slash = strrchr(g_failed_name, '/');
-  fprintf(f, "allocs=%d packets=%d next_index=%llu gaps=%d versions_ok=%d failed=%llu failed_name=%s\n",
-          g_allocs, g_packets, (unsigned long long)g_next_index, g_index_gaps, g_versions_ok,
+  fprintf(f, "rtv=%llu allocs=%d packets=%d next_index=%llu gaps=%d versions_ok=%d failed=%llu failed_name=%s\n",
+          (unsigned long long)g_runtime_version, g_allocs, g_packets, (unsigned long long)g_next_index, g_index_gaps, g_versions_ok,
           g_failed_count, slash ? slash + 1 : g_failed_name);
   fclose(f);
 }
