@@ -304,8 +304,8 @@ hsa_status_t sim_hsa_amd_pointer_info(const void* ptr, hsa_amd_pointer_info_t* i
                                       void* (*alloc)(size_t), uint32_t* num_accessible,
                                       hsa_agent_t** accessible) {
   SIM_CHECK_INIT();
-  if (!info || info->size < offsetof(hsa_amd_pointer_info_t, agentOwner))
-    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  /* As ROCR: only an unset size is rejected; min(size, sizeof) bytes are written. */
+  if (!info || info->size == 0) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   uint32_t caller_size = info->size;
   hsa_amd_pointer_info_t out;
   memset(&out, 0, sizeof out);

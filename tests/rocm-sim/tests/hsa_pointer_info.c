@@ -74,7 +74,13 @@ int main(void) {
   CHECK_EQ(small.info.size, old_size);
   CHECK_EQ(small.info.agentOwner.handle, ag.gpu[0].handle);
   CHECK_EQ((unsigned char)((char*)&small.info)[old_size], 0x5a);
-  small.info.size = 8;
+  memset(&small, 0x5a, sizeof small);
+  small.info.size = 8; /* size and type only */
+  CHECK_OK(hsa_amd_pointer_info(d, &small.info, NULL, NULL, NULL));
+  CHECK_EQ(small.info.size, 8);
+  CHECK_EQ(small.info.type, HSA_EXT_POINTER_TYPE_HSA);
+  CHECK_EQ((unsigned char)((char*)&small.info)[8], 0x5a);
+  small.info.size = 0;
   CHECK_EQ(hsa_amd_pointer_info(d, &small.info, NULL, NULL, NULL), HSA_STATUS_ERROR_INVALID_ARGUMENT);
 
   /* Accessible agents through the caller's allocator. */
