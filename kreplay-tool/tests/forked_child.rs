@@ -1,23 +1,10 @@
 //! A forked child of a recording process records nothing and takes no lock (its parent's
 //! other threads, which may hold them, are gone), and its thread id is its own.
 
-use kreplay_common::stream::{ApiCall, Record};
-use kreplay_tool::record;
+mod support;
 
-fn call(i: u64) -> Record {
-    ApiCall {
-        pid: std::process::id(),
-        tid: record::current_tid(),
-        api: 1,
-        enter_ns: i,
-        exit_ns: i + 1,
-        ret: 0,
-        args: [0; 6],
-        extra: [0; 5],
-        out: 0,
-    }
-    .into()
-}
+use kreplay_tool::record;
+use support::call;
 
 #[test]
 fn a_forked_child_records_nothing_and_knows_its_own_tid() {

@@ -2,25 +2,13 @@
 //! by the background thread when a buffer passes the size threshold, and on request, into
 //! `$KREPLAY_OUTPUT_DIR/tool-<pid>.krs`. (Its own test binary: it sets the environment.)
 
+mod support;
+
 use std::time::{Duration, Instant};
 
-use kreplay_common::stream::{ApiCall, Record, StreamKind, StreamReader};
+use kreplay_common::stream::{Record, StreamKind, StreamReader};
 use kreplay_tool::record::{self, ENV_OUTPUT_DIR, ENV_PER_THREAD};
-
-fn call(i: u64) -> Record {
-    ApiCall {
-        pid: std::process::id(),
-        tid: record::current_tid(),
-        api: 1,
-        enter_ns: i,
-        exit_ns: i + 1,
-        ret: 0,
-        args: [i; 6],
-        extra: [0; 5],
-        out: 0,
-    }
-    .into()
-}
+use support::call;
 
 /// ApiCall records in the stream, and whether its tail is damaged (a chunk being written).
 fn api_calls(path: &std::path::Path) -> (usize, bool) {

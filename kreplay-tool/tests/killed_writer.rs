@@ -2,11 +2,14 @@
 //! reads back: the rows come out gapless from the first, and any torn tail is reported.
 //! The test binary re-runs itself as the writer child.
 
+mod support;
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use kreplay_common::stream::{ApiCall, DamageKind, Record, StreamKind, StreamReader};
+use kreplay_common::stream::{DamageKind, Record, StreamKind, StreamReader};
 use kreplay_tool::record::{self, ENV_OUTPUT_DIR};
+use support::call;
 
 const CHILD: &str = "KREPLAY_TEST_WRITER_CHILD";
 
@@ -14,20 +17,7 @@ const CHILD: &str = "KREPLAY_TEST_WRITER_CHILD";
 fn writer_child() -> ! {
     let rec = record::global();
     for i in 0.. {
-        rec.record(
-            ApiCall {
-                pid: std::process::id(),
-                tid: 1,
-                api: 2,
-                enter_ns: i,
-                exit_ns: i + 1,
-                ret: i,
-                args: [i; 6],
-                extra: [i; 5],
-                out: i,
-            }
-            .into(),
-        );
+        rec.record(call(i));
         if i % 64 == 63 {
             record::flush_global().expect("flush");
         }
