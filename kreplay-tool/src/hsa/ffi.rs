@@ -251,6 +251,66 @@ pub type hsa_agent_symbol_callback = Option<
 /// Allocator passed to `hsa_amd_pointer_info` for the accessible-agents list.
 pub type hsa_alloc_callback = Option<unsafe extern "C" fn(size: usize) -> *mut c_void>;
 
+/// AMD loader extension table, version 1.03 (`hsa_ven_amd_loader_1_03_pfn_t`), filled by
+/// `hsa_system_get_major_extension_table(HSA_EXTENSION_AMD_LOADER, 1, size, table)`; the 1.00
+/// and 1.01 tables are its prefixes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hsa_ven_amd_loader_1_03_pfn_t {
+    /// Host address of a loaded segment's device address.
+    pub hsa_ven_amd_loader_query_host_address: Option<
+        unsafe extern "C" fn(
+            device_address: *const c_void,
+            host_address: *mut *const c_void,
+        ) -> hsa_status_t,
+    >,
+    /// Loaded segment descriptors (not called by kreplay; position only).
+    pub hsa_ven_amd_loader_query_segment_descriptors: *const c_void,
+    /// Executable that contains a device address.
+    pub hsa_ven_amd_loader_query_executable: Option<
+        unsafe extern "C" fn(
+            device_address: *const c_void,
+            executable: *mut hsa_executable_t,
+        ) -> hsa_status_t,
+    >,
+    /// Iterates an executable's loaded code objects.
+    pub hsa_ven_amd_loader_executable_iterate_loaded_code_objects: Option<
+        unsafe extern "C" fn(
+            executable: hsa_executable_t,
+            callback: Option<
+                unsafe extern "C" fn(
+                    executable: hsa_executable_t,
+                    loaded_code_object: hsa_loaded_code_object_t,
+                    data: *mut c_void,
+                ) -> hsa_status_t,
+            >,
+            data: *mut c_void,
+        ) -> hsa_status_t,
+    >,
+    /// Attribute of a loaded code object (`HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_*`).
+    pub hsa_ven_amd_loader_loaded_code_object_get_info: Option<
+        unsafe extern "C" fn(
+            loaded_code_object: hsa_loaded_code_object_t,
+            attribute: u32,
+            value: *mut c_void,
+        ) -> hsa_status_t,
+    >,
+    /// Code object reader from a file range (not called by kreplay; position only).
+    pub hsa_ven_amd_loader_code_object_reader_create_from_file_with_offset_size: *const c_void,
+    /// Iterates every executable of the process (1.03).
+    pub hsa_ven_amd_loader_iterate_executables: Option<
+        unsafe extern "C" fn(
+            callback: Option<
+                unsafe extern "C" fn(
+                    executable: hsa_executable_t,
+                    data: *mut c_void,
+                ) -> hsa_status_t,
+            >,
+            data: *mut c_void,
+        ) -> hsa_status_t,
+    >,
+}
+
 /// Status codes.
 pub mod status {
     /// Success.

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include <hsa/hsa_api_trace.h>
+#include <hsa/hsa_ven_amd_loader.h>
 
 #include "api_table.h"
 
@@ -254,6 +255,14 @@ int main(void) {
   F("official", hsa_agent_t, handle);
   S("official", hsa_signal_t);
   F("official", hsa_signal_t, handle);
+  S("official", hsa_ven_amd_loader_1_03_pfn_t);
+  F("official", hsa_ven_amd_loader_1_03_pfn_t, hsa_ven_amd_loader_query_host_address);
+  F("official", hsa_ven_amd_loader_1_03_pfn_t, hsa_ven_amd_loader_query_segment_descriptors);
+  F("official", hsa_ven_amd_loader_1_03_pfn_t, hsa_ven_amd_loader_query_executable);
+  F("official", hsa_ven_amd_loader_1_03_pfn_t, hsa_ven_amd_loader_executable_iterate_loaded_code_objects);
+  F("official", hsa_ven_amd_loader_1_03_pfn_t, hsa_ven_amd_loader_loaded_code_object_get_info);
+  F("official", hsa_ven_amd_loader_1_03_pfn_t, hsa_ven_amd_loader_code_object_reader_create_from_file_with_offset_size);
+  F("official", hsa_ven_amd_loader_1_03_pfn_t, hsa_ven_amd_loader_iterate_executables);
   S("sim", krsim_hsa_api_table);
   F("sim", krsim_hsa_api_table, version);
   F("sim", krsim_hsa_api_table, core_);
