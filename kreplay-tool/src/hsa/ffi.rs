@@ -478,3 +478,25 @@ pub mod signal_condition {
     /// `HSA_WAIT_STATE_ACTIVE`.
     pub const WAIT_STATE_ACTIVE: u32 = 1;
 }
+
+/// `hsa_ven_amd_loader_loaded_code_object_info_t`.
+pub mod loaded_code_object_info {
+    /// Owning executable.
+    pub const EXECUTABLE: u32 = 1;
+    /// Kind (program 1, agent 2).
+    pub const KIND: u32 = 2;
+    /// Agent of an agent code object.
+    pub const AGENT: u32 = 3;
+    /// Storage type (none 0, file 1, memory 2).
+    pub const CODE_OBJECT_STORAGE_TYPE: u32 = 4;
+    /// Base of the code object in memory.
+    pub const CODE_OBJECT_STORAGE_MEMORY_BASE: u32 = 5;
+    /// Size of the code object in memory.
+    pub const CODE_OBJECT_STORAGE_MEMORY_SIZE: u32 = 6;
+    /// Load delta.
+    pub const LOAD_DELTA: u32 = 8;
+    /// Load base.
+    pub const LOAD_BASE: u32 = 9;
+    /// Load size.
+    pub const LOAD_SIZE: u32 = 10;
+}
