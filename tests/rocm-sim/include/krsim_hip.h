@@ -129,7 +129,7 @@ void __hipUnregisterFatBinary(void** modules);
  * stub `hipError_t name(dim3 grid, dim3 block, size_t shmem, hipStream_t stream, args...)`
  * that launches it with hipLaunchKernel, as a hip-clang stub does. The body runs once per
  * workgroup with `d` (const krsim_dispatch*), `args` (const name##_args*) and `vars`
- * (const krsim_var_table*) in scope. Up to 8 arguments. */
+ * (const krsim_var_table*) in scope. From 1 to 8 arguments. */
 #define KRSIM_KERNEL(name, ...)                                                                 \
   typedef struct name##_args {                                                                 \
     KRSIM__PAIRS(KRSIM__FIELD, _, __VA_ARGS__)                                                 \
