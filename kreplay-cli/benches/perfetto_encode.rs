@@ -11,7 +11,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use kreplay_cli::perfetto::proto::{
@@ -245,7 +245,7 @@ fn measure(encoder: &'static str, target: &'static str, n: u64, run: impl Fn() -
     best.expect("at least one run")
 }
 
-fn file_path(dir: &PathBuf, n: u64) -> PathBuf {
+fn file_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("kreplay-bench-{}-{n}.pftrace", std::process::id()))
 }
 

@@ -2,7 +2,7 @@
 pub mod duration;
 pub mod launch;
 pub mod merge;
+pub mod perfetto;
 pub mod preflight;
 pub mod probes;
 pub mod trace;
-pub mod perfetto;

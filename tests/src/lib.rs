@@ -87,6 +87,100 @@ pub fn build_smoke() -> (PathBuf, PathBuf) {
     (lib, exe)
 }
 
+/// The simulated ROCm runtime's build directory, built with `make` if it is missing.
+pub fn sim_dir() -> PathBuf {
+    let root = workspace_root().join("tests").join("rocm-sim");
+    let build = root.join("build");
+    if !build.join("libamdhip64.so.6").exists() {
+        let status = Command::new("make")
+            .args(["-C", root.to_str().unwrap(), "-j2"])
+            .status()
+            .expect("run make for the simulated runtime");
+        assert!(status.success(), "building the simulated runtime failed");
+    }
+    build
+}
+
+/// A sample workload of the simulated runtime (`tests/rocm-sim/build/workloads/NAME`).
+pub fn workload(name: &str) -> PathBuf {
+    sim_dir().join("workloads").join(name)
+}
+
+/// Compiles a C program against the simulated HIP (`workload.h` helpers available).
+pub fn build_hip_program(src: &Path, name: &str) -> PathBuf {
+    let sim = sim_dir();
+    let root = workspace_root().join("tests").join("rocm-sim");
+    let exe = scratch("hip-programs").join(name);
+    let inc1 = format!("-I{}", root.join("include").display());
+    let inc2 = format!("-I{}", root.join("workloads").display());
+    let libdir = format!("-L{}", sim.display());
+    let rpath = format!("-Wl,-rpath,{}", sim.display());
+    cc(&[
+        "-std=gnu11",
+        "-O1",
+        "-rdynamic",
+        &inc1,
+        &inc2,
+        "-o",
+        exe.to_str().unwrap(),
+        src.to_str().unwrap(),
+        &libdir,
+        "-l:libamdhip64.so.6",
+        "-l:libhsa-runtime64.so.1",
+        &rpath,
+    ]);
+    exe
+}
+
+/// Makes sure python3 can import the official Perfetto protos, installing the pinned
+/// requirements (tests/python/requirements.txt) when it cannot.
+pub fn ensure_decoder() {
+    let ok = Command::new("python3")
+        .args([
+            "-c",
+            "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let reqs = workspace_root().join("tests/python/requirements.txt");
+        let status = Command::new("python3")
+            .args(["-m", "pip", "install", "-q", "-r", reqs.to_str().unwrap()])
+            .status()
+            .expect("python3 is needed to decode traces");
+        assert!(status.success(), "pip install -r {} failed", reqs.display());
+    }
+}
+
+/// Decodes a trace file with the independent decoder (tests/python/decode_trace.py).
+pub fn decode_trace(path: &Path) -> serde_json::Value {
+    ensure_decoder();
+    let script = workspace_root().join("tests/python/decode_trace.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(path)
+        .output()
+        .expect("run the decoder");
+    assert!(
+        out.status.success(),
+        "decoding {} failed: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("decoder prints JSON")
+}
+
+/// CLOCK_MONOTONIC now, in ns (the clock of every kreplay timestamp).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// True when running as root (uid 0): probe tests need it; CI runs as root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

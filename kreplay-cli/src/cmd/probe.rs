@@ -116,7 +116,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     }
     let mut intake = {
         let _in_runtime = rt.enter();
-        Intake::new(probes.take_events()?)?
+        Intake::new(probes.take_events()?, args.ringbuf_bytes)?
     };
 
     let child_pid = child.as_ref().map(|c| c.pid);
@@ -134,13 +134,17 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     let exit_code = rt.block_on(async {
         let mut waiter = child_pid.map(|pid| tokio::task::spawn_blocking(move || launch::wait_exit(pid)));
         let deadline = args.duration.map(|d| started + d);
+        // Registered once so a signal arriving mid-drain is not lost.
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut code = 0u8;
         loop {
             let sleep_until = deadline.unwrap_or(Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 r = intake.next_batch(&mut sink) => { r?; }
                 _ = tokio::time::sleep_until(sleep_until.into()) => break,
-                _ = tokio::signal::ctrl_c() => break,
+                _ = int.recv() => break,
+                _ = term.recv() => break,
                 res = async { waiter.as_mut().unwrap().await }, if waiter.is_some() => {
                     code = res.context("waiting for the command")??.clamp(0, 255) as u8;
                     break;
@@ -155,6 +159,9 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         intake.drain(&mut sink);
         anyhow::Ok(code)
     })?;
+    // The waiter for a command that is still running (kreplay was stopped first) must not hold
+    // the exit: the command is the user's and runs on.
+    rt.shutdown_background();
     out.flush()?;
     drop(out);
     let counters = probes.counters()?;

@@ -189,15 +189,30 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             rescan_all(&mut attacher, &mut probes);
         }
         Targets::Command(pid) => {
+            // The libraries the loader will map at startup (rpath included), then every
+            // runtime library in the usual places, for those loaded later with dlopen.
+            let startup: Vec<RuntimeLib> = discover::startup_libraries(&args.command[0])
+                .iter()
+                .filter_map(|p| discover::describe(p))
+                .collect();
             let ld = std::env::var("LD_LIBRARY_PATH").ok();
-            for lib in discover::candidates(ld.as_deref(), &args.libs) {
+            let libs = discover::candidates(ld.as_deref(), &args.libs)
+                .into_iter()
+                // A family the loader already resolves at startup is not looked for elsewhere.
+                .filter(|c| {
+                    !startup
+                        .iter()
+                        .any(|s| s.family == c.family && s.dev_ino != c.dev_ino)
+                })
+                .chain(startup.iter().cloned());
+            for lib in libs {
                 attacher.attach(&mut probes, &lib, Scope::Pid(*pid))?;
             }
         }
     }
     let mut intake = {
         let _in_runtime = rt.enter();
-        Intake::new(probes.take_events()?)?
+        Intake::new(probes.take_events()?, args.ringbuf_bytes)?
     };
     let dir = streams_dir(&output);
     let _ = std::fs::remove_dir_all(&dir);
@@ -220,8 +235,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             Targets::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
             _ => None,
         };
+        // Registered once, before the loop: a signal that arrives while records are being
+        // processed is kept for the next select instead of being lost with a fresh listener.
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
         let deadline = args.duration.map(|d| started + d);
         let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
         let mut code = 0u8;
@@ -231,7 +249,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             let event = tokio::select! {
                 r = intake.readable() => { r?; Event::Data }
                 _ = tokio::time::sleep_until(deadline.unwrap_or(far).into()) => Event::Stop,
-                _ = tokio::signal::ctrl_c() => Event::Stop,
+                _ = int.recv() => Event::Stop,
                 _ = term.recv() => Event::Stop,
                 res = async { waiter.as_mut().expect("guarded").await }, if waiter.is_some() => {
                     code = res.context("waiting for the command")??.clamp(0, 255) as u8;
@@ -283,6 +301,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         intake.drain(&mut |r| col.push(&r));
         anyhow::Ok(code)
     })?;
+    // The waiter for a command that is still running (kreplay was stopped first) must not hold
+    // the exit: the command is the user's and runs on.
+    rt.shutdown_background();
     let Collector {
         mut capture,
         summary,
@@ -303,7 +324,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         )?;
     }
     let leaks = probes.live_allocations().unwrap_or_default();
-    drop(probes);
+    // Detaching runs one RCU grace period per probe in the kernel, which takes seconds on a
+    // busy host: do it beside the rendering instead of before it.
+    let detach = std::thread::spawn(move || drop(probes));
     let files = capture.finish()?;
     let report = merge::merge(&files, &output)
         .with_context(|| format!("rendering the trace (streams kept in {})", dir.display()))?;
@@ -343,6 +366,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         report.records,
         report.bytes
     );
+    let _ = detach.join();
     Ok(exit_code)
 }
 

@@ -49,6 +49,9 @@ struct Names {
     source: AnnotationName,
 }
 
+/// A live-bytes change waiting for its time: (time, arrival order, pid, layer, delta).
+type PendingDelta = (u64, u64, u32, Library, i64);
+
 /// Turns merged records into a trace.
 pub struct Renderer<W: Write> {
     w: TraceWriter<W>,
@@ -64,7 +67,7 @@ pub struct Renderer<W: Write> {
     live_bytes: HashMap<(u32, Library), i64>,
     /// Live-bytes changes not yet written: (time, order, pid, layer, delta). Allocation takes
     /// effect when the call returns, later than the entry time records are merged by.
-    pending: BinaryHeap<Reverse<(u64, u64, u32, Library, i64)>>,
+    pending: BinaryHeap<Reverse<PendingDelta>>,
     pending_order: u64,
     marker_track: Option<Track>,
     /// What rendering did so far.

@@ -6,6 +6,9 @@ use tokio::io::{Interest, unix::AsyncFd};
 /// The ring buffer registered with tokio's reactor.
 pub struct Intake {
     fd: AsyncFd<RingBuf<MapData>>,
+    /// Most records handed out by one drain: the ring's capacity, so a drain ends even while
+    /// producers keep writing (they would otherwise keep it going forever).
+    batch: usize,
     /// Items shorter than a record (never expected; counted, not trusted).
     pub malformed: u64,
 }
@@ -13,19 +16,25 @@ pub struct Intake {
 impl Intake {
     /// Wraps the ring buffer taken from [`super::loader::Probes::take_events`]. Must be
     /// called inside a tokio runtime.
-    pub fn new(ring: RingBuf<MapData>) -> std::io::Result<Intake> {
+    pub fn new(ring: RingBuf<MapData>, ring_bytes: u32) -> std::io::Result<Intake> {
         // SAFETY: the RingBuf owns its map fd and keeps it open, unchanged, until it is
         // dropped, which happens only when this AsyncFd is dropped.
         let fd = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
             .map_err(|e| e.into_parts().1)?;
-        Ok(Intake { fd, malformed: 0 })
+        let batch = ring_bytes as usize / std::mem::size_of::<CallRecord>() + 1;
+        Ok(Intake {
+            fd,
+            batch,
+            malformed: 0,
+        })
     }
 
-    /// Hands every record available now to `sink`; returns how many.
+    /// Hands the records available now to `sink`, at most one ring's worth; returns how many.
     pub fn drain(&mut self, sink: &mut impl FnMut(CallRecord)) -> usize {
         let ring = self.fd.get_mut();
         let mut n = 0;
-        while let Some(item) = ring.next() {
+        for _ in 0..self.batch {
+            let Some(item) = ring.next() else { break };
             match CallRecord::from_bytes(&item) {
                 Some(r) => {
                     sink(r);

@@ -54,9 +54,8 @@ impl Attacher {
         if !self.done.insert((lib.dev_ino, scope)) {
             return Ok(None);
         }
-        if !self.tables.contains_key(&lib.dev_ino) {
-            let table = SymbolTable::read(&lib.host_path)?;
-            self.tables.insert(lib.dev_ino, table);
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.tables.entry(lib.dev_ino) {
+            slot.insert(SymbolTable::read(&lib.host_path)?);
         }
         let table = &self.tables[&lib.dev_ino];
         let mut report = AttachReport::default();

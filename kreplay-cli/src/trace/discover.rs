@@ -132,18 +132,18 @@ pub fn candidates(ld_library_path: Option<&str>, extra: &[PathBuf]) -> Vec<Runti
         };
         for e in entries.flatten() {
             let path = e.path();
-            if let Some(lib) = describe(&path) {
-                if seen.insert(lib.dev_ino) {
-                    out.insert(lib);
-                }
+            if let Some(lib) = describe(&path)
+                && seen.insert(lib.dev_ino)
+            {
+                out.insert(lib);
             }
         }
     }
     for path in extra {
-        if let Some(lib) = describe(path).or_else(|| describe_forced(path)) {
-            if seen.insert(lib.dev_ino) {
-                out.insert(lib);
-            }
+        if let Some(lib) = describe(path).or_else(|| describe_forced(path))
+            && seen.insert(lib.dev_ino)
+        {
+            out.insert(lib);
         }
     }
     out.into_iter().collect()
@@ -165,6 +165,62 @@ pub fn describe_forced(path: &Path) -> Option<RuntimeLib> {
     })
 }
 
+/// True when `path` is a dynamically linked ELF executable (it has a PT_INTERP header).
+pub fn is_dynamic_elf(path: &Path) -> bool {
+    let Ok(data) = fs::read(path) else {
+        return false;
+    };
+    if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 || data[5] != 1 {
+        return false; // only 64-bit little-endian ELF
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([data[o], data[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(data[32..40].try_into().expect("8 bytes")) as usize;
+    let (phentsize, phnum) = (u16_at(54), u16_at(56));
+    (0..phnum).any(|i| {
+        let at = phoff + i * phentsize;
+        data.get(at..at + 4)
+            .is_some_and(|t| u32::from_le_bytes(t.try_into().expect("4 bytes")) == 3)
+    })
+}
+
+/// Finds `program` the way execvp does (a name without '/' is searched in PATH).
+pub fn which(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// The libraries the dynamic loader will load for `program` at startup (its DT_NEEDED closure
+/// with rpath, runpath and LD_LIBRARY_PATH applied), asked from the loader itself with
+/// LD_TRACE_LOADED_OBJECTS, as `ldd` does. Only for dynamically linked ELF files: for
+/// anything else the variable would be ignored and the program would run.
+pub fn startup_libraries(program: &str) -> Vec<PathBuf> {
+    let Some(path) = which(program) else {
+        return Vec::new();
+    };
+    if !is_dynamic_elf(&path) {
+        return Vec::new();
+    }
+    let Ok(out) = std::process::Command::new(&path)
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(" => ")?;
+            let p = rest.rsplit_once(" (").map_or(rest, |(p, _)| p).trim();
+            p.starts_with('/').then(|| PathBuf::from(p))
+        })
+        .collect()
+}
+
 /// Directories listed in the dynamic loader's cache (`ldconfig -p`).
 fn loader_cache_dirs() -> Vec<PathBuf> {
     let Ok(out) = std::process::Command::new("ldconfig").arg("-p").output() else {
@@ -178,10 +234,10 @@ fn loader_cache_dirs() -> Vec<PathBuf> {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .unwrap_or("");
-            if family_of(name).is_some() {
-                if let Some(parent) = Path::new(path.trim()).parent() {
-                    dirs.insert(parent.to_path_buf());
-                }
+            if family_of(name).is_some()
+                && let Some(parent) = Path::new(path.trim()).parent()
+            {
+                dirs.insert(parent.to_path_buf());
             }
         }
     }
@@ -215,6 +271,21 @@ mod tests {
         assert_eq!(
             paths,
             vec!["/opt/my libs/libcuda.so.1", "/usr/lib/libamdhip64.so.6"]
+        );
+    }
+
+    #[test]
+    fn static_and_dynamic_elf_are_told_apart() {
+        assert!(is_dynamic_elf(Path::new("/bin/sh")));
+        assert!(!is_dynamic_elf(Path::new("/proc/self/status")));
+        let libs = startup_libraries("sh");
+        assert!(
+            libs.iter().any(|p| p.to_string_lossy().contains("libc.so")),
+            "{libs:?}"
+        );
+        assert_eq!(
+            startup_libraries("/nonexistent/prog"),
+            Vec::<PathBuf>::new()
         );
     }
 

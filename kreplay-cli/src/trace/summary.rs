@@ -40,9 +40,7 @@ pub struct Summary {
 impl Summary {
     /// Accounts one completed call; returns the process's live bytes when they changed.
     pub fn add(&mut self, r: &CallRecord) -> Option<u64> {
-        let Some(spec) = spec_of(r.api) else {
-            return None;
-        };
+        let spec = spec_of(r.api)?;
         let s = self.apis.entry(r.api).or_default();
         let dur = r.exit_ns.saturating_sub(r.enter_ns);
         s.calls += 1;

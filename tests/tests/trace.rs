@@ -1,0 +1,447 @@
+//! `kreplay trace` end to end: real uprobes on the simulated ROCm runtime, traces decoded by
+//! the independent decoder (the official Perfetto protos), exact counts asserted.
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+    time::Duration,
+};
+
+use kreplay_tests::{
+    build_hip_program, decode_trace, kreplay_bin, monotonic_ns, require_root, scratch, workload,
+};
+use serde_json::Value;
+
+fn out_path(name: &str) -> PathBuf {
+    let p = scratch("trace").join(format!("{name}.pftrace"));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn trace_command(output: &Path, extra: &[&str], cmd: &[&str]) -> Output {
+    Command::new(kreplay_bin())
+        .args(["trace", "-q", "-o", output.to_str().unwrap()])
+        .args(extra)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .expect("run kreplay trace")
+}
+
+/// (uuid, name, pid, tid) of every thread track.
+fn thread_tracks(d: &Value) -> Vec<(String, String, u64, u64)> {
+    let mut v: Vec<_> = d["tracks"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, t)| t["kind"] == "thread")
+        .map(|(u, t)| {
+            (
+                u.clone(),
+                t["name"].as_str().unwrap().to_string(),
+                t["pid"].as_u64().unwrap(),
+                t["tid"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    v.sort_by_key(|t| t.3);
+    v
+}
+
+/// Slice counts by name on one track.
+fn counts(d: &Value, uuid: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for s in d["slices"][uuid]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+    {
+        *m.entry(s["name"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    m
+}
+
+/// The values of the counter track named `name`.
+fn counter_values(d: &Value, name: &str) -> Vec<i64> {
+    let (uuid, _) = d["tracks"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(_, t)| t["kind"] == "counter" && t["name"] == name)
+        .unwrap_or_else(|| panic!("no counter track {name}"));
+    d["counters"][uuid]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_f64().unwrap() as i64)
+        .collect()
+}
+
+fn assert_valid(d: &Value) {
+    assert_eq!(
+        d["errors"].as_array().unwrap().len(),
+        0,
+        "decoder errors: {}",
+        d["errors"]
+    );
+    for (id, s) in d["sequences"].as_object().unwrap() {
+        assert_eq!(s["monotonic"], true, "sequence {id} not monotonic");
+        assert_eq!(s["flags_ok"], true, "sequence {id} flags");
+    }
+}
+
+fn all_slices_within(d: &Value, t0: u64, t1: u64) {
+    for (track, slices) in d["slices"].as_object().unwrap() {
+        for s in slices.as_array().unwrap() {
+            let ts = s["ts"].as_u64().unwrap();
+            let end = ts + s["dur"].as_u64().unwrap();
+            assert!(
+                ts >= t0 && end <= t1,
+                "slice {s} on {track} outside the run [{t0}, {t1}]"
+            );
+        }
+    }
+}
+
+fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|&(k, v)| (k.to_string(), v)).collect()
+}
+
+fn hip_only(m: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    m.iter()
+        .filter(|(k, _)| k.starts_with("hip"))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+#[test]
+fn saxpy_under_trace_has_every_call_once() {
+    require_root!();
+    let out = out_path("saxpy");
+    let t0 = monotonic_ns();
+    let (nbuf, iters) = (3u64, 4u64);
+    let r = trace_command(
+        &out,
+        &[],
+        &[workload("saxpy").to_str().unwrap(), "3", "2000", "4"],
+    );
+    let t1 = monotonic_ns();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&r.stdout).contains(&format!("launches: {}", nbuf * iters)));
+    assert!(stderr.contains("events dropped: 0\n"), "{stderr}");
+    let d = decode_trace(&out);
+    assert_valid(&d);
+    all_slices_within(&d, t0, t1);
+    let threads = thread_tracks(&d);
+    assert_eq!(threads.len(), 1, "one application thread: {threads:?}");
+    let c = counts(&d, &threads[0].0);
+    assert_eq!(
+        hip_only(&c),
+        expect(&[
+            ("hipDeviceSynchronize", 1),
+            ("hipFree", 2 * nbuf),
+            ("hipLaunchKernel", nbuf * iters),
+            ("hipMalloc", 2 * nbuf),
+            ("hipMemcpy", 3 * nbuf),
+        ])
+    );
+    // The HIP layer's live bytes go up by each buffer and back to zero after the frees.
+    let hip = counter_values(&d, "live bytes (HIP)");
+    assert_eq!(hip.len() as u64, 4 * nbuf);
+    assert_eq!(*hip.iter().max().unwrap(), (2 * nbuf * 2000 * 4) as i64);
+    assert_eq!(*hip.last().unwrap(), 0);
+    // Launch slices carry their geometry: 2000 floats in blocks of 256 → 8 blocks.
+    let launch = d["slices"][&threads[0].0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "hipLaunchKernel")
+        .unwrap();
+    assert_eq!(launch["args"]["grid"]["string"], "8x1x1", "{launch}");
+    assert_eq!(launch["args"]["block"]["string"], "256x1x1", "{launch}");
+    assert_eq!(launch["args"]["ret"]["int"], 0);
+}
+
+#[test]
+fn high_qps_threads_each_get_their_own_exact_counts() {
+    require_root!();
+    let out = out_path("high_qps");
+    let (threads, iters) = (8u64, 40u64);
+    let r = trace_command(
+        &out,
+        &[],
+        &[workload("high_qps").to_str().unwrap(), "8", "40"],
+    );
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{stderr}");
+    assert!(stderr.contains("events dropped: 0\n"), "{stderr}");
+    let d = decode_trace(&out);
+    assert_valid(&d);
+    let per_thread: Vec<BTreeMap<String, u64>> = thread_tracks(&d)
+        .iter()
+        .map(|t| hip_only(&counts(&d, &t.0)))
+        .filter(|c| c.contains_key("hipLaunchKernel"))
+        .collect();
+    assert_eq!(per_thread.len() as u64, threads, "{per_thread:?}");
+    let want = expect(&[
+        ("hipFree", iters),
+        ("hipLaunchKernel", iters),
+        ("hipMalloc", iters),
+        ("hipMemcpyAsync", iters),
+        ("hipStreamSynchronize", iters),
+    ]);
+    for c in per_thread {
+        assert_eq!(c, want);
+    }
+}
+
+#[test]
+fn leaks_show_in_the_counter_and_the_summary() {
+    require_root!();
+    let out = out_path("churn");
+    let r = trace_command(
+        &out,
+        &[],
+        &[workload("churn").to_str().unwrap(), "100", "10"],
+    );
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{stderr}");
+    // allocation i is 1024 * (1 + i % 5) bytes; every tenth (i % 10 == 9) leaks.
+    let leaked: u64 = (0..100u64)
+        .filter(|i| i % 10 == 9)
+        .map(|i| 1024 * (1 + i % 5))
+        .sum();
+    assert!(stdout.contains(&format!("leaked: {leaked}")), "{stdout}");
+    let d = decode_trace(&out);
+    assert_valid(&d);
+    assert_eq!(
+        *counter_values(&d, "live bytes (HIP)").last().unwrap(),
+        leaked as i64
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("(HIP):"))
+        .expect(&stderr);
+    assert!(
+        line.ends_with(&format!("(HIP): 10 allocations, {leaked} bytes")),
+        "{line}"
+    );
+}
+
+fn spawn_pid_target(n: u64) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let src = kreplay_tests::workspace_root().join("tests/trace/pid_target.c");
+    let exe = build_hip_program(&src, "pid_target");
+    let mut child = Command::new(exe)
+        .arg(n.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    (child, out)
+}
+
+#[test]
+fn attach_by_pid_sees_exactly_the_calls_made_after_attach() {
+    require_root!();
+    let out = out_path("pid");
+    let (mut child, mut child_out) = spawn_pid_target(25);
+    let pid = child.id();
+    let kreplay = Command::new(kreplay_bin())
+        .args([
+            "trace",
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+            "-p",
+            &pid.to_string(),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Attaching takes well under a second; then let the target go.
+    std::thread::sleep(Duration::from_millis(1500));
+    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let mut line = String::new();
+    child_out.read_line(&mut line).unwrap();
+    assert_eq!(line, "done\n");
+    child.wait().unwrap();
+    let r = kreplay.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "target exit is not an error: {stderr}");
+    let d = decode_trace(&out);
+    assert_valid(&d);
+    let threads = thread_tracks(&d);
+    assert_eq!(threads.len(), 1);
+    assert_eq!(threads[0].2, pid as u64);
+    assert_eq!(
+        hip_only(&counts(&d, &threads[0].0)),
+        expect(&[("hipFree", 25), ("hipMalloc", 25)])
+    );
+    assert_eq!(*counter_values(&d, "live bytes (HIP)").last().unwrap(), 0);
+}
+
+#[test]
+fn bad_targets_and_outputs_are_one_clear_line() {
+    let bin = kreplay_bin();
+    let sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let spid = sleeper.id().to_string();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["trace", "-p", "999999999"], "kreplay: error: no such process: 999999999".into()),
+        (
+            vec!["trace", "-p", &spid],
+            format!(
+                "kreplay: error: process {spid} (sleep) maps no supported GPU runtime library \
+                 (looked for libhsa-runtime64.so*, libamdhip64.so*, libcuda.so*, libcudart.so*)"
+            ),
+        ),
+        (
+            vec!["trace", "-o", "/nonexistent-dir/x.pftrace", "--", "true"],
+            "kreplay: error: cannot write trace to /nonexistent-dir/x.pftrace: No such file or directory".into(),
+        ),
+        (vec!["trace", "--duration", "soon", "--all"], "error: invalid value 'soon' for '--duration".into()),
+        (vec!["trace"], "kreplay: error: say what to trace: -p PID, --all, or a command after --".into()),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(&bin).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(
+            stderr.starts_with(&want),
+            "{args:?}:\n{stderr}\nwanted: {want}"
+        );
+        if want.starts_with("kreplay:") {
+            assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        }
+    }
+    let mut sleeper = sleeper;
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+/// Pids of the direct children of `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        if let Ok(s) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_target_killed_mid_trace_still_gives_a_valid_trace() {
+    require_root!();
+    let out = out_path("killed");
+    let kreplay = Command::new(kreplay_bin())
+        .args(["trace", "-q", "-o", out.to_str().unwrap(), "--"])
+        .args([workload("high_qps").to_str().unwrap(), "4", "100000000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let kids = children(kreplay.id());
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    // SAFETY: kill sends a signal to a pid; no memory is involved.
+    assert_eq!(unsafe { libc::kill(kids[0] as i32, libc::SIGKILL) }, 0);
+    let r = kreplay.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(
+        r.status.code(),
+        Some(128 + 9),
+        "exit code is the command's: {stderr}"
+    );
+    assert!(stderr.contains("kreplay: wrote"), "{stderr}");
+    let d = decode_trace(&out);
+    assert_valid(&d);
+    let launches: u64 = thread_tracks(&d)
+        .iter()
+        .map(|t| {
+            counts(&d, &t.0)
+                .get("hipLaunchKernel")
+                .copied()
+                .unwrap_or(0)
+        })
+        .sum();
+    assert!(launches > 0, "the calls before the kill are in the trace");
+}
+
+#[test]
+fn sigint_stops_cleanly_and_a_tiny_ring_buffer_reports_every_drop() {
+    require_root!();
+    let out = out_path("sigint");
+    let kreplay = Command::new(kreplay_bin())
+        .args([
+            "trace",
+            "-q",
+            "--ringbuf-bytes",
+            "4096",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+        ])
+        .args([workload("high_qps").to_str().unwrap(), "8", "100000000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    let mut kreplay = kreplay;
+    let kids = children(kreplay.id());
+    // SAFETY: plain signal send.
+    assert_eq!(unsafe { libc::kill(kreplay.id() as i32, libc::SIGINT) }, 0);
+    // kreplay stops and leaves the command running (it is the user's); the command shares
+    // kreplay's stderr pipe, so it must be gone before the pipe can reach end-of-file.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while kreplay.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kreplay did not stop after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for k in &kids {
+        assert!(
+            Path::new(&format!("/proc/{k}")).exists(),
+            "the command runs on after kreplay stops"
+        );
+        // SAFETY: plain signal send; the workload would otherwise run on.
+        unsafe { libc::kill(*k as i32, libc::SIGKILL) };
+    }
+    let r = kreplay.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{stderr}");
+    let dropped: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("events dropped: "))
+        .and_then(|v| v.parse().ok())
+        .expect(&stderr);
+    assert!(
+        dropped > 0,
+        "a 4 KiB ring buffer cannot keep up with 8 threads: {stderr}"
+    );
+    let d = decode_trace(&out);
+    assert_valid(&d);
+    // Every drop is visible in the trace as a marker whose counts add up to the summary.
+    let marked: u64 = d["instants"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|v| v.as_array().unwrap().iter())
+        .filter(|i| i["name"] == "events dropped")
+        .map(|i| i["args"]["count"]["uint"].as_u64().unwrap())
+        .sum();
+    assert_eq!(marked, dropped);
+}
