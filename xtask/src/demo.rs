@@ -10,7 +10,10 @@ pub fn run() -> Result<()> {
     }
     let (lib, exe) = kreplay_tests::build_smoke();
     let bin = kreplay_tests::target_dir().join("debug").join("kreplay");
-    say("demo", "probing krsmoke_add in a small test library while a program calls it 5 times");
+    say(
+        "demo",
+        "probing krsmoke_add in a small test library while a program calls it 5 times",
+    );
     let mut probe = cmd(bin.to_str().unwrap_or("kreplay"));
     probe
         .args(["probe", "--lib"])
@@ -19,6 +22,9 @@ pub fn run() -> Result<()> {
         .arg(&exe)
         .arg("5");
     check("demo", probe)?;
-    say("demo", "each line above is one call seen by the uprobe/uretprobe pair: pid, tid, arguments, return value, duration");
+    say(
+        "demo",
+        "each line above is one call seen by the uprobe/uretprobe pair: pid, tid, arguments, return value, duration",
+    );
     Ok(())
 }

@@ -17,7 +17,9 @@ pub fn root() -> PathBuf {
 pub fn cargo_bin_dir() -> PathBuf {
     std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"))
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo")
+        })
         .join("bin")
 }
 
@@ -40,7 +42,9 @@ pub fn cmd(program: &str) -> Command {
 /// Runs a command, failing with its name when it fails.
 pub fn check(step: &str, mut c: Command) -> Result<()> {
     say(step, &format!("running {}", describe(&c)));
-    let status = c.status().with_context(|| format!("starting {}", describe(&c)))?;
+    let status = c
+        .status()
+        .with_context(|| format!("starting {}", describe(&c)))?;
     if !status.success() {
         bail!("{} failed ({status})", describe(&c));
     }
@@ -50,7 +54,9 @@ pub fn check(step: &str, mut c: Command) -> Result<()> {
 /// Runs a command and returns its stdout, or None when it cannot run or fails.
 pub fn output(mut c: Command) -> Option<String> {
     let out = c.output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn describe(c: &Command) -> String {

@@ -10,8 +10,7 @@ const BPF_LINKER_VERSION: &str = "0.10.4";
 
 /// Debian packages: the official ROCm headers and libraries for the layout and
 /// binary-compatibility tests, and the C toolchain for the simulated runtime.
-const APT_PACKAGES: &[&str] =
-    &["libhsa-runtime-dev", "libamdhip64-dev", "make", "gcc"];
+const APT_PACKAGES: &[&str] = &["libhsa-runtime-dev", "libamdhip64-dev", "make", "gcc"];
 
 /// Runs every setup step.
 pub fn all() -> Result<()> {
@@ -25,7 +24,8 @@ pub fn all() -> Result<()> {
 fn rust_src() -> Result<()> {
     let mut list = cmd("rustup");
     list.args(["component", "list", "--installed", "--toolchain", "stable"]);
-    let installed = output(list).context("rustup is needed (the BPF build uses its stable toolchain)")?;
+    let installed =
+        output(list).context("rustup is needed (the BPF build uses its stable toolchain)")?;
     if installed.lines().any(|l| l.starts_with("rust-src")) {
         say("setup", "rust-src: already installed");
         return Ok(());
@@ -40,14 +40,25 @@ fn bpf_linker() -> Result<()> {
     v.arg("--version");
     if let Some(out) = output(v) {
         if out.contains(BPF_LINKER_VERSION) {
-            say("setup", &format!("bpf-linker {BPF_LINKER_VERSION}: already installed"));
+            say(
+                "setup",
+                &format!("bpf-linker {BPF_LINKER_VERSION}: already installed"),
+            );
             return Ok(());
         }
-        say("setup", &format!("bpf-linker is {}, want {BPF_LINKER_VERSION}", out.trim()));
+        say(
+            "setup",
+            &format!("bpf-linker is {}, want {BPF_LINKER_VERSION}", out.trim()),
+        );
     }
     say("setup", "installing bpf-linker (2-4 minutes, once)");
     let mut install = cmd("cargo");
-    install.args(["install", &format!("bpf-linker@{BPF_LINKER_VERSION}"), "--locked", "--force"]);
+    install.args([
+        "install",
+        &format!("bpf-linker@{BPF_LINKER_VERSION}"),
+        "--locked",
+        "--force",
+    ]);
     check("setup", install)
 }
 
@@ -58,13 +69,25 @@ fn dpkg_installed(pkg: &str) -> bool {
 }
 
 fn apt() -> Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES.iter().copied().filter(|p| !dpkg_installed(p)).collect();
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| !dpkg_installed(p))
+        .collect();
     if missing.is_empty() {
-        say("setup", &format!("Debian packages: already installed ({})", APT_PACKAGES.join(", ")));
+        say(
+            "setup",
+            &format!(
+                "Debian packages: already installed ({})",
+                APT_PACKAGES.join(", ")
+            ),
+        );
         return Ok(());
     }
     let mut update = cmd("apt-get");
-    update.arg("update").env("DEBIAN_FRONTEND", "noninteractive");
+    update
+        .arg("update")
+        .env("DEBIAN_FRONTEND", "noninteractive");
     check("setup", update)?;
     let mut install = cmd("apt-get");
     install
@@ -80,12 +103,16 @@ fn python() -> Result<()> {
         return Ok(());
     }
     let mut probe = cmd("python3");
-    probe.args(["-c", "import perfetto.protos.perfetto.trace.perfetto_trace_pb2, google.protobuf"]);
+    probe.args([
+        "-c",
+        "import perfetto.protos.perfetto.trace.perfetto_trace_pb2, google.protobuf",
+    ]);
     if output(probe).is_some() {
         say("setup", "Python test packages: already installed");
         return Ok(());
     }
     let mut pip = cmd("python3");
     pip.args(["-m", "pip", "install", "-q", "-r"]).arg(&req);
-    check("setup", pip).or_else(|e| bail!("{e}: the trace tests decode with the perfetto PyPI package"))
+    check("setup", pip)
+        .or_else(|e| bail!("{e}: the trace tests decode with the perfetto PyPI package"))
 }

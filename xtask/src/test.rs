@@ -9,11 +9,19 @@ pub fn run() -> Result<()> {
     fmt.args(["fmt", "--all", "--check"]);
     check("test", fmt)?;
     let mut clippy = cmd("cargo");
-    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
     check("test", clippy)?;
     let bin = kreplay_tests::target_dir().join("debug").join("kreplay");
     let mut test = cmd("cargo");
-    test.args(["test", "--workspace", "--exclude", "kreplay-ebpf"]).env("KREPLAY_BIN", &bin);
+    test.args(["test", "--workspace", "--exclude", "kreplay-ebpf"])
+        .env("KREPLAY_BIN", &bin);
     check("test", test)?;
     say("test", "all checks passed");
     Ok(())
