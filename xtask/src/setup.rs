@@ -10,7 +10,14 @@ const BPF_LINKER_VERSION: &str = "0.10.4";
 
 /// Debian packages: the official ROCm headers and libraries for the layout and
 /// binary-compatibility tests, and the C toolchain for the simulated runtime.
-const APT_PACKAGES: &[&str] = &["libhsa-runtime-dev", "libamdhip64-dev", "make", "gcc"];
+const APT_PACKAGES: &[&str] = &[
+    "libhsa-runtime-dev",
+    "libamdhip64-dev",
+    "make",
+    "gcc",
+    "g++",
+    "binutils",
+];
 
 /// Runs every setup step.
 pub fn all() -> Result<()> {
