@@ -20,6 +20,10 @@ pub const ALLOCS_MAP: &str = "ALLOCS";
 pub const ENTRY_PROGRAM: &str = "call_enter";
 /// Name of the uretprobe (return) program.
 pub const RETURN_PROGRAM: &str = "call_return";
+/// Name of the empty uprobe program (benchmark baseline).
+pub const BARE_ENTRY_PROGRAM: &str = "bare_enter";
+/// Name of the empty uretprobe program (benchmark baseline).
+pub const BARE_RETURN_PROGRAM: &str = "bare_return";
 
 /// Indexes into the per-CPU counter array.
 pub mod counter {

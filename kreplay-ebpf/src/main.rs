@@ -168,6 +168,18 @@ fn try_call_return(ctx: &RetProbeContext) {
     }
 }
 
+/// An empty entry program: the bare cost of a uprobe, the baseline of the overhead benchmarks.
+#[uprobe]
+pub fn bare_enter(_ctx: ProbeContext) -> u32 {
+    0
+}
+
+/// An empty return program: the bare cost of a uretprobe.
+#[uretprobe]
+pub fn bare_return(_ctx: RetProbeContext) -> u32 {
+    0
+}
+
 #[inline(always)]
 fn arg_at(state: &EntryState, idx: u64) -> u64 {
     if idx < 6 {

@@ -16,7 +16,7 @@ use kreplay_cli::{
     probes::{
         elf::SymbolTable,
         intake::Intake,
-        loader::{Counters, Probes, Scope},
+        loader::{Counters, Probes, Programs, Scope},
     },
 };
 use kreplay_common::{
@@ -45,6 +45,10 @@ pub struct ProbeArgs {
     /// Stop after this long (e.g. 10s, 500ms). Default: until the command exits or Ctrl-C.
     #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
     duration: Option<Duration>,
+    /// Attach empty programs instead (nothing is recorded): the bare cost of the probes, for
+    /// overhead measurements.
+    #[arg(long, hide = true)]
+    bare: bool,
     /// Ring buffer size in bytes (power of two).
     #[arg(long, default_value_t = 1 << 22, value_name = "BYTES")]
     ringbuf_bytes: u32,
@@ -112,7 +116,12 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         (None, true) => vec![Scope::All],
     };
     for scope in scopes {
-        probes.attach(&args.lib, offset, cookie, scope)?;
+        let programs = if args.bare {
+            Programs::Bare
+        } else {
+            Programs::Record
+        };
+        probes.attach_programs(&args.lib, offset, cookie, scope, programs)?;
     }
     let mut intake = {
         let _in_runtime = rt.enter();

@@ -14,8 +14,8 @@ use aya::{
     },
 };
 use kreplay_common::probe::{
-    ALLOCS_MAP, AllocInfo, AllocKey, COUNTERS_MAP, Cookie, ENTRY_PROGRAM, EVENTS_MAP,
-    RETURN_PROGRAM, counter,
+    ALLOCS_MAP, AllocInfo, AllocKey, BARE_ENTRY_PROGRAM, BARE_RETURN_PROGRAM, COUNTERS_MAP, Cookie,
+    ENTRY_PROGRAM, EVENTS_MAP, RETURN_PROGRAM, counter,
 };
 
 /// The BPF object built from `kreplay-ebpf` (empty when built with AYA_BUILD_SKIP=1).
@@ -49,6 +49,28 @@ pub enum ProbeError {
     /// A map the object must define is absent.
     #[error("BPF map {0} missing from the object")]
     MissingMap(&'static str),
+}
+
+/// Which pair of BPF programs an attachment uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Programs {
+    /// `call_enter`/`call_return`: one record per call (trace, probe).
+    Record,
+    /// `bare_enter`/`bare_return`: empty programs, the cost of the probes alone.
+    Bare,
+}
+
+impl Programs {
+    /// The (entry, return) program names.
+    pub fn names(self) -> [&'static str; 2] {
+        match self {
+            Programs::Record => [ENTRY_PROGRAM, RETURN_PROGRAM],
+            Programs::Bare => [BARE_ENTRY_PROGRAM, BARE_RETURN_PROGRAM],
+        }
+    }
+
+    /// Every pair, for loading.
+    pub const ALL: [Programs; 2] = [Programs::Record, Programs::Bare];
 }
 
 /// Which processes an attachment fires for.
@@ -85,7 +107,7 @@ impl Counters {
 /// The loaded probes.
 pub struct Probes {
     bpf: Ebpf,
-    attached: HashSet<(String, u64, Scope)>,
+    attached: HashSet<(String, u64, Scope, Programs)>,
 }
 
 impl Probes {
@@ -98,7 +120,7 @@ impl Probes {
         let mut bpf = EbpfLoader::new()
             .map_max_entries(EVENTS_MAP, ringbuf_bytes)
             .load(BPF_OBJECT)?;
-        for name in [ENTRY_PROGRAM, RETURN_PROGRAM] {
+        for name in Programs::ALL.iter().flat_map(|p| p.names()) {
             let prog: &mut UProbe = bpf
                 .program_mut(name)
                 .ok_or_else(|| ProbeError::Program {
@@ -121,8 +143,8 @@ impl Probes {
         })
     }
 
-    /// Attaches entry and return probes at `offset` of `library` for `scope`. Returns false
-    /// when this exact attachment already exists.
+    /// Attaches the recording entry and return probes at `offset` of `library` for `scope`.
+    /// Returns false when this exact attachment already exists.
     pub fn attach(
         &mut self,
         library: &Path,
@@ -130,7 +152,19 @@ impl Probes {
         cookie: Cookie,
         scope: Scope,
     ) -> Result<bool, ProbeError> {
-        let key = (library.display().to_string(), offset, scope);
+        self.attach_programs(library, offset, cookie, scope, Programs::Record)
+    }
+
+    /// Attaches the entry and return programs of `programs` at `offset` of `library`.
+    pub fn attach_programs(
+        &mut self,
+        library: &Path,
+        offset: u64,
+        cookie: Cookie,
+        scope: Scope,
+        programs: Programs,
+    ) -> Result<bool, ProbeError> {
+        let key = (library.display().to_string(), offset, scope, programs);
         if self.attached.contains(&key) {
             return Ok(false);
         }
@@ -141,7 +175,7 @@ impl Probes {
                 None => UProbeScope::AllProcesses,
             },
         };
-        for name in [ENTRY_PROGRAM, RETURN_PROGRAM] {
+        for name in programs.names() {
             let prog: &mut UProbe = self
                 .bpf
                 .program_mut(name)
