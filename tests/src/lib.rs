@@ -118,6 +118,7 @@ pub fn build_hip_program(src: &Path, name: &str) -> PathBuf {
     cc(&[
         "-std=gnu11",
         "-O1",
+        "-pthread",
         "-rdynamic",
         &inc1,
         &inc2,
@@ -130,6 +131,12 @@ pub fn build_hip_program(src: &Path, name: &str) -> PathBuf {
         &rpath,
     ]);
     exe
+}
+
+/// Builds the probe-overhead loop (`tests/bench/callloop.c`) against the simulated HIP.
+pub fn build_callloop() -> PathBuf {
+    let src = workspace_root().join("tests/bench/callloop.c");
+    build_hip_program(&src, "callloop")
 }
 
 /// Makes sure python3 can import the official Perfetto protos, installing the pinned

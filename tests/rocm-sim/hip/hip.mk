@@ -11,7 +11,8 @@ HIP_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread -I$(KRSIM_ROOT)/i
 HIP_LIB_SRC := $(wildcard $(KRSIM_ROOT)/hip/*.c)
 HIP_LIB_DEPS := $(HIP_LIB_SRC) $(wildcard $(KRSIM_ROOT)/hip/*.h) $(KRSIM_ROOT)/hip/libamdhip64.map \
 	$(KRSIM_ROOT)/include/krsim.h $(KRSIM_ROOT)/include/krsim_hip.h
-HIP_HSA_LIB := $(KRSIM_BUILD)/libhsa-runtime64.so.1
+# The HSA library as the including Makefile names its target (make matches targets by name).
+HIP_HSA_LIB := $(if $(HSA_LIB),$(HSA_LIB),$(KRSIM_BUILD)/libhsa-runtime64.so.1)
 HIP_WORKLOADS := $(patsubst $(KRSIM_ROOT)/workloads/%.c,$(KRSIM_BUILD)/workloads/%,\
 	$(wildcard $(KRSIM_ROOT)/workloads/*.c))
 HIP_TESTS := $(patsubst $(KRSIM_ROOT)/tests/%.c,$(KRSIM_BUILD)/tests/%,\

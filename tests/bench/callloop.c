@@ -1,0 +1,48 @@
+/* callloop - the tight loop of the probe-overhead benchmarks.
+ * Usage: callloop THREADS CALLS
+ * Each thread calls hipStreamSynchronize(NULL) (idle stream: the runtime call itself is cheap)
+ * CALLS times. Prints `ns_per_call: X` (mean per-thread loop time / CALLS) and
+ * `calls_per_sec: Y` (all calls / wall time of the parallel section). */
+#include <pthread.h>
+#include <time.h>
+
+#include "workload.h"
+
+static uint64_t calls;
+static pthread_barrier_t start;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void* worker(void* out) {
+  pthread_barrier_wait(&start);
+  uint64_t t0 = now_ns();
+  for (uint64_t i = 0; i < calls; i++) HIP_CHECK(hipStreamSynchronize(NULL));
+  *(uint64_t*)out = now_ns() - t0;
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  uint64_t threads = wl_arg(argc, argv, 1, 1);
+  calls = wl_arg(argc, argv, 2, 100000);
+  void* warm;
+  HIP_CHECK(hipMalloc(&warm, 64));
+  HIP_CHECK(hipFree(warm));
+  pthread_t* t = calloc(threads, sizeof(pthread_t));
+  uint64_t* ns = calloc(threads, sizeof(uint64_t));
+  pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+  for (uint64_t i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, &ns[i]);
+  uint64_t t0 = now_ns();
+  pthread_barrier_wait(&start);
+  for (uint64_t i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  uint64_t wall = now_ns() - t0;
+  double mean = 0;
+  for (uint64_t i = 0; i < threads; i++) mean += (double)ns[i] / (double)calls;
+  mean /= (double)threads;
+  printf("ns_per_call: %.1f\n", mean);
+  printf("calls_per_sec: %.0f\n", (double)(threads * calls) / ((double)wall / 1e9));
+  return 0;
+}
