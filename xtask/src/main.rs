@@ -6,6 +6,7 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod demo;
 mod run;
 mod setup;
@@ -29,6 +30,12 @@ enum Cmd {
     Demo,
     /// Set up, build, then fmt check, clippy and every test (what CI runs).
     Test,
+    /// Run every benchmark and write docs/bench/NAME.md (run as root).
+    Bench {
+        /// Name of the results file (e.g. the machine: dev-vm, h200).
+        #[arg(long, default_value = "dev-vm")]
+        name: String,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +60,11 @@ fn dispatch(command: Cmd) -> Result<()> {
             setup::all()?;
             run::build_all()?;
             demo::run()
+        }
+        Cmd::Bench { name } => {
+            setup::all()?;
+            run::build_all()?;
+            bench::run(&name)
         }
         Cmd::Test => {
             setup::all()?;
