@@ -1,8 +1,9 @@
 //! `kreplay merge`: stream files in, one Perfetto trace out.
 //!
-//! Inputs are merged by timestamp in one streaming pass ([`kway`]) and rendered as they come
-//! ([`render`]); memory is bounded by the number of streams, not their length.
-pub mod kway;
+//! Inputs are merged by timestamp in one streaming pass
+//! ([`kreplay_common::stream::MergedStreams`], which reorders each probe stream within a
+//! small window) and rendered as they come ([`render`]); memory is bounded by the number of
+//! streams, not their length.
 pub mod render;
 
 use std::{
@@ -12,7 +13,10 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use kreplay_common::{api::Library, stream::StreamDamage};
+use kreplay_common::{
+    api::Library,
+    stream::{MergedStreams, StreamDamage},
+};
 
 use crate::perfetto::{TraceWriter, WriterOptions};
 
@@ -41,7 +45,7 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
     };
     let writer = TraceWriter::with_options(BufWriter::new(file), opts);
     let mut renderer = render::Renderer::new(writer);
-    let mut merged = kway::KWayMerge::open(inputs)?;
+    let mut merged = MergedStreams::open(inputs)?;
     let pids: Vec<u32> = (0..merged.len()).map(|i| merged.header(i).pid).collect();
     let mut records = 0u64;
     for m in merged.by_ref() {
@@ -50,7 +54,7 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
             .record(m.stream, pids[m.stream], &m.record, m.late)
             .with_context(|| format!("writing {}", output.display()))?;
     }
-    let damage = merged.damage();
+    let damage = merged.damages();
     let mut live_bytes: Vec<(u32, Library, i64)> = renderer
         .live_bytes()
         .iter()

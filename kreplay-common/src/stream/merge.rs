@@ -1,56 +1,204 @@
-//! A streaming k-way merge of several stream readers by [`Record::timestamp`]: memory is one
-//! chunk per stream plus a heap entry per stream, whatever the streams' length.
+//! The streaming k-way merge of many stream readers by [`Record::timestamp`]: the one merge
+//! the CLI's `kreplay merge`, `kreplay trace` and `kreplay replay` share.
+//!
+//! Memory is bounded by the number of streams: each holds one chunk (its reader) plus a
+//! reorder window of at most [`DEFAULT_WINDOW`] records, whatever the streams' length.
+//!
+//! The window exists because a probe stream holds a thread's calls in the order they
+//! *returned*: a call that encloses others (hipMalloc around hsa_amd_memory_pool_allocate)
+//! arrives after them but sorts before them by entry time. Nesting on one thread is shallow,
+//! so a window of a few records restores entry order exactly; a record that sorts before one
+//! its stream already delivered (further out of order than the window) is still delivered,
+//! flagged [`Merged::late`], so nothing is lost.
 
-use std::cmp::Reverse;
+use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
-use std::io::Read;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
 
-use super::error::StreamDamage;
+use super::error::{StreamDamage, StreamError};
+use super::header::StreamHeader;
 use super::reader::StreamReader;
 use super::record::Record;
 
-/// Yields `(stream index, record)` from all readers, smallest timestamp first (ties: lower
-/// stream index first). A stream whose records are out of order is merged as it comes: each
-/// record is emitted when it reaches the head of its stream.
+/// Records held per stream to restore timestamp order.
+pub const DEFAULT_WINDOW: usize = 1024;
+
+/// A record waiting in a stream's window, ordered by (timestamp, arrival).
+struct Held {
+    ts: u64,
+    arrival: u64,
+    record: Record,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.ts, self.arrival) == (other.ts, other.arrival)
+    }
+}
+
+impl Eq for Held {}
+
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.ts, self.arrival).cmp(&(other.ts, other.arrival))
+    }
+}
+
+/// One input stream with its reorder window.
+struct Input<R: Read> {
+    reader: StreamReader<R>,
+    window: BinaryHeap<Reverse<Held>>,
+    arrivals: u64,
+    exhausted: bool,
+    last_out: u64,
+}
+
+impl<R: Read> Input<R> {
+    fn fill(&mut self, limit: usize) {
+        while !self.exhausted && self.window.len() < limit {
+            match self.reader.next() {
+                Some(record) => {
+                    self.window.push(Reverse(Held {
+                        ts: record.timestamp(),
+                        arrival: self.arrivals,
+                        record,
+                    }));
+                    self.arrivals += 1;
+                }
+                None => self.exhausted = true,
+            }
+        }
+    }
+
+    fn head_ts(&self) -> Option<u64> {
+        self.window.peek().map(|Reverse(h)| h.ts)
+    }
+
+    fn pop(&mut self, limit: usize) -> Option<(Record, bool)> {
+        let Reverse(held) = self.window.pop()?;
+        let late = held.ts < self.last_out;
+        self.last_out = self.last_out.max(held.ts);
+        self.fill(limit);
+        Some((held.record, late))
+    }
+}
+
+/// A merged record and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Merged {
+    /// The record.
+    pub record: Record,
+    /// Index of its input stream.
+    pub stream: usize,
+    /// True when the record sorts before one already delivered from its stream.
+    pub late: bool,
+}
+
+/// Yields the records of all readers, smallest timestamp first (ties: lower stream index
+/// first, then file order), each stream reordered within its window.
 pub struct MergedStreams<R: Read> {
-    readers: Vec<StreamReader<R>>,
+    inputs: Vec<Input<R>>,
     /// `(timestamp, stream index)` of each stream's next record.
     heads: BinaryHeap<Reverse<(u64, usize)>>,
+    window: usize,
+}
+
+impl MergedStreams<BufReader<File>> {
+    /// Opens every file. A file that cannot be opened at all (missing, bad header) is an error
+    /// naming it; damage later in a file is reported by [`MergedStreams::damages`].
+    pub fn open(paths: &[PathBuf]) -> Result<Self, StreamError> {
+        let readers = paths
+            .iter()
+            .map(|p| StreamReader::open(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::new(readers))
+    }
 }
 
 impl<R: Read> MergedStreams<R> {
-    /// Merges `readers` (each positioned at its first record).
-    pub fn new(mut readers: Vec<StreamReader<R>>) -> Self {
-        let mut heads = BinaryHeap::with_capacity(readers.len());
-        for (i, r) in readers.iter_mut().enumerate() {
-            if let Some(ts) = r.peek_timestamp() {
+    /// Merges `readers` (each positioned at its first record) with the default window.
+    pub fn new(readers: Vec<StreamReader<R>>) -> Self {
+        Self::with_window(readers, DEFAULT_WINDOW)
+    }
+
+    /// Merges `readers`, holding up to `window` (at least 1) records per stream to reorder.
+    pub fn with_window(readers: Vec<StreamReader<R>>, window: usize) -> Self {
+        let window = window.max(1);
+        let mut inputs: Vec<Input<R>> = readers
+            .into_iter()
+            .map(|reader| Input {
+                reader,
+                window: BinaryHeap::new(),
+                arrivals: 0,
+                exhausted: false,
+                last_out: 0,
+            })
+            .collect();
+        let mut heads = BinaryHeap::with_capacity(inputs.len());
+        for (i, input) in inputs.iter_mut().enumerate() {
+            input.fill(window);
+            if let Some(ts) = input.head_ts() {
                 heads.push(Reverse((ts, i)));
             }
         }
-        Self { readers, heads }
+        Self {
+            inputs,
+            heads,
+            window,
+        }
     }
 
-    /// The readers, e.g. for their headers.
-    pub fn readers(&self) -> &[StreamReader<R>] {
-        &self.readers
+    /// Number of inputs.
+    pub fn len(&self) -> usize {
+        self.inputs.len()
     }
 
-    /// Damaged tails met so far, one per damaged stream.
-    pub fn damages(&self) -> impl Iterator<Item = &StreamDamage> {
-        self.readers.iter().filter_map(StreamReader::damage)
+    /// True when there are no inputs.
+    pub fn is_empty(&self) -> bool {
+        self.inputs.is_empty()
+    }
+
+    /// The header of input `i`.
+    pub fn header(&self, i: usize) -> &StreamHeader {
+        self.inputs[i].reader.header()
+    }
+
+    /// The path (or label) of input `i`.
+    pub fn path(&self, i: usize) -> &Path {
+        self.inputs[i].reader.path()
+    }
+
+    /// Damaged tails met so far, one per damaged stream, in input order.
+    pub fn damages(&self) -> Vec<StreamDamage> {
+        self.inputs
+            .iter()
+            .filter_map(|i| i.reader.damage().cloned())
+            .collect()
     }
 }
 
 impl<R: Read> Iterator for MergedStreams<R> {
-    type Item = (usize, Record);
+    type Item = Merged;
 
-    fn next(&mut self) -> Option<(usize, Record)> {
+    fn next(&mut self) -> Option<Merged> {
         let Reverse((_, i)) = self.heads.pop()?;
-        let reader = &mut self.readers[i];
-        let record = reader.next()?;
-        if let Some(ts) = reader.peek_timestamp() {
+        let input = &mut self.inputs[i];
+        let (record, late) = input.pop(self.window)?;
+        if let Some(ts) = input.head_ts() {
             self.heads.push(Reverse((ts, i)));
         }
-        Some((i, record))
+        Some(Merged {
+            record,
+            stream: i,
+            late,
+        })
     }
 }

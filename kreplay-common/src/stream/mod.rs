@@ -29,7 +29,8 @@
 //!
 //! Every timestamp is CLOCK_MONOTONIC nanoseconds (the BPF clock). Within a chunk the tool
 //! writes records sorted by [`Record::timestamp`]; [`MergedStreams`] merges many streams by
-//! [`StreamReader::peek_timestamp`] in memory bounded by their number. See
+//! it in memory bounded by their number, reordering each stream within a small window (a
+//! probe stream holds calls in return order). See
 //! `docs/stream-format.md`.
 
 pub mod codec;
@@ -49,7 +50,7 @@ pub use error::{DamageKind, StreamDamage, StreamError};
 pub use header::{
     CLOCK_MONOTONIC_ID, FORMAT_VERSION, HEADER_LEN, MAGIC, StreamHeader, StreamKind, monotonic_ns,
 };
-pub use merge::MergedStreams;
+pub use merge::{DEFAULT_WINDOW, Merged, MergedStreams};
 pub use reader::StreamReader;
 pub use record::{
     ApiCall, Correlation, Decline, Dispatch, Drops, Nondeterministic, ProcessName, Record,

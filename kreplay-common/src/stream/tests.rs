@@ -367,7 +367,13 @@ fn merged_streams_interleave_by_timestamp_and_report_each_damage() {
         })
         .collect();
     let mut merged = MergedStreams::new(readers);
-    let got: Vec<(usize, u64)> = merged.by_ref().map(|(i, r)| (i, r.timestamp())).collect();
+    let got: Vec<(usize, u64)> = merged
+        .by_ref()
+        .map(|m| {
+            assert!(!m.late);
+            (m.stream, m.record.timestamp())
+        })
+        .collect();
     assert_eq!(
         got,
         [
@@ -382,7 +388,51 @@ fn merged_streams_interleave_by_timestamp_and_report_each_damage() {
             (0, 40)
         ]
     );
-    let damages: Vec<_> = merged.damages().collect();
+    let damages = merged.damages();
     assert_eq!(damages.len(), 1);
     assert_eq!(damages[0].path, Path::new("s2.krs"));
+}
+
+/// A probe-like stream: calls given in return order, each `(enter, exit)`.
+fn calls_stream(calls: &[(u64, u64)]) -> Vec<u8> {
+    let mut w = StreamWriter::new(Vec::new(), &StreamHeader::new(StreamKind::Probes, 9))
+        .unwrap()
+        .with_chunk_threshold(1);
+    for &(enter_ns, exit_ns) in calls {
+        let mut rec = api_call(0);
+        if let Record::ApiCall(c) = &mut rec {
+            c.enter_ns = enter_ns;
+            c.exit_ns = exit_ns;
+        }
+        w.push(&rec).unwrap();
+    }
+    w.into_inner().unwrap()
+}
+
+fn merge_times(bytes: &[u8], window: usize) -> Vec<(u64, bool)> {
+    let r = StreamReader::new(Cursor::new(bytes.to_vec()), Path::new("p.krs")).unwrap();
+    MergedStreams::with_window(vec![r], window)
+        .map(|m| (m.record.timestamp(), m.late))
+        .collect()
+}
+
+#[test]
+fn the_window_restores_entry_order_of_calls_given_in_return_order() {
+    // hipMalloc [10, 50] encloses pool_allocate [20, 30] and a lock [21, 22]; they returned
+    // first, so the stream holds them innermost first.
+    let bytes = calls_stream(&[(21, 22), (20, 30), (10, 50), (60, 70)]);
+    assert_eq!(
+        merge_times(&bytes, DEFAULT_WINDOW),
+        [(10, false), (20, false), (21, false), (60, false)]
+    );
+}
+
+#[test]
+fn a_record_beyond_the_window_is_delivered_and_flagged_late() {
+    let bytes = calls_stream(&[(21, 22), (20, 30), (10, 50), (60, 70)]);
+    // A window of 2 holds {21, 20}, emits 20, takes 10, emits 10 (late: 20 went out), ...
+    assert_eq!(
+        merge_times(&bytes, 2),
+        [(20, false), (10, true), (21, false), (60, false)]
+    );
 }
