@@ -1,7 +1,9 @@
 //! kreplay-tool: the library injected into GPU applications.
 //!
-//! It records the application's runtime calls in per-thread buffers ([`record`]) and, in later
-//! layers, tracks device allocations and replays kernels. The HSA ABI it binds to is in
-//! [`hsa`].
+//! It records the application's runtime calls in per-thread buffers ([`record`]), tracks
+//! device allocations and replays kernels ([`engine`], runtime-independent, driven through
+//! [`engine::backend::Backend`]), bound to HSA by [`hsa`] and loaded through `HSA_TOOLS_LIB`
+//! (the `OnLoad`/`OnUnload` exports in [`tool`]).
+pub mod engine;
 pub mod hsa;
 pub mod record;

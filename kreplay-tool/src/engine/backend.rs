@@ -1,0 +1,81 @@
+//! The operations the engine needs from a GPU runtime, as one trait, so the engine runs on
+//! HSA (and later CUDA) and on a fake backend in tests that injects failures.
+
+/// A failed backend call, naming it.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum BackendError {
+    /// A runtime call returned an error status.
+    #[error("{call} failed with status {status:#x}")]
+    Call {
+        /// The failing runtime function.
+        call: &'static str,
+        /// Its status code.
+        status: u32,
+    },
+    /// A runtime entry the engine needs is missing from the tables it was given.
+    #[error("{0} is not available in the runtime's tables")]
+    Missing(&'static str),
+}
+
+/// What the runtime says about an address (`hsa_amd_pointer_info`, `cuPointerGetAttributes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PointerInfo {
+    /// Runtime pointer type (HSA: `hsa_amd_pointer_type_t`).
+    pub kind: u32,
+    /// Base address of the allocation containing the pointer.
+    pub base: u64,
+    /// Size of that allocation in bytes.
+    pub size: u64,
+    /// The owning agent's handle.
+    pub owner: u64,
+    /// The pool's global flags, when the runtime reports them.
+    pub global_flags: Option<u32>,
+}
+
+/// A module-scope (`__device__`/`__constant__`) variable of a loaded code object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleVar {
+    /// Device address.
+    pub addr: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Declared constant (kernels cannot write it).
+    pub constant: bool,
+    /// Symbol name, for logs.
+    pub name: String,
+}
+
+/// A host buffer the backend allocated (pinned where the runtime offers it).
+#[derive(Debug)]
+pub struct HostBuf {
+    /// Start of the buffer.
+    pub ptr: *mut u8,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+// SAFETY: a HostBuf is an owned allocation; nothing else aliases it while the engine holds it.
+unsafe impl Send for HostBuf {}
+
+/// The narrow runtime interface of the replay engine.
+pub trait Backend {
+    /// One dispatch as the backend submits it (HSA: the AQL packet and the queue's writer).
+    type Dispatch;
+
+    /// Allocates `len` host bytes (pinned where possible); `None` when the runtime refuses.
+    fn host_alloc(&self, len: usize) -> Option<HostBuf>;
+    /// Frees a buffer from [`Backend::host_alloc`].
+    fn host_free(&self, buf: HostBuf);
+    /// Copies `len` device bytes at `src` into host memory at `dst`.
+    fn copy_d2h(&self, dst: *mut u8, src: u64, len: usize) -> Result<(), BackendError>;
+    /// Copies `len` host bytes at `src` to device address `dst`.
+    fn copy_h2d(&self, dst: u64, src: *const u8, len: usize) -> Result<(), BackendError>;
+    /// Classifies `ptr`; `None` when the runtime does not know it.
+    fn pointer_info(&self, ptr: u64) -> Option<PointerInfo>;
+    /// Whether `agent` is a GPU.
+    fn agent_is_gpu(&self, agent: u64) -> bool;
+    /// The module-scope variables of every executable loaded for `agent`.
+    fn module_variables(&self, agent: u64) -> Result<Vec<ModuleVar>, BackendError>;
+    /// Submits `d` once (with the engine's own completion signal) and waits for it.
+    fn submit_wait(&self, d: &Self::Dispatch) -> Result<(), BackendError>;
+}

@@ -1,0 +1,191 @@
+//! A fake backend for the engine's tests: device memory in host vectors, module variables,
+//! and failure knobs like the sim's (nth D2H copy, symbol iteration, host allocation size).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
+
+struct Alloc {
+    bytes: Vec<u8>,
+    owner: u64,
+    flags: Option<u32>,
+}
+
+/// The fake device.
+#[derive(Default)]
+pub struct FakeBackend {
+    mem: Mutex<BTreeMap<u64, Alloc>>,
+    vars: Mutex<Vec<ModuleVar>>,
+    queries: AtomicU64,
+    d2h: AtomicU64,
+    host_live: AtomicU64,
+    /// Fail the nth device-to-host copy (1-based; 0 never).
+    pub fail_d2h_nth: AtomicU64,
+    /// Fail host allocations above this many bytes (0 never).
+    pub fail_host_alloc_above: AtomicU64,
+    /// Fail module variable enumeration.
+    pub fail_symbols: std::sync::atomic::AtomicBool,
+}
+
+/// A dispatch on the fake: a closure run on each pass.
+pub type FakeDispatch = Box<dyn Fn(&FakeBackend)>;
+
+impl FakeBackend {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an allocation of `size` zero bytes at `base` owned by `owner` (agent 7 is a GPU).
+    pub fn add_alloc(&self, base: u64, size: usize, owner: u64, flags: Option<u32>) -> u64 {
+        self.mem.lock().unwrap().insert(
+            base,
+            Alloc {
+                bytes: vec![0; size],
+                owner,
+                flags,
+            },
+        );
+        base
+    }
+
+    pub fn remove_alloc(&self, base: u64) {
+        self.mem.lock().unwrap().remove(&base);
+    }
+
+    /// Adds a module variable backed by a fresh allocation.
+    pub fn add_var(&self, addr: u64, size: usize, constant: bool, name: &str) {
+        self.add_alloc(addr, size, 7, Some(4));
+        self.vars.lock().unwrap().push(ModuleVar {
+            addr,
+            size: size as u64,
+            constant,
+            name: name.into(),
+        });
+    }
+
+    pub fn pointer_queries(&self) -> u64 {
+        self.queries.load(Ordering::SeqCst)
+    }
+
+    pub fn host_bytes_live(&self) -> u64 {
+        self.host_live.load(Ordering::SeqCst)
+    }
+
+    /// Reads device bytes.
+    pub fn read(&self, addr: u64, len: usize) -> Vec<u8> {
+        let mut out = vec![0; len];
+        self.copy_d2h_raw(out.as_mut_ptr(), addr, len).unwrap();
+        out
+    }
+
+    /// Writes device bytes.
+    pub fn write(&self, addr: u64, data: &[u8]) {
+        self.copy_h2d(addr, data.as_ptr(), data.len()).unwrap();
+    }
+
+    fn with_range<R>(
+        &self,
+        addr: u64,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R, BackendError> {
+        let mut mem = self.mem.lock().unwrap();
+        let (base, a) = mem
+            .range_mut(..=addr)
+            .next_back()
+            .ok_or(BackendError::Call {
+                call: "fake copy",
+                status: 1,
+            })?;
+        let off = (addr - *base) as usize;
+        if off + len > a.bytes.len() {
+            return Err(BackendError::Call {
+                call: "fake copy",
+                status: 2,
+            });
+        }
+        Ok(f(&mut a.bytes[off..off + len]))
+    }
+
+    fn copy_d2h_raw(&self, dst: *mut u8, src: u64, len: usize) -> Result<(), BackendError> {
+        self.with_range(src, len, |s| {
+            // SAFETY: the caller gives a dst of len writable bytes, disjoint from the fake's memory.
+            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), dst, len) }
+        })
+    }
+}
+
+impl Backend for FakeBackend {
+    type Dispatch = FakeDispatch;
+
+    fn host_alloc(&self, len: usize) -> Option<HostBuf> {
+        let cap = self.fail_host_alloc_above.load(Ordering::SeqCst);
+        if cap != 0 && len as u64 > cap {
+            return None;
+        }
+        let b = vec![0u8; len].into_boxed_slice();
+        self.host_live.fetch_add(len as u64, Ordering::SeqCst);
+        Some(HostBuf {
+            ptr: Box::into_raw(b) as *mut u8,
+            len,
+        })
+    }
+
+    fn host_free(&self, buf: HostBuf) {
+        self.host_live.fetch_sub(buf.len as u64, Ordering::SeqCst);
+        // SAFETY: buf came from host_alloc's Box<[u8]> of exactly buf.len bytes.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(buf.ptr, buf.len)) });
+    }
+
+    fn copy_d2h(&self, dst: *mut u8, src: u64, len: usize) -> Result<(), BackendError> {
+        let n = self.d2h.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.fail_d2h_nth.load(Ordering::SeqCst) {
+            return Err(BackendError::Call {
+                call: "hsa_memory_copy",
+                status: 0x1000,
+            });
+        }
+        self.copy_d2h_raw(dst, src, len)
+    }
+
+    fn copy_h2d(&self, dst: u64, src: *const u8, len: usize) -> Result<(), BackendError> {
+        self.with_range(dst, len, |d| {
+            // SAFETY: the caller gives a src of len readable bytes, disjoint from the fake's memory.
+            unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), len) }
+        })
+    }
+
+    fn pointer_info(&self, ptr: u64) -> Option<PointerInfo> {
+        self.queries.fetch_add(1, Ordering::SeqCst);
+        let mem = self.mem.lock().unwrap();
+        let (base, a) = mem.range(..=ptr).next_back()?;
+        (ptr < base + a.bytes.len() as u64).then_some(PointerInfo {
+            kind: 1,
+            base: *base,
+            size: a.bytes.len() as u64,
+            owner: a.owner,
+            global_flags: a.flags,
+        })
+    }
+
+    fn agent_is_gpu(&self, agent: u64) -> bool {
+        agent == 7
+    }
+
+    fn module_variables(&self, _agent: u64) -> Result<Vec<ModuleVar>, BackendError> {
+        if self.fail_symbols.load(Ordering::SeqCst) {
+            return Err(BackendError::Call {
+                call: "hsa_executable_iterate_agent_symbols",
+                status: 0x1000,
+            });
+        }
+        Ok(self.vars.lock().unwrap().clone())
+    }
+
+    fn submit_wait(&self, d: &Self::Dispatch) -> Result<(), BackendError> {
+        d(self);
+        Ok(())
+    }
+}

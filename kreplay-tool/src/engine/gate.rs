@@ -1,0 +1,146 @@
+//! The per-agent replay window: other dispatches and async copies to the agent hold it shared
+//! from submission until they complete; a replay closes it, waits for them to drain, and holds
+//! it exclusively until its last pass is done. Every wait is bounded.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+struct State {
+    closed: bool,
+    inflight: u64,
+}
+
+/// One agent's gate.
+#[derive(Default)]
+pub struct Gate {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+/// How long a replay tries to drain the agent before declining.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Enters shared (a dispatch or copy on its way): waits while a replay holds the window.
+    pub fn enter(&self) {
+        let mut s = self.lock();
+        while s.closed {
+            s = match self.cv.wait_timeout(s, Duration::from_millis(100)) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        s.inflight += 1;
+    }
+
+    /// Leaves shared (the dispatch or copy completed).
+    pub fn exit(&self) {
+        let mut s = self.lock();
+        s.inflight = s.inflight.saturating_sub(1);
+        drop(s);
+        self.cv.notify_all();
+    }
+
+    /// Work entered and not yet exited.
+    pub fn inflight(&self) -> u64 {
+        self.lock().inflight
+    }
+
+    /// Closes the window once nothing is in flight; false if the agent did not drain within
+    /// `limit` (the window is then left open). While waiting for a drain the window is
+    /// reopened now and then, so work that an in-flight dispatch depends on can enter.
+    pub fn close(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut s = self.lock();
+        loop {
+            while s.closed {
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                s = match self.cv.wait_timeout(s, Duration::from_millis(100)) {
+                    Ok((g, _)) => g,
+                    Err(p) => p.into_inner().0,
+                };
+            }
+            s.closed = true;
+            let round = Instant::now() + Duration::from_millis(50);
+            while s.inflight > 0 {
+                let now = Instant::now();
+                if now >= round {
+                    break;
+                }
+                s = match self.cv.wait_timeout(s, round - now) {
+                    Ok((g, _)) => g,
+                    Err(p) => p.into_inner().0,
+                };
+            }
+            if s.inflight == 0 {
+                return true;
+            }
+            s.closed = false;
+            self.cv.notify_all();
+            if Instant::now() >= deadline {
+                return false;
+            }
+            drop(s);
+            std::thread::sleep(Duration::from_millis(1));
+            s = self.lock();
+        }
+    }
+
+    /// Reopens the window after a replay.
+    pub fn open(&self) {
+        self.lock().closed = false;
+        self.cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn a_closed_window_holds_entrants_until_it_opens() {
+        let g = Arc::new(Gate::default());
+        assert!(g.close(DRAIN_LIMIT));
+        let entered = Arc::new(AtomicBool::new(false));
+        let (g2, e2) = (g.clone(), entered.clone());
+        let t = std::thread::spawn(move || {
+            g2.enter();
+            e2.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(
+            !entered.load(Ordering::SeqCst),
+            "entered during the replay window"
+        );
+        g.open();
+        t.join().unwrap();
+        assert!(entered.load(Ordering::SeqCst));
+        assert_eq!(g.inflight(), 1);
+    }
+
+    #[test]
+    fn close_waits_for_in_flight_work_and_gives_up_when_it_never_drains() {
+        let g = Arc::new(Gate::default());
+        g.enter();
+        let g2 = g.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(80));
+            g2.exit();
+        });
+        assert!(g.close(DRAIN_LIMIT));
+        t.join().unwrap();
+        g.open();
+        g.enter();
+        assert!(!g.close(Duration::from_millis(120)));
+        assert_eq!(g.inflight(), 1);
+    }
+}

@@ -1,0 +1,17 @@
+//! The replay engine, independent of the GPU runtime: the allocation inventory, pointer
+//! classification, snapshot, restore, the per-agent replay gate and the replay loop, all
+//! driven through the narrow [`backend::Backend`] trait (HSA today, CUDA later).
+
+pub mod backend;
+pub mod classify;
+pub mod config;
+pub mod gate;
+pub mod inventory;
+pub mod replay;
+pub mod restore;
+pub mod snapshot;
+
+#[cfg(test)]
+pub(crate) mod fake;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,216 @@
+//! The replay loop of one dispatch: snap; on an incomplete snapshot decline (the caller then
+//! runs the dispatch once with its original completion signal); else per pass submit, wait,
+//! hash what the pass wrote, restore (none after the last pass). Records go to `emit`.
+
+use kreplay_common::stream::{Nondeterministic, Record, ReplayPass, Restore, Snapshot as SnapRec};
+
+use super::backend::Backend;
+use super::inventory::Inventory;
+use super::restore::restore;
+use super::snapshot::{Snapshot, snap};
+
+/// Hash granularity of the determinism check: one hash per 4 KiB of each region.
+pub const HASH_CHUNK: usize = 4096;
+
+/// CLOCK_MONOTONIC in nanoseconds (the streams' clock).
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid local it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// How a replay ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every pass ran.
+    Replayed {
+        /// Passes run.
+        passes: u32,
+        /// Whether any pass differed from the first.
+        nondeterministic: bool,
+    },
+    /// Not replayed (the caller runs the dispatch once, normally).
+    Declined(String),
+    /// A pass failed to run; the memory was restored to the snapshot where possible.
+    Failed(String),
+}
+
+/// One replay request.
+pub struct Request<'a, B: Backend> {
+    /// The agent the dispatch runs on.
+    pub agent: u64,
+    /// The dispatch (submitted with the engine's own completion signal).
+    pub dispatch: &'a B::Dispatch,
+    /// Passes (>= 1).
+    pub passes: u32,
+    /// Hash each pass's output.
+    pub check_determinism: bool,
+    /// Correlation id for the records.
+    pub correlation: u64,
+}
+
+/// Per-4-KiB hashes of every region of `snap` as the device holds it now.
+fn hash_regions<B: Backend>(backend: &B, snap: &Snapshot<'_, B>) -> Option<Vec<Vec<u64>>> {
+    let biggest = snap
+        .regions
+        .iter()
+        .map(|r| r.size as usize)
+        .max()
+        .unwrap_or(0);
+    let scratch_len = biggest.min(1 << 20);
+    if scratch_len == 0 {
+        return Some(Vec::new());
+    }
+    let scratch = backend.host_alloc(scratch_len)?;
+    let mut out = Vec::with_capacity(snap.regions.len());
+    let mut failed = false;
+    'regions: for r in &snap.regions {
+        let mut hashes = Vec::with_capacity((r.size as usize).div_ceil(HASH_CHUNK));
+        let mut off = 0usize;
+        while off < r.size as usize {
+            let n = (r.size as usize - off).min(scratch_len);
+            if backend
+                .copy_d2h(scratch.ptr, r.addr + off as u64, n)
+                .is_err()
+            {
+                failed = true;
+                break 'regions;
+            }
+            // SAFETY: scratch holds scratch_len >= n bytes, just written by the copy.
+            let bytes = unsafe { std::slice::from_raw_parts(scratch.ptr, n) };
+            hashes.extend(bytes.chunks(HASH_CHUNK).map(fnv1a));
+            off += n;
+        }
+        out.push(hashes);
+    }
+    backend.host_free(scratch);
+    (!failed).then_some(out)
+}
+
+/// FNV-1a over 8-byte words (then the tail bytes).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        h ^= u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    for b in words.remainder() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// The first region (address) and byte offset where `b` differs from `a`.
+fn first_difference<B: Backend>(
+    snap: &Snapshot<'_, B>,
+    a: &[Vec<u64>],
+    b: &[Vec<u64>],
+) -> Option<(u64, u64)> {
+    for ((r, ha), hb) in snap.regions.iter().zip(a).zip(b) {
+        if let Some(i) = ha.iter().zip(hb).position(|(x, y)| x != y) {
+            return Some((r.addr, (i * HASH_CHUNK) as u64));
+        }
+    }
+    None
+}
+
+/// Replays one dispatch; the caller holds the agent's replay window.
+pub fn replay<B: Backend>(
+    backend: &B,
+    inv: &Inventory,
+    req: &Request<'_, B>,
+    emit: &mut dyn FnMut(Record),
+) -> Outcome {
+    let t0 = now_ns();
+    let snapshot = snap(backend, inv, req.agent);
+    let t1 = now_ns();
+    if let Some(f) = &snapshot.failure {
+        return Outcome::Declined(format!("snapshot incomplete: {f}"));
+    }
+    emit(
+        SnapRec {
+            correlation: req.correlation,
+            start_ns: t0,
+            end_ns: t1,
+            bytes: snapshot.bytes(),
+            regions: snapshot.regions.len() as u64,
+        }
+        .into(),
+    );
+    let check = req.check_determinism && req.passes > 1;
+    let mut first: Option<Vec<Vec<u64>>> = None;
+    let mut nondeterministic = false;
+    for pass in 0..req.passes {
+        let start = now_ns();
+        if let Err(e) = backend.submit_wait(req.dispatch) {
+            let st = restore(backend, inv, &snapshot);
+            tracing::warn!(
+                "kreplay: replay pass {pass} failed: {e}; restored {} regions",
+                st.regions
+            );
+            return Outcome::Failed(format!("pass {pass}: {e}"));
+        }
+        let end = now_ns();
+        emit(
+            ReplayPass {
+                correlation: req.correlation,
+                pass,
+                start_ns: start,
+                end_ns: end,
+            }
+            .into(),
+        );
+        if check && !nondeterministic {
+            match (hash_regions(backend, &snapshot), &first) {
+                (Some(h), None) => first = Some(h),
+                (Some(h), Some(f)) => {
+                    if let Some((region, offset)) = first_difference(&snapshot, f, &h) {
+                        nondeterministic = true;
+                        tracing::warn!(
+                            "kreplay: pass {pass} differs from pass 0 in region {region:#x} at offset {offset}"
+                        );
+                        emit(
+                            Nondeterministic {
+                                correlation: req.correlation,
+                                pass,
+                                ts_ns: now_ns(),
+                                region,
+                                offset,
+                            }
+                            .into(),
+                        );
+                    }
+                }
+                (None, _) => {
+                    tracing::warn!("kreplay: hashing pass {pass} failed; determinism not checked")
+                }
+            }
+        }
+        if pass + 1 < req.passes {
+            let rs = now_ns();
+            let st = restore(backend, inv, &snapshot);
+            emit(
+                Restore {
+                    correlation: req.correlation,
+                    pass: pass + 1,
+                    start_ns: rs,
+                    end_ns: now_ns(),
+                    bytes: st.bytes,
+                    regions: st.regions,
+                    skipped: st.skipped,
+                }
+                .into(),
+            );
+        }
+    }
+    Outcome::Replayed {
+        passes: req.passes,
+        nondeterministic,
+    }
+}

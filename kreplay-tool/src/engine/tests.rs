@@ -1,0 +1,235 @@
+//! Engine tests on the fake backend: the replay loop, snapshot failures, restore validation.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use kreplay_common::stream::Record;
+
+use super::fake::{FakeBackend, FakeDispatch};
+use super::inventory::Inventory;
+use super::replay::{Outcome, Request, replay};
+
+const GPU: u64 = 7;
+const X: u64 = 0x10_0000;
+const Y: u64 = 0x20_0000;
+const COUNTER: u64 = 0x30_0000;
+const CONST: u64 = 0x40_0000;
+const N: usize = 3000;
+
+fn floats(v: &[u8]) -> Vec<f32> {
+    v.chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn setup() -> (FakeBackend, Arc<Inventory>) {
+    let fake = FakeBackend::new();
+    let inv = Arc::new(Inventory::new());
+    inv.set_recording(true);
+    for (base, fill) in [(X, 1.0f32), (Y, 2.0f32)] {
+        fake.add_alloc(base, N * 4, GPU, Some(4));
+        let bytes: Vec<u8> = (0..N)
+            .flat_map(|i| (fill + i as f32).to_le_bytes())
+            .collect();
+        fake.write(base, &bytes);
+        inv.record_alloc(base, (N * 4) as u64, GPU);
+    }
+    fake.add_var(COUNTER, 4, false, "launches");
+    fake.add_var(CONST, 4, true, "coeffs");
+    (fake, inv)
+}
+
+/// y = 3x + y in place, and counter += 1.
+fn saxpy() -> FakeDispatch {
+    Box::new(|f: &FakeBackend| {
+        let x = floats(&f.read(X, N * 4));
+        let y = floats(&f.read(Y, N * 4));
+        let out: Vec<u8> = x
+            .iter()
+            .zip(&y)
+            .flat_map(|(a, b)| (3.0 * a + b).to_le_bytes())
+            .collect();
+        f.write(Y, &out);
+        let c = u32::from_le_bytes(f.read(COUNTER, 4).try_into().unwrap());
+        f.write(COUNTER, &(c + 1).to_le_bytes());
+    })
+}
+
+fn run(
+    fake: &FakeBackend,
+    inv: &Inventory,
+    d: &FakeDispatch,
+    passes: u32,
+) -> (Outcome, Vec<Record>) {
+    let mut recs = Vec::new();
+    let req = Request {
+        agent: GPU,
+        dispatch: d,
+        passes,
+        check_determinism: true,
+        correlation: 9,
+    };
+    let out = replay(fake, inv, &req, &mut |r| recs.push(r));
+    (out, recs)
+}
+
+#[test]
+fn five_passes_leave_memory_and_the_counter_at_their_one_pass_values() {
+    let (fake, inv) = setup();
+    let d = saxpy();
+    let (out, recs) = run(&fake, &inv, &d, 5);
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 5,
+            nondeterministic: false
+        }
+    );
+    let y = floats(&fake.read(Y, N * 4));
+    assert_eq!(y[0], 3.0 * 1.0 + 2.0);
+    assert_eq!(
+        y[N - 1],
+        3.0 * (1.0 + (N - 1) as f32) + 2.0 + (N - 1) as f32
+    );
+    assert_eq!(fake.read(COUNTER, 4), 1u32.to_le_bytes());
+    let snaps: Vec<_> = recs
+        .iter()
+        .filter_map(|r| {
+            if let Record::Snapshot(s) = r {
+                Some(s)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(snaps.len(), 1);
+    assert_eq!(
+        (snaps[0].bytes, snaps[0].regions),
+        ((2 * N * 4 + 4) as u64, 3),
+        "x, y, counter; not the constant"
+    );
+    let passes = recs
+        .iter()
+        .filter(|r| matches!(r, Record::ReplayPass(_)))
+        .count();
+    let restores: Vec<_> = recs
+        .iter()
+        .filter_map(|r| {
+            if let Record::Restore(s) = r {
+                Some(s)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!((passes, restores.len()), (5, 4));
+    assert!(
+        restores
+            .iter()
+            .all(|r| r.regions == 3 && r.skipped == 0 && r.bytes == (2 * N * 4 + 4) as u64)
+    );
+    assert_eq!(
+        fake.host_bytes_live(),
+        0,
+        "every host copy freed after the replay"
+    );
+}
+
+#[test]
+fn each_snapshot_failure_declines_without_running_the_dispatch() {
+    type Knob = fn(&FakeBackend);
+    let knobs: [(Knob, &str); 3] = [
+        (
+            |f| f.fail_d2h_nth.store(2, Ordering::SeqCst),
+            "device-to-host copy",
+        ),
+        (
+            |f| f.fail_symbols.store(true, Ordering::SeqCst),
+            "module variable enumeration",
+        ),
+        (
+            |f| f.fail_host_alloc_above.store(1024, Ordering::SeqCst),
+            "host allocation",
+        ),
+    ];
+    for (knob, why) in knobs {
+        let (fake, inv) = setup();
+        knob(&fake);
+        let before = fake.read(Y, N * 4);
+        let (out, recs) = run(&fake, &inv, &saxpy(), 5);
+        match out {
+            Outcome::Declined(reason) => {
+                assert!(reason.contains(why), "{reason} should name {why}")
+            }
+            other => panic!("expected a decline for {why}, got {other:?}"),
+        }
+        assert!(recs.is_empty());
+        assert_eq!(fake.read(Y, N * 4), before, "the dispatch did not run");
+        assert_eq!(fake.host_bytes_live(), 0);
+    }
+}
+
+#[test]
+fn a_region_freed_before_restore_is_skipped_and_a_reallocation_is_not_written() {
+    let (fake, inv) = setup();
+    let inv2 = inv.clone();
+    let pass = AtomicU32::new(0);
+    let d: FakeDispatch = Box::new(move |f: &FakeBackend| {
+        if pass.fetch_add(1, Ordering::SeqCst) == 0 {
+            // X freed; Y freed and reallocated at the same address with new contents.
+            inv2.record_free(X);
+            f.remove_alloc(X);
+            inv2.record_free(Y);
+            inv2.record_alloc(Y, (N * 4) as u64, GPU);
+            f.write(Y, &vec![0xAB; N * 4]);
+        }
+    });
+    let (out, recs) = run(&fake, &inv, &d, 2);
+    assert!(matches!(out, Outcome::Replayed { passes: 2, .. }));
+    let r = recs
+        .iter()
+        .find_map(|r| {
+            if let Record::Restore(s) = r {
+                Some(s.clone())
+            } else {
+                None
+            }
+        })
+        .unwrap();
+    assert_eq!((r.regions, r.skipped), (1, 2), "only the counter restored");
+    assert_eq!(
+        fake.read(Y, N * 4),
+        vec![0xAB; N * 4],
+        "the new allocation was not overwritten"
+    );
+}
+
+#[test]
+fn a_pass_that_writes_differently_is_reported_with_its_region_and_offset() {
+    let (fake, inv) = setup();
+    let calls = AtomicU32::new(0);
+    let d: FakeDispatch = Box::new(move |f: &FakeBackend| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        f.write(Y + 5000, &[n as u8 + 1]);
+    });
+    let (out, recs) = run(&fake, &inv, &d, 3);
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 3,
+            nondeterministic: true
+        }
+    );
+    let nd: Vec<_> = recs
+        .iter()
+        .filter_map(|r| {
+            if let Record::Nondeterministic(n) = r {
+                Some(n.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(nd.len(), 1);
+    assert_eq!((nd[0].pass, nd[0].region, nd[0].offset), (1, Y, 4096));
+}
