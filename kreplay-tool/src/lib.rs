@@ -7,3 +7,4 @@
 pub mod engine;
 pub mod hsa;
 pub mod record;
+pub mod tool;

@@ -1,3 +1,9 @@
-//! HSA (ROCm) bindings: the raw ABI kreplay-tool uses when loaded through `HSA_TOOLS_LIB`.
+//! HSA (ROCm) bindings: the raw ABI kreplay-tool uses when loaded through `HSA_TOOLS_LIB`,
+//! the engine's HSA backend, the saved tables, the wrappers and the queue interceptor.
 
+pub mod backend;
 pub mod ffi;
+pub mod hooks;
+pub mod install;
+pub mod intercept;
+pub mod tables;

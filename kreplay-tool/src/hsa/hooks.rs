@@ -1,0 +1,297 @@
+//! The wrappers over allocation, vmem mapping and async copies. The allocate/free wrappers feed
+//! the inventory (one relaxed load when not recording); vmem mappings are counted so replay is
+//! declined while one is live; async copies hold their agents' replay windows shared from
+//! submission until completion (kreplay's signal, forwarded to the application's).
+
+use core::ffi::c_void;
+use std::sync::Arc;
+
+use super::ffi::{
+    hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_vmem_alloc_handle_t, hsa_region_t, hsa_signal_t,
+    hsa_signal_value_t, hsa_status_t, signal_condition, status,
+};
+use crate::amd_next;
+use crate::engine::classify::{Class, classify};
+use crate::engine::gate::Gate;
+use crate::tool::{Tool, tool};
+
+fn track(t: &Tool, ptr: *mut c_void, flags: u32, pool_flags: Option<u32>) {
+    if let Class::Tracked { base, size, agent } =
+        classify(&t.backend, ptr as u64, flags, pool_flags)
+    {
+        t.inventory.record_alloc(base, size, agent);
+    }
+}
+
+/// Wrapper of `hsa_amd_memory_pool_allocate`.
+///
+/// # Safety
+/// Called by the runtime (through its table) with the arguments of the wrapped function.
+pub unsafe extern "C" fn pool_allocate(
+    pool: hsa_amd_memory_pool_t,
+    size: usize,
+    flags: u32,
+    ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    let Some(t) = tool() else {
+        return status::ERROR_NOT_INITIALIZED;
+    };
+    let Some(next) = amd_next!(t.backend.next(), hsa_amd_memory_pool_allocate_fn) else {
+        return status::ERROR;
+    };
+    // SAFETY: the application's arguments, passed through unchanged.
+    let st = unsafe { next(pool, size, flags, ptr) };
+    if st == status::SUCCESS && t.inventory.is_recording() && !ptr.is_null() {
+        let _ = std::panic::catch_unwind(|| {
+            // SAFETY: the runtime just wrote the allocation's address into *ptr.
+            let p = unsafe { *ptr };
+            let pf = if flags & crate::engine::classify::ALLOC_EXECUTABLE == 0 {
+                t.backend.pool_global_flags(pool)
+            } else {
+                None
+            };
+            track(t, p, flags, pf);
+        });
+    }
+    st
+}
+
+/// Wrapper of `hsa_amd_memory_pool_free`.
+///
+/// # Safety
+/// Called by the runtime (through its table) with the arguments of the wrapped function.
+pub unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
+    let Some(t) = tool() else {
+        return status::ERROR_NOT_INITIALIZED;
+    };
+    let _ = std::panic::catch_unwind(|| t.inventory.record_free(ptr as u64));
+    let Some(next) = amd_next!(t.backend.next(), hsa_amd_memory_pool_free_fn) else {
+        return status::ERROR;
+    };
+    // SAFETY: the application's argument, passed through.
+    unsafe { next(ptr) }
+}
+
+/// Wrapper of `hsa_memory_allocate`.
+///
+/// # Safety
+/// Called by the runtime (through its table) with the arguments of the wrapped function.
+pub unsafe extern "C" fn memory_allocate(
+    region: hsa_region_t,
+    size: usize,
+    ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    let Some(t) = tool() else {
+        return status::ERROR_NOT_INITIALIZED;
+    };
+    let Some(next) = t.backend.next().core.hsa_memory_allocate_fn else {
+        return status::ERROR;
+    };
+    // SAFETY: the application's arguments, passed through unchanged.
+    let st = unsafe { next(region, size, ptr) };
+    if st == status::SUCCESS && t.inventory.is_recording() && !ptr.is_null() {
+        // SAFETY: the runtime just wrote the allocation's address into *ptr.
+        let p = unsafe { *ptr };
+        let _ = std::panic::catch_unwind(|| track(t, p, 0, None));
+    }
+    st
+}
+
+/// Wrapper of `hsa_memory_free`.
+///
+/// # Safety
+/// Called by the runtime (through its table) with the arguments of the wrapped function.
+pub unsafe extern "C" fn memory_free(ptr: *mut c_void) -> hsa_status_t {
+    let Some(t) = tool() else {
+        return status::ERROR_NOT_INITIALIZED;
+    };
+    let _ = std::panic::catch_unwind(|| t.inventory.record_free(ptr as u64));
+    let Some(next) = t.backend.next().core.hsa_memory_free_fn else {
+        return status::ERROR;
+    };
+    // SAFETY: the application's argument, passed through.
+    unsafe { next(ptr) }
+}
+
+/// Wrapper of `hsa_amd_vmem_map`: counts live mappings.
+///
+/// # Safety
+/// Called by the runtime (through its table) with the arguments of the wrapped function.
+pub unsafe extern "C" fn vmem_map(
+    va: *mut c_void,
+    size: usize,
+    offset: usize,
+    handle: hsa_amd_vmem_alloc_handle_t,
+    flags: u64,
+) -> hsa_status_t {
+    let Some(t) = tool() else {
+        return status::ERROR_NOT_INITIALIZED;
+    };
+    let Some(next) = amd_next_v2(t, |a| a.hsa_amd_vmem_map_fn) else {
+        return status::ERROR;
+    };
+    // SAFETY: the application's arguments, passed through.
+    let st = unsafe { next(va, size, offset, handle, flags) };
+    if st == status::SUCCESS {
+        t.vmem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(va as u64, size);
+    }
+    st
+}
+
+/// Wrapper of `hsa_amd_vmem_unmap`.
+///
+/// # Safety
+/// Called by the runtime (through its table) with the arguments of the wrapped function.
+pub unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t {
+    let Some(t) = tool() else {
+        return status::ERROR_NOT_INITIALIZED;
+    };
+    let Some(next) = amd_next_v2(t, |a| a.hsa_amd_vmem_unmap_fn) else {
+        return status::ERROR;
+    };
+    // SAFETY: the application's arguments, passed through.
+    let st = unsafe { next(va, size) };
+    if st == status::SUCCESS {
+        t.vmem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(va as u64));
+    }
+    st
+}
+
+fn amd_next_v2<F>(t: &Tool, f: impl Fn(&super::ffi::AmdExtTable) -> Option<F>) -> Option<F> {
+    match &t.backend.next().amd {
+        super::tables::AmdTable::V2(a) => f(a),
+        super::tables::AmdTable::V1(_) => None,
+    }
+}
+
+/// What a completion forwarder needs: kreplay's signal, the application's, the gates held.
+pub struct Forward {
+    /// kreplay's signal the operation completes.
+    pub own: hsa_signal_t,
+    /// The application's completion signal (0: none).
+    pub app: hsa_signal_t,
+    /// Gates held shared until completion.
+    pub gates: Vec<Arc<Gate>>,
+    /// Called at completion (e.g. to record the dispatch).
+    pub done: Option<Box<dyn FnOnce() + Send>>,
+}
+
+unsafe extern "C" fn forward_completion(_value: hsa_signal_value_t, arg: *mut c_void) -> bool {
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: arg is the Box<Forward> leaked by arm_forward, handed back exactly once.
+        let fwd = unsafe { Box::from_raw(arg as *mut Forward) };
+        if let Some(t) = tool() {
+            t.backend.complete_app_signal(fwd.app);
+            t.backend.give_signal(fwd.own);
+        }
+        for g in &fwd.gates {
+            g.exit();
+        }
+        if let Some(done) = fwd.done {
+            done();
+        }
+    });
+    false
+}
+
+/// Arms a handler that, when `fwd.own` drops below 1, completes the application's signal and
+/// leaves the gates. False if the runtime refused (the caller then undoes its own state).
+pub fn arm_forward(t: &Tool, fwd: Box<Forward>) -> Result<(), Box<Forward>> {
+    let Some(arm) = amd_next!(t.backend.next(), hsa_amd_signal_async_handler_fn) else {
+        return Err(fwd);
+    };
+    let own = fwd.own;
+    let raw = Box::into_raw(fwd);
+    // SAFETY: own is a live kreplay signal; raw is handed to forward_completion exactly once.
+    let st = unsafe {
+        arm(
+            own,
+            signal_condition::LT,
+            1,
+            Some(forward_completion),
+            raw as *mut c_void,
+        )
+    };
+    if st == status::SUCCESS {
+        Ok(())
+    } else {
+        // SAFETY: the runtime refused the handler, so raw was never handed out.
+        Err(unsafe { Box::from_raw(raw) })
+    }
+}
+
+/// Wrapper of `hsa_amd_memory_async_copy`: fenced against replay windows of both agents.
+///
+/// # Safety
+/// Called by the runtime (through its table) with the arguments of the wrapped function.
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn async_copy(
+    dst: *mut c_void,
+    dst_agent: hsa_agent_t,
+    src: *const c_void,
+    src_agent: hsa_agent_t,
+    size: usize,
+    num_deps: u32,
+    deps: *const hsa_signal_t,
+    completion: hsa_signal_t,
+) -> hsa_status_t {
+    let Some(t) = tool() else {
+        return status::ERROR_NOT_INITIALIZED;
+    };
+    let Some(next) = amd_next!(t.backend.next(), hsa_amd_memory_async_copy_fn) else {
+        return status::ERROR;
+    };
+    let fenced = std::panic::catch_unwind(|| {
+        let own = t.backend.take_signal()?;
+        let mut agents = vec![dst_agent.handle, src_agent.handle];
+        agents.sort_unstable();
+        agents.dedup();
+        let gates: Vec<Arc<Gate>> = agents.into_iter().map(|a| t.gate(a)).collect();
+        for g in &gates {
+            g.enter();
+        }
+        Some(Box::new(Forward {
+            own,
+            app: completion,
+            gates,
+            done: None,
+        }))
+    })
+    .ok()
+    .flatten();
+    let Some(fwd) = fenced else {
+        // SAFETY: unfenced fallback: the application's arguments, passed through.
+        return unsafe {
+            next(
+                dst, dst_agent, src, src_agent, size, num_deps, deps, completion,
+            )
+        };
+    };
+    let own = fwd.own;
+    // SAFETY: the application's arguments, with kreplay's signal as the completion.
+    let st = unsafe { next(dst, dst_agent, src, src_agent, size, num_deps, deps, own) };
+    if st != status::SUCCESS {
+        // Never signalled (a failed copy signals nothing): undo the fence.
+        for g in &fwd.gates {
+            g.exit();
+        }
+        t.backend.give_signal(own);
+        return st;
+    }
+    // Armed after the submission: a handler armed on an already-satisfied condition fires at once.
+    if let Err(fwd) = arm_forward(t, fwd) {
+        let _ = t.backend.wait_signal(own);
+        t.backend.complete_app_signal(fwd.app);
+        for g in &fwd.gates {
+            g.exit();
+        }
+        t.backend.give_signal(own);
+    }
+    st
+}

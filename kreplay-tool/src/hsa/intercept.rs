@@ -1,0 +1,354 @@
+//! Queue interception: `hsa_queue_create` becomes `hsa_amd_queue_intercept_create` plus a
+//! handler (as rocprofiler does). The handler replays single-packet, single-dispatch batches
+//! of selected kernels inside the agent's replay window; every other batch takes the normal
+//! path, its dispatches holding the window shared until they complete (kreplay's completion
+//! signal, forwarded to the application's). HIP graph launches (multi-packet batches) are not
+//! replayed; a warning is given once per process.
+
+use core::ffi::c_void;
+use std::sync::atomic::Ordering;
+
+use kreplay_common::stream::{Decline, Dispatch, Record};
+
+use super::backend::HsaDispatch;
+use super::ffi::{
+    hsa_agent_t, hsa_amd_queue_intercept_packet_writer, hsa_kernel_dispatch_packet_t,
+    hsa_queue_error_callback, hsa_queue_t, hsa_status_t, packet, status,
+};
+use super::hooks::{Forward, arm_forward};
+use crate::amd_next;
+use crate::engine::gate::DRAIN_LIMIT;
+use crate::engine::replay::{Outcome, Request, now_ns, replay};
+use crate::tool::{Tool, tool};
+
+struct QueueCtx {
+    agent: u64,
+    queue: u64,
+}
+
+/// Wrapper of `hsa_queue_create`: an intercept queue with kreplay's handler.
+///
+/// # Safety
+/// Called by the runtime (through its table) with the arguments of the wrapped function.
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn queue_create(
+    agent: hsa_agent_t,
+    size: u32,
+    type_: u32,
+    callback: hsa_queue_error_callback,
+    data: *mut c_void,
+    private_segment_size: u32,
+    group_segment_size: u32,
+    queue: *mut *mut hsa_queue_t,
+) -> hsa_status_t {
+    let Some(t) = tool() else {
+        return status::ERROR_NOT_INITIALIZED;
+    };
+    let create = amd_next!(t.backend.next(), hsa_amd_queue_intercept_create_fn);
+    let register = amd_next!(t.backend.next(), hsa_amd_queue_intercept_register_fn);
+    let (Some(create), Some(register)) = (create, register) else {
+        let Some(next) = t.backend.next().core.hsa_queue_create_fn else {
+            return status::ERROR;
+        };
+        // SAFETY: the application's arguments, passed through.
+        return unsafe {
+            next(
+                agent,
+                size,
+                type_,
+                callback,
+                data,
+                private_segment_size,
+                group_segment_size,
+                queue,
+            )
+        };
+    };
+    // SAFETY: the application's arguments, creating an intercept queue instead.
+    let st = unsafe {
+        create(
+            agent,
+            size,
+            type_,
+            callback,
+            data,
+            private_segment_size,
+            group_segment_size,
+            queue,
+        )
+    };
+    if st != status::SUCCESS || queue.is_null() {
+        return st;
+    }
+    // SAFETY: the runtime wrote the new queue into *queue.
+    let q = unsafe { *queue };
+    let ctx = Box::into_raw(Box::new(QueueCtx {
+        agent: agent.handle,
+        queue: q as u64,
+    }));
+    // SAFETY: q is the new intercept queue; ctx lives as long as the process (queues may
+    // outlive any point where freeing it would be safe).
+    let rst = unsafe { register(q, Some(handler), ctx as *mut c_void) };
+    if rst != status::SUCCESS {
+        tracing::warn!(
+            "kreplay: intercept registration failed ({rst:#x}); this queue is not replayed"
+        );
+        // SAFETY: the handler was not registered, so ctx was never handed out.
+        drop(unsafe { Box::from_raw(ctx) });
+    }
+    st
+}
+
+fn packet_type(header: u16) -> u16 {
+    header & 0xff
+}
+
+unsafe extern "C" fn handler(
+    pkts: *const c_void,
+    count: u64,
+    _user_idx: u64,
+    data: *mut c_void,
+    writer: hsa_amd_queue_intercept_packet_writer,
+) {
+    let handled = std::panic::catch_unwind(|| {
+        let (Some(t), false) = (tool(), data.is_null()) else {
+            return false;
+        };
+        // SAFETY: data is the QueueCtx registered with this queue.
+        let ctx = unsafe { &*(data as *const QueueCtx) };
+        // SAFETY: the runtime hands count 64-byte packets at pkts.
+        let batch = unsafe {
+            std::slice::from_raw_parts(pkts as *const hsa_kernel_dispatch_packet_t, count as usize)
+        };
+        handle(t, ctx, batch, writer);
+        true
+    });
+    if !matches!(handled, Ok(true))
+        && let Some(w) = writer
+    {
+        // SAFETY: the untouched batch, forwarded as the runtime gave it.
+        unsafe { w(pkts, count) };
+    }
+}
+
+fn handle(
+    t: &Tool,
+    ctx: &QueueCtx,
+    batch: &[hsa_kernel_dispatch_packet_t],
+    writer: hsa_amd_queue_intercept_packet_writer,
+) {
+    let dispatches = batch
+        .iter()
+        .filter(|p| packet_type(p.header) == packet::TYPE_KERNEL_DISPATCH)
+        .count();
+    if batch.len() == 1 && dispatches == 1 {
+        let p = batch[0];
+        let name = kernel_name(t, ctx.agent, p.kernel_object);
+        let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
+        if t.config.passes > 1 && t.config.selects(&name) && under_limit(t) {
+            replay_one(t, ctx, p, name, corr, writer);
+            return;
+        }
+        pass_through(t, ctx, batch, writer, Some((name, corr)));
+        return;
+    }
+    if dispatches > 1 && t.config.passes > 1 && !t.graph_warned.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "kreplay: a multi-packet submission (HIP graph launch) is not replayed; it runs once (warned once per process)"
+        );
+    }
+    pass_through(t, ctx, batch, writer, None);
+}
+
+fn under_limit(t: &Tool) -> bool {
+    t.config
+        .max_dispatches
+        .is_none_or(|m| t.replayed.load(Ordering::Relaxed) < m)
+}
+
+fn kernel_name(t: &Tool, agent: u64, object: u64) -> String {
+    if let Some(n) = t
+        .names
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&object)
+    {
+        return n.clone();
+    }
+    match t.backend.kernel_name(agent, object) {
+        Some(n) => {
+            t.names
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(object, n.clone());
+            n
+        }
+        None => format!("kernel@{object:#x}"),
+    }
+}
+
+fn dispatch_record(
+    ctx: &QueueCtx,
+    p: &hsa_kernel_dispatch_packet_t,
+    name: String,
+    corr: u64,
+    submit: u64,
+    start: u64,
+    end: u64,
+) -> Record {
+    Dispatch {
+        pid: std::process::id(),
+        tid: crate::record::current_tid(),
+        agent: ctx.agent,
+        queue: ctx.queue,
+        kernel: name,
+        correlation: corr,
+        kernel_object: p.kernel_object,
+        grid: [p.grid_size_x, p.grid_size_y, p.grid_size_z],
+        workgroup: [
+            u32::from(p.workgroup_size_x),
+            u32::from(p.workgroup_size_y),
+            u32::from(p.workgroup_size_z),
+        ],
+        submit_ns: submit,
+        start_ns: start,
+        end_ns: end,
+    }
+    .into()
+}
+
+/// Forwards the batch; each dispatch in it holds the agent's window shared until it completes.
+fn pass_through(
+    t: &Tool,
+    ctx: &QueueCtx,
+    batch: &[hsa_kernel_dispatch_packet_t],
+    writer: hsa_amd_queue_intercept_packet_writer,
+    single: Option<(String, u64)>,
+) {
+    let Some(w) = writer else { return };
+    let gate = t.gate(ctx.agent);
+    let mut out = batch.to_vec();
+    let submit = now_ns();
+    let mut single = single;
+    for p in out
+        .iter_mut()
+        .filter(|p| packet_type(p.header) == packet::TYPE_KERNEL_DISPATCH)
+    {
+        let Some(own) = t.backend.take_signal() else {
+            continue;
+        };
+        gate.enter();
+        let app = p.completion_signal;
+        let done: Option<Box<dyn FnOnce() + Send>> = single.take().map(|(name, corr)| {
+            let rec = dispatch_record(ctx, p, name, corr, submit, submit, 0);
+            Box::new(move || {
+                if let Record::Dispatch(mut d) = rec {
+                    d.end_ns = now_ns();
+                    crate::record::global().record(d.into());
+                }
+            }) as Box<dyn FnOnce() + Send>
+        });
+        match arm_forward(
+            t,
+            Box::new(Forward {
+                own,
+                app,
+                gates: vec![gate.clone()],
+                done,
+            }),
+        ) {
+            Ok(()) => p.completion_signal = own,
+            Err(fwd) => {
+                gate.exit();
+                t.backend.give_signal(fwd.own);
+            }
+        }
+    }
+    // SAFETY: the batch with only completion signals substituted, via this handler's writer.
+    unsafe { w(out.as_ptr() as *const c_void, out.len() as u64) };
+}
+
+fn decline(corr: u64, reason: String) {
+    tracing::warn!("kreplay: dispatch {corr} not replayed: {reason}");
+    crate::record::global().record(
+        Decline {
+            correlation: corr,
+            ts_ns: now_ns(),
+            reason,
+        }
+        .into(),
+    );
+}
+
+fn replay_one(
+    t: &Tool,
+    ctx: &QueueCtx,
+    p: hsa_kernel_dispatch_packet_t,
+    name: String,
+    corr: u64,
+    writer: hsa_amd_queue_intercept_packet_writer,
+) {
+    let live_vmem = t.vmem.lock().unwrap_or_else(|e| e.into_inner()).len();
+    if live_vmem > 0 {
+        decline(
+            corr,
+            format!(
+                "vmem-mapped memory is live ({live_vmem} mappings, hipMallocAsync/hipMemMap): not snapshotted"
+            ),
+        );
+        pass_through(t, ctx, &[p], writer, Some((name, corr)));
+        return;
+    }
+    let gate = t.gate(ctx.agent);
+    if !gate.close(DRAIN_LIMIT) {
+        decline(corr, "the agent did not drain".into());
+        pass_through(t, ctx, &[p], writer, Some((name, corr)));
+        return;
+    }
+    t.replayed.fetch_add(1, Ordering::Relaxed);
+    let submit = now_ns();
+    let d = HsaDispatch { packet: p, writer };
+    let rec = crate::record::global();
+    let mut first_start = 0;
+    let mut emit = |r: Record| {
+        if let Record::ReplayPass(rp) = &r
+            && rp.pass == 0
+        {
+            first_start = rp.start_ns;
+        }
+        rec.record(r);
+    };
+    let req = Request {
+        agent: ctx.agent,
+        dispatch: &d,
+        passes: t.config.passes,
+        check_determinism: t.config.check_determinism,
+        correlation: corr,
+    };
+    let outcome = replay(&t.backend, &t.inventory, &req, &mut emit);
+    match outcome {
+        Outcome::Replayed { .. } => {}
+        Outcome::Declined(reason) => {
+            decline(corr, reason);
+            // Run once, normally, still inside the window.
+            let _ = crate::engine::backend::Backend::submit_wait(&t.backend, &d);
+        }
+        Outcome::Failed(reason) => decline(corr, format!("replay failed: {reason}")),
+    }
+    let end = now_ns();
+    rec.record(dispatch_record(
+        ctx,
+        &p,
+        name,
+        corr,
+        submit,
+        if first_start == 0 {
+            submit
+        } else {
+            first_start
+        },
+        end,
+    ));
+    gate.open();
+    t.backend.complete_app_signal(p.completion_signal);
+}
