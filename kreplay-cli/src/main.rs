@@ -23,6 +23,8 @@ enum Command {
     Trace(cmd::trace::TraceArgs),
     /// Attach a uprobe and uretprobe to one function of one library and print every call.
     Probe(cmd::probe::ProbeArgs),
+    /// Per-process GPU runtime call latencies, aggregated in the kernel (tables, JSON, Prometheus).
+    Audit(cmd::audit::AuditArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Trace(args) => cmd::trace::run(args),
         Command::Probe(args) => cmd::probe::run(args),
+        Command::Audit(args) => cmd::audit::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

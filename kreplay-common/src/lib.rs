@@ -6,6 +6,7 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 
 pub mod api;
+pub mod audit;
 pub mod probe;
 #[cfg(feature = "std")]
 pub mod stream;

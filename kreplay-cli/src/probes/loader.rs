@@ -13,6 +13,7 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
+use kreplay_common::audit::{AUDIT_ENTRY_PROGRAM, AUDIT_RETURN_PROGRAM};
 use kreplay_common::probe::{
     ALLOCS_MAP, AllocInfo, AllocKey, BARE_ENTRY_PROGRAM, BARE_RETURN_PROGRAM, COUNTERS_MAP, Cookie,
     ENTRY_PROGRAM, EVENTS_MAP, RETURN_PROGRAM, counter,
@@ -58,6 +59,8 @@ pub enum Programs {
     Record,
     /// `bare_enter`/`bare_return`: empty programs, the cost of the probes alone.
     Bare,
+    /// `audit_enter`/`audit_return`: in-kernel latency histograms, no records (audit).
+    Audit,
 }
 
 impl Programs {
@@ -66,11 +69,12 @@ impl Programs {
         match self {
             Programs::Record => [ENTRY_PROGRAM, RETURN_PROGRAM],
             Programs::Bare => [BARE_ENTRY_PROGRAM, BARE_RETURN_PROGRAM],
+            Programs::Audit => [AUDIT_ENTRY_PROGRAM, AUDIT_RETURN_PROGRAM],
         }
     }
 
     /// Every pair, for loading.
-    pub const ALL: [Programs; 2] = [Programs::Record, Programs::Bare];
+    pub const ALL: [Programs; 3] = [Programs::Record, Programs::Bare, Programs::Audit];
 }
 
 /// Which processes an attachment fires for.
@@ -114,12 +118,20 @@ impl Probes {
     /// Loads the embedded object with a ring buffer of `ringbuf_bytes` (a power of two, at
     /// least one page).
     pub fn load(ringbuf_bytes: u32) -> Result<Probes, ProbeError> {
+        Self::load_sized(&[(EVENTS_MAP, ringbuf_bytes)])
+    }
+
+    /// Loads the embedded object with the given maps resized (name, max entries or bytes);
+    /// a mode that does not use a map shrinks it to save kernel memory.
+    pub fn load_sized(sizes: &[(&'static str, u32)]) -> Result<Probes, ProbeError> {
         if BPF_OBJECT.is_empty() {
             return Err(ProbeError::NotBuilt);
         }
-        let mut bpf = EbpfLoader::new()
-            .map_max_entries(EVENTS_MAP, ringbuf_bytes)
-            .load(BPF_OBJECT)?;
+        let mut loader = EbpfLoader::new();
+        for &(name, size) in sizes {
+            loader.map_max_entries(name, size);
+        }
+        let mut bpf = loader.load(BPF_OBJECT)?;
         for name in Programs::ALL.iter().flat_map(|p| p.names()) {
             let prog: &mut UProbe = bpf
                 .program_mut(name)
@@ -197,6 +209,16 @@ impl Probes {
         }
         self.attached.insert(key);
         Ok(true)
+    }
+
+    /// The loaded object, for modes that read their own maps and program statistics.
+    pub fn ebpf(&self) -> &Ebpf {
+        &self.bpf
+    }
+
+    /// The loaded object, mutably (removing map entries).
+    pub fn ebpf_mut(&mut self) -> &mut Ebpf {
+        &mut self.bpf
     }
 
     /// Number of (library, offset, scope) attachments made.

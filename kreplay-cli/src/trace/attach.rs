@@ -9,7 +9,7 @@ use kreplay_common::{
 use super::discover::RuntimeLib;
 use crate::probes::{
     elf::SymbolTable,
-    loader::{ProbeError, Probes, Scope},
+    loader::{ProbeError, Probes, Programs, Scope},
 };
 
 /// What attaching to one library did.
@@ -26,6 +26,7 @@ pub struct AttachReport {
 pub struct Attacher {
     tables: HashMap<(u64, u64), SymbolTable>,
     done: HashSet<((u64, u64), Scope)>,
+    programs: Option<Programs>,
 }
 
 /// The APIs a library of `family` may export (a `--lib` of unknown family: all of them).
@@ -42,6 +43,14 @@ fn apis_for(
 }
 
 impl Attacher {
+    /// An attacher that attaches `programs` instead of the recording pair.
+    pub fn with_programs(programs: Programs) -> Attacher {
+        Attacher {
+            programs: Some(programs),
+            ..Attacher::default()
+        }
+    }
+
     /// Attaches every API of `lib`'s family for `scope`. Symbols the library lacks are not an
     /// error: they are listed in the report and logged at debug level. Returns `None` when this
     /// library was already attached for this scope.
@@ -63,7 +72,13 @@ impl Attacher {
             match table.offset(spec.name) {
                 Some(offset) => {
                     probes
-                        .attach(&lib.host_path, offset, Cookie::for_spec(id, spec), scope)
+                        .attach_programs(
+                            &lib.host_path,
+                            offset,
+                            Cookie::for_spec(id, spec),
+                            scope,
+                            self.programs.unwrap_or(Programs::Record),
+                        )
                         .map_err(|e: ProbeError| anyhow::anyhow!(e))?;
                     report.attached.push(spec.name);
                 }
@@ -81,6 +96,28 @@ impl Attacher {
             "probes attached"
         );
         Ok(Some(report))
+    }
+
+    /// Attaches to the runtime libraries `pid` has mapped since the last look (dlopen);
+    /// failures are logged, not returned: one bad library must not stop the others.
+    pub fn rescan_pid(&mut self, probes: &mut Probes, pid: u32, scope: Scope) {
+        let Ok(libs) = super::discover::libs_of_pid(pid) else {
+            return;
+        };
+        for lib in libs {
+            if let Err(e) = self.attach(probes, &lib, scope) {
+                tracing::warn!(pid, library = %lib.host_path.display(), error = %e, "attach failed");
+            }
+        }
+    }
+
+    /// Attaches system-wide to every runtime library any other process maps now.
+    pub fn rescan_all(&mut self, probes: &mut Probes) {
+        for pid in super::discover::all_pids() {
+            if pid != std::process::id() {
+                self.rescan_pid(probes, pid, Scope::All);
+            }
+        }
     }
 }
 

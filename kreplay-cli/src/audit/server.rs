@@ -1,0 +1,190 @@
+//! A minimal HTTP/1.1 server for `/metrics` on tokio: one request per connection, bounded
+//! request size and time, no framework.
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio::net::{TcpListener, TcpStream};
+
+/// Largest request head read.
+const MAX_REQUEST: usize = 8192;
+/// Time a client gets to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Errors setting up the endpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address does not parse.
+    #[error("--prometheus {0}: expected PORT, :PORT, HOST:PORT or [IPV6]:PORT")]
+    BadAddress(String),
+    /// bind failed.
+    #[error("--prometheus {addr}: cannot listen: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Parses `--prometheus`: a bare port or `:PORT` binds loopback (127.0.0.1); any other
+/// address only when written out.
+pub fn parse_addr(text: &str) -> Result<SocketAddr, ServeError> {
+    let t = text.trim();
+    let bad = || ServeError::BadAddress(text.to_string());
+    if let Ok(port) = t.trim_start_matches(':').parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    t.parse::<SocketAddr>().map_err(|_| bad())
+}
+
+/// Binds the listener (before the audit starts, so a busy port fails fast).
+pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
+    let l =
+        std::net::TcpListener::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
+    l.set_nonblocking(true)
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    Ok(l)
+}
+
+/// Serves `body()` at `/metrics` until the task is dropped.
+pub async fn serve(listener: TcpListener, body: Arc<Mutex<String>>) {
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let body = body.clone();
+        tokio::spawn(async move {
+            if let Err(e) = handle(stream, &body).await {
+                tracing::debug!(%peer, error = %e, "metrics request failed");
+            }
+        });
+    }
+}
+
+async fn handle(mut stream: TcpStream, body: &Mutex<String>) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    let read = tokio::time::timeout(REQUEST_TIMEOUT, async {
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_REQUEST {
+            stream.readable().await?;
+            let n = match stream.try_read(&mut chunk) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            };
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        std::io::Result::Ok(())
+    })
+    .await;
+    if !matches!(read, Ok(Ok(()))) {
+        return Ok(());
+    }
+    let head = String::from_utf8_lossy(&buf);
+    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, ctype, text) = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            body.lock().map(|b| b.clone()).unwrap_or_default(),
+        ),
+        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_string()),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET only\n".to_string(),
+        ),
+    };
+    let mut resp = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        text.len()
+    )
+    .into_bytes();
+    if method != "HEAD" {
+        resp.extend_from_slice(text.as_bytes());
+    }
+    write_all(&mut stream, &resp).await
+}
+
+/// Writes every byte (tokio's `io-util` extension traits are not enabled in this crate).
+async fn write_all(stream: &mut TcpStream, mut data: &[u8]) -> std::io::Result<()> {
+    while !data.is_empty() {
+        stream.writable().await?;
+        match stream.try_write(data) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_default_to_loopback() {
+        assert_eq!(parse_addr("9464").unwrap().to_string(), "127.0.0.1:9464");
+        assert_eq!(parse_addr(":9464").unwrap().to_string(), "127.0.0.1:9464");
+        assert_eq!(parse_addr("0.0.0.0:80").unwrap().to_string(), "0.0.0.0:80");
+        assert_eq!(parse_addr("[::1]:9").unwrap().to_string(), "[::1]:9");
+        assert_eq!(
+            parse_addr("localhost").unwrap_err().to_string(),
+            "--prometheus localhost: expected PORT, :PORT, HOST:PORT or [IPV6]:PORT"
+        );
+    }
+
+    #[test]
+    fn serves_metrics_and_404() {
+        use std::io::{Read, Write};
+        let std_l = bind(parse_addr("0").unwrap()).unwrap();
+        let addr = std_l.local_addr().unwrap();
+        let body = Arc::new(Mutex::new("m 1\n".to_string()));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let server =
+            rt.spawn(async move { serve(TcpListener::from_std(std_l).unwrap(), body).await });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let driver = std::thread::spawn(move || {
+            rt.block_on(async {
+                let _ = stopped.await;
+            })
+        });
+        for (path, want) in [
+            (
+                "/metrics",
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: 4\r\nConnection: close\r\n\r\nm 1\n",
+            ),
+            (
+                "/",
+                "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\ntry /metrics\n",
+            ),
+        ] {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                .unwrap();
+            let mut got = String::new();
+            s.read_to_string(&mut got).unwrap();
+            assert_eq!(got, want);
+        }
+        let busy = bind(addr).unwrap_err().to_string();
+        assert_eq!(
+            busy,
+            format!("--prometheus {addr}: cannot listen: Address already in use (os error 98)")
+        );
+        server.abort();
+        stop.send(()).unwrap();
+        driver.join().unwrap();
+    }
+}

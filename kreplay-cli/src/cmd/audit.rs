@@ -1,0 +1,228 @@
+//! `kreplay audit`: per-process GPU runtime call latencies aggregated in the kernel, printed
+//! as tables or JSON at intervals, optionally served to Prometheus.
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Result, bail};
+use clap::Args;
+use kreplay_cli::{
+    audit::{
+        maps,
+        prometheus::LabelCap,
+        render,
+        report::ReportKind,
+        server::{self, parse_addr},
+        session::Session,
+    },
+    duration,
+    preflight::{self, HostPaths},
+    probes::loader::{Probes, Programs, Scope},
+    trace::{
+        attach::Attacher,
+        capture::process_name,
+        discover::{self, RuntimeLib},
+    },
+};
+use kreplay_common::probe::{ALLOCS_MAP, ENTRIES_MAP, EVENTS_MAP};
+
+/// Arguments of `kreplay audit`.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    sudo kreplay audit --duration 30s            every GPU process on this host for 30 s\n  \
+    sudo kreplay audit -p 4242 --interval 5s     one process, a table every 5 s until Ctrl-C\n  \
+    sudo kreplay audit --json --duration 1m      JSON lines (docs/audit-json.md)\n  \
+    sudo kreplay audit --prometheus 9464         serve /metrics on 127.0.0.1:9464")]
+pub struct AuditArgs {
+    /// Audit only this running process (repeatable). Default: every process that maps a
+    /// supported runtime library, including ones started later.
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pids: Vec<u32>,
+    /// Stop after this long (e.g. 30s, 2m). Default: Ctrl-C, SIGTERM, or the --pid targets exit.
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    duration: Option<Duration>,
+    /// Print a report this often.
+    #[arg(long, value_parser = duration::parse, default_value = "10s", value_name = "DURATION")]
+    interval: Duration,
+    /// Show only the N most expensive processes per report.
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+    /// One JSON object per report on stdout (schema: docs/audit-json.md) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Serve /metrics at ADDR (a bare PORT or :PORT listens on 127.0.0.1).
+    #[arg(long, value_name = "ADDR")]
+    prometheus: Option<String>,
+    /// Processes with their own Prometheus series; later ones share pid="other".
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    max_pids: usize,
+    /// Also attach system-wide to this runtime library (repeatable); its name picks the family.
+    #[arg(long = "lib", value_name = "PATH")]
+    libs: Vec<PathBuf>,
+}
+
+/// How often the kernel maps are read, new libraries looked for and /metrics refreshed.
+const REFRESH: Duration = Duration::from_secs(1);
+/// In-flight and inventory maps of the recording programs, unused by the audit: shrunk.
+const UNUSED_MAP_ENTRIES: u32 = 1024;
+
+fn pid_libs(pid: u32, extra: &[PathBuf]) -> Result<Vec<RuntimeLib>> {
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        bail!("no such process: {pid}");
+    }
+    let mut libs = discover::libs_of_pid(pid).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            anyhow::anyhow!("permission denied reading /proc/{pid}/maps: run kreplay as root")
+        } else {
+            anyhow::anyhow!("reading /proc/{pid}/maps: {e}")
+        }
+    })?;
+    libs.extend(extra.iter().filter_map(|p| discover::describe_forced(p)));
+    if libs.is_empty() {
+        bail!(
+            "process {pid} ({}) maps no supported GPU runtime library (looked for {})",
+            process_name(pid),
+            discover::looked_for()
+        );
+    }
+    Ok(libs)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Runs `kreplay audit`; returns the exit code.
+pub fn run(args: AuditArgs) -> Result<u8> {
+    for lib in &args.libs {
+        if !lib.exists() {
+            bail!("library not found: {}", lib.display());
+        }
+    }
+    let mut targets = Vec::new();
+    for &pid in &args.pids {
+        targets.push((pid, pid_libs(pid, &args.libs)?));
+    }
+    let listener = match &args.prometheus {
+        Some(a) => Some(server::bind(parse_addr(a)?)?),
+        None => None,
+    };
+    preflight::check(&HostPaths::default())?;
+    preflight::raise_memlock();
+    let mut probes = Probes::load_sized(&[
+        (EVENTS_MAP, 4096),
+        (ENTRIES_MAP, UNUSED_MAP_ENTRIES),
+        (ALLOCS_MAP, UNUSED_MAP_ENTRIES),
+    ])?;
+    // Kept open for the whole audit: the kernel counts program run time while any such fd
+    // is open and stops by itself when the last one closes (also if kreplay is killed).
+    let stats_fd = maps::enable_run_time_stats();
+    let mut attacher = Attacher::with_programs(Programs::Audit);
+    if targets.is_empty() {
+        for lib in discover::candidates(None, &args.libs) {
+            attacher.attach(&mut probes, &lib, Scope::All)?;
+        }
+        attacher.rescan_all(&mut probes);
+    } else {
+        for (pid, libs) in &targets {
+            for lib in libs {
+                attacher.attach(&mut probes, lib, Scope::Pid(*pid))?;
+            }
+        }
+    }
+    let mut session = Session::new(probes.ebpf(), stats_fd.is_some(), args.top);
+    let host = hostname();
+    let mut cap = LabelCap::new(args.max_pids);
+    let metrics = Arc::new(Mutex::new(session.exposition(&mut cap)));
+    eprintln!(
+        "kreplay: audit running ({} probe attachments{}); Ctrl-C to stop",
+        probes.attachments(),
+        match &listener {
+            Some(l) => format!(
+                ", metrics at http://{}/metrics",
+                l.local_addr().map(|a| a.to_string()).unwrap_or_default()
+            ),
+            None => String::new(),
+        }
+    );
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let emit = |session: &mut Session, kind: ReportKind| {
+        let r = session.report(kind);
+        let text = if args.json {
+            render::json(&r, &host) + "\n"
+        } else {
+            render::table(&r)
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    };
+    rt.block_on(async {
+        let _server = match listener {
+            Some(l) => Some(AbortOnDrop(tokio::spawn(server::serve(
+                tokio::net::TcpListener::from_std(l)?,
+                metrics.clone(),
+            )))),
+            None => None,
+        };
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        let started = Instant::now();
+        let mut refresh = tokio::time::interval_at((started + REFRESH).into(), REFRESH);
+        let mut report = tokio::time::interval_at((started + args.interval).into(), args.interval);
+        let far = started + Duration::from_secs(365 * 24 * 3600);
+        let deadline = args.duration.map_or(far, |d| started + d);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline.into()) => break,
+                _ = int.recv() => break,
+                _ = term.recv() => break,
+                _ = report.tick() => {
+                    session.refresh(probes.ebpf_mut())?;
+                    emit(&mut session, ReportKind::Interval);
+                }
+                _ = refresh.tick() => {
+                    if targets.is_empty() {
+                        attacher.rescan_all(&mut probes);
+                    } else {
+                        if targets.iter().all(|(p, _)| !Path::new(&format!("/proc/{p}")).exists()) {
+                            break;
+                        }
+                        for (pid, _) in &targets {
+                            attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid));
+                        }
+                    }
+                    session.refresh(probes.ebpf_mut())?;
+                    let text = session.exposition(&mut cap);
+                    if let Ok(mut m) = metrics.lock() {
+                        *m = text;
+                    }
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    session.refresh(probes.ebpf_mut())?;
+    emit(&mut session, ReportKind::Final);
+    drop(stats_fd);
+    // Detaching waits for RCU grace periods; the report is already out.
+    drop(probes);
+    Ok(0)
+}
+
+/// Stops the metrics server when the audit loop ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
