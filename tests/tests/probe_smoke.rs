@@ -141,3 +141,30 @@ fn user_errors_are_one_line() {
         assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn an_unprivileged_user_is_told_what_is_missing() {
+    require_root!(); // root is needed to drop to another user
+    let (lib, _) = build_smoke();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(kreplay_bin())
+        .args([
+            "probe",
+            "--lib",
+            lib.to_str().unwrap(),
+            "--symbol",
+            "krsmoke_add",
+            "--",
+            "true",
+        ])
+        .output()
+        .expect("setpriv (util-linux) runs kreplay as nobody");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "kreplay: error: kreplay needs CAP_BPF and CAP_PERFMON (or root) to load probes; this \
+         process lacks CAP_BPF and CAP_PERFMON — run it with sudo"
+    );
+}
