@@ -20,9 +20,17 @@ pub fn run() -> Result<()> {
          with uprobes on libamdhip64 and libhsa-runtime64",
     );
     let mut trace = cmd(bin.to_str().unwrap_or("kreplay"));
-    trace.args(["trace", "-o"]).arg(&out).arg("--").arg(&saxpy).args(["4", "100000", "8"]);
+    trace
+        .args(["trace", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&saxpy)
+        .args(["4", "100000", "8"]);
     check("demo", trace)?;
     say("demo", &format!("trace written to {}", out.display()));
-    say("demo", "open it at https://ui.perfetto.dev (Open trace file): one track per thread with every HIP and HSA call, live-bytes counters per runtime layer");
+    say(
+        "demo",
+        "open it at https://ui.perfetto.dev (Open trace file): one track per thread with every HIP and HSA call, live-bytes counters per runtime layer",
+    );
     Ok(())
 }

@@ -17,6 +17,7 @@ const APT_PACKAGES: &[&str] = &[
     "gcc",
     "g++",
     "binutils",
+    "prometheus",
 ];
 
 /// Runs every setup step.
