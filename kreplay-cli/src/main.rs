@@ -23,6 +23,8 @@ enum Command {
     Trace(cmd::trace::TraceArgs),
     /// Attach a uprobe and uretprobe to one function of one library and print every call.
     Probe(cmd::probe::ProbeArgs),
+    /// Merge stream files of the tool and the probes into one Perfetto trace.
+    Merge(cmd::merge::MergeArgs),
     /// Per-process GPU runtime call latencies, aggregated in the kernel (tables, JSON, Prometheus).
     Audit(cmd::audit::AuditArgs),
 }
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Trace(args) => cmd::trace::run(args),
         Command::Probe(args) => cmd::probe::run(args),
+        Command::Merge(args) => cmd::merge::run(args),
         Command::Audit(args) => cmd::audit::run(args),
     };
     match result {

@@ -4,6 +4,9 @@
 //! ([`kreplay_common::stream::MergedStreams`], which reorders each probe stream within a
 //! small window) and rendered as they come ([`render`]); memory is bounded by the number of
 //! streams, not their length.
+pub mod gpu;
+pub mod holdback;
+pub mod live_bytes;
 pub mod render;
 
 use std::{

@@ -3,21 +3,23 @@
 //! Probe records (`ApiCall`) become slices named after the API on their thread's track,
 //! with the arguments that API has as debug annotations; allocations and frees drive a
 //! per-process live-bytes counter; drop records become visible markers. Tool records
-//! (dispatches, replay passes, snapshots, restores, declines) go on GPU queue tracks.
-use std::{
-    cmp::Reverse,
-    collections::{BinaryHeap, HashMap},
-    io::Write,
-};
+//! (dispatches, replay passes, snapshots, restores, declines, nondeterminism) go on GPU queue
+//! tracks ([`super::gpu`]). A flow joins each launch slice to the dispatch it produced: the
+//! dispatch's `submit_ns` lies inside the launch call on the same thread (or a `Correlation`
+//! record names the call), and launch slices wait in [`super::holdback`] until every dispatch
+//! they could have produced has been merged.
+use std::{collections::HashMap, io::Write};
 
 use kreplay_common::{
     api::{ApiKind, Geometry, Library, NO_ARG, spec_of},
     stream::{ApiCall, Record},
 };
 
+use super::gpu::{Child, Gpu, Mark, soft};
+use super::holdback::{HeldCall, Holdback, Offer};
+use super::live_bytes::LiveBytes;
 use crate::perfetto::{
-    Annotation, AnnotationName, CounterUnit, EventArgs, Sequence, TraceWriter, Track, Value,
-    WriterError,
+    Annotation, AnnotationName, EventArgs, Sequence, TraceWriter, Track, Value, WriterError,
 };
 
 /// Counts of what rendering did, for the end-of-run report.
@@ -34,6 +36,14 @@ pub struct RenderStats {
     pub unrenderable: u64,
     /// Events the capture reported lost.
     pub dropped: u64,
+    /// GPU dispatches written.
+    pub dispatches: u64,
+    /// Flows from a launch slice to its dispatch.
+    pub flows: u64,
+    /// Dispatches whose launch call was not found (no flow).
+    pub unmatched_dispatches: u64,
+    /// Launch slices written before their hold ended because their thread held too much.
+    pub forced_launches: u64,
 }
 
 struct Names {
@@ -47,10 +57,8 @@ struct Names {
     args: [AnnotationName; 6],
     count: AnnotationName,
     source: AnnotationName,
+    external_id: AnnotationName,
 }
-
-/// A live-bytes change waiting for its time: (time, arrival order, pid, layer, delta).
-type PendingDelta = (u64, u64, u32, Library, i64);
 
 /// Turns merged records into a trace.
 pub struct Renderer<W: Write> {
@@ -62,14 +70,12 @@ pub struct Renderer<W: Write> {
     seqs: HashMap<usize, Sequence>,
     late_seqs: HashMap<usize, Sequence>,
     counter_seq: Sequence,
-    counters: HashMap<(u32, Library), Track>,
-    live: HashMap<(u32, Library, u64), u64>,
-    live_bytes: HashMap<(u32, Library), i64>,
-    /// Live-bytes changes not yet written: (time, order, pid, layer, delta). Allocation takes
-    /// effect when the call returns, later than the entry time records are merged by.
-    pending: BinaryHeap<Reverse<PendingDelta>>,
-    pending_order: u64,
+    live: LiveBytes,
     marker_track: Option<Track>,
+    gpu: Gpu,
+    hold: Holdback,
+    /// External ids by (pid, correlation), from `Correlation` records, until the dispatch comes.
+    externals: HashMap<(u32, u64), (u32, u64, u64)>,
     /// What rendering did so far.
     pub stats: RenderStats,
 }
@@ -95,8 +101,10 @@ impl<W: Write> Renderer<W> {
             ],
             count: w.annotation_name("count"),
             source: w.annotation_name("source"),
+            external_id: w.annotation_name("external_id"),
         };
         let counter_seq = w.sequence();
+        let gpu = Gpu::new(&mut w);
         Renderer {
             w,
             names,
@@ -106,12 +114,11 @@ impl<W: Write> Renderer<W> {
             seqs: HashMap::new(),
             late_seqs: HashMap::new(),
             counter_seq,
-            counters: HashMap::new(),
-            live: HashMap::new(),
-            live_bytes: HashMap::new(),
-            pending: BinaryHeap::new(),
-            pending_order: 0,
+            live: LiveBytes::default(),
             marker_track: None,
+            gpu,
+            hold: Holdback::default(),
+            externals: HashMap::new(),
             stats: RenderStats::default(),
         }
     }
@@ -124,7 +131,8 @@ impl<W: Write> Renderer<W> {
         rec: &Record,
         late: bool,
     ) -> Result<(), WriterError> {
-        self.flush_counters(rec.timestamp())?;
+        let now = rec.timestamp();
+        self.advance(now)?;
         match rec {
             Record::ProcessName(p) => {
                 self.process_names.insert(p.pid, p.name.clone());
@@ -141,17 +149,12 @@ impl<W: Write> Renderer<W> {
                     let w = &mut self.w;
                     *self.seqs.entry(stream).or_insert_with(|| w.sequence())
                 };
-                match self.api_call(seq, c) {
-                    Ok(()) => self.stats.slices += 1,
-                    Err(WriterError::Io { call, source }) => {
-                        return Err(WriterError::Io { call, source });
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "record skipped");
-                        self.stats.unrenderable += 1;
-                    }
+                let launch = spec_of(c.api).is_some_and(|s| s.kind == ApiKind::Launch);
+                if self.hold.offer(seq, c, launch) == Offer::WriteNow {
+                    self.write_call(seq, c, &[], None)?;
                 }
-                self.account(c);
+                self.live.account(c);
+                self.write_ready()?;
             }
             Record::Drops(d) => {
                 self.stats.dropped += d.count;
@@ -174,9 +177,187 @@ impl<W: Write> Renderer<W> {
                 };
                 self.w.instant(seq, track, name, d.ts_ns, &args)?;
             }
-            _ => {}
+            Record::Correlation(c) => {
+                if !self
+                    .hold
+                    .annotate_external(pid, c.tid, c.ts_ns, c.external_id)
+                {
+                    tracing::debug!(pid, tid = c.tid, "correlation outside a launch call");
+                }
+                self.externals
+                    .insert((pid, c.correlation), (c.tid, c.ts_ns, c.external_id));
+            }
+            Record::Dispatch(d) => {
+                let dpid = if d.pid == 0 { pid } else { d.pid };
+                let linked = self.externals.remove(&(dpid, d.correlation));
+                // A Correlation record names the launch call; else the submit time does.
+                let flow = linked
+                    .and_then(|(tid, ts, _)| self.hold.flow_from_launch(dpid, tid, ts))
+                    .or_else(|| self.hold.flow_from_launch(dpid, d.tid, d.submit_ns));
+                match flow {
+                    Some(_) => self.stats.flows += 1,
+                    None => self.stats.unmatched_dispatches += 1,
+                }
+                let names = &self.process_names;
+                let pname = |pid: u32| {
+                    names
+                        .get(&pid)
+                        .cloned()
+                        .unwrap_or_else(|| format!("pid {pid}"))
+                };
+                let r = self.gpu.hold(
+                    &mut self.w,
+                    dpid,
+                    d,
+                    flow,
+                    linked.map(|(_, _, ext)| ext),
+                    &pname,
+                );
+                soft(r, &mut self.stats.unrenderable)?;
+                // A dispatch that already started (or has no GPU times) goes out now.
+                self.advance(now)?;
+            }
+            Record::ReplayPass(r) => {
+                let name = format!("pass {}", r.pass);
+                let ann = self.gpu.names.pass_args(r.pass, r.correlation);
+                self.child(pid, r.correlation, &name, r.start_ns, r.end_ns, &ann)?;
+            }
+            Record::Snapshot(r) => {
+                let ann = self
+                    .gpu
+                    .names
+                    .copy_args(r.bytes, r.regions, None, None, r.correlation);
+                self.child(pid, r.correlation, "snapshot", r.start_ns, r.end_ns, &ann)?;
+            }
+            Record::Restore(r) => {
+                let ann = self.gpu.names.copy_args(
+                    r.bytes,
+                    r.regions,
+                    Some(r.skipped),
+                    Some(r.pass),
+                    r.correlation,
+                );
+                self.child(pid, r.correlation, "restore", r.start_ns, r.end_ns, &ann)?;
+            }
+            Record::Decline(r) => {
+                let ann = self.gpu.names.decline_args(&r.reason, r.correlation);
+                self.gpu_instant(pid, r.correlation, "replay declined", r.ts_ns, &ann)?;
+            }
+            Record::Nondeterministic(r) => {
+                let ann =
+                    self.gpu
+                        .names
+                        .nondeterministic_args(r.pass, r.region, r.offset, r.correlation);
+                self.gpu_instant(pid, r.correlation, "nondeterministic", r.ts_ns, &ann)?;
+            }
         }
         Ok(())
+    }
+
+    /// Brings the time-ordered outputs up to merge time `now`: live-bytes values, dispatches
+    /// that have started, launch slices whose dispatches have all been merged.
+    fn advance(&mut self, now: u64) -> Result<(), WriterError> {
+        let c = &mut self.stats.counter_values;
+        self.live
+            .flush(&mut self.w, self.counter_seq, now, &self.process_names, c)?;
+        self.gpu
+            .advance(&mut self.w, now, &mut self.stats.unrenderable)?;
+        self.stats.dispatches = self.gpu.dispatches;
+        self.hold.advance(now);
+        self.write_ready()
+    }
+
+    fn child(
+        &mut self,
+        pid: u32,
+        correlation: u64,
+        name: &str,
+        start: u64,
+        end: u64,
+        ann: &[Annotation<'_>],
+    ) -> Result<(), WriterError> {
+        let names = &self.process_names;
+        let pname = |pid: u32| {
+            names
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| format!("pid {pid}"))
+        };
+        let c = Child {
+            pid,
+            correlation,
+            name,
+            start,
+            end,
+            args: ann,
+        };
+        let r = self.gpu.child(&mut self.w, &c, &pname);
+        if r.is_ok() {
+            self.stats.slices += 1;
+        }
+        soft(r, &mut self.stats.unrenderable)
+    }
+
+    fn gpu_instant(
+        &mut self,
+        pid: u32,
+        correlation: u64,
+        name: &str,
+        ts: u64,
+        ann: &[Annotation<'_>],
+    ) -> Result<(), WriterError> {
+        let names = &self.process_names;
+        let pname = |pid: u32| {
+            names
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| format!("pid {pid}"))
+        };
+        let m = Mark {
+            pid,
+            correlation,
+            name,
+            ts,
+            args: ann,
+        };
+        let r = self.gpu.instant(&mut self.w, &m, &pname);
+        soft(r, &mut self.stats.unrenderable)
+    }
+
+    /// Writes the held calls whose turn has come.
+    fn write_ready(&mut self) -> Result<(), WriterError> {
+        let mut ready = self.hold.take_ready();
+        if ready.is_empty() {
+            self.hold.recycle(ready);
+            return Ok(());
+        }
+        for HeldCall {
+            seq,
+            call,
+            flows,
+            external,
+            ..
+        } in ready.drain(..)
+        {
+            self.write_call(seq, &call, &flows, external)?;
+        }
+        self.hold.recycle(ready);
+        Ok(())
+    }
+
+    /// Writes one call's slice; a call that cannot be placed is counted, not fatal.
+    fn write_call(
+        &mut self,
+        seq: Sequence,
+        c: &ApiCall,
+        flows: &[u64],
+        external: Option<u64>,
+    ) -> Result<(), WriterError> {
+        let r = self.api_call(seq, c, flows, external);
+        if r.is_ok() {
+            self.stats.slices += 1;
+        }
+        soft(r, &mut self.stats.unrenderable)
     }
 
     fn marker_track(&mut self) -> Result<Track, WriterError> {
@@ -210,7 +391,13 @@ impl<W: Write> Renderer<W> {
         Ok(t)
     }
 
-    fn api_call(&mut self, seq: Sequence, c: &ApiCall) -> Result<(), WriterError> {
+    fn api_call(
+        &mut self,
+        seq: Sequence,
+        c: &ApiCall,
+        flows: &[u64],
+        external: Option<u64>,
+    ) -> Result<(), WriterError> {
         let track = self.thread_track(c.pid, c.tid)?;
         let Some(spec) = spec_of(c.api) else {
             self.stats.unrenderable += 1;
@@ -299,8 +486,15 @@ impl<W: Write> Renderer<W> {
             name: n.ret,
             value: Value::Int(c.ret as u32 as i32 as i64),
         });
+        if let Some(ext) = external {
+            ann.push(Annotation {
+                name: n.external_id,
+                value: Value::Uint(ext),
+            });
+        }
         let args = EventArgs {
             annotations: &ann,
+            flow_ids: flows,
             ..Default::default()
         };
         self.w.slice(
@@ -313,87 +507,12 @@ impl<W: Write> Renderer<W> {
         )
     }
 
-    /// Queues the live-bytes change a successful allocation or free makes. Each runtime layer
-    /// (HIP, HSA, CUDA) has its own counter: a HIP allocation is also an HSA allocation made
-    /// on the application's behalf, and the HSA layer also holds the runtime's own memory.
-    fn account(&mut self, c: &ApiCall) {
-        let Some(spec) = spec_of(c.api) else { return };
-        if c.ret as u32 != 0 {
-            return;
-        }
-        let arg = |i: u8| {
-            if (i as usize) < 6 {
-                c.args[i as usize]
-            } else {
-                c.extra[i as usize - 6]
-            }
-        };
-        let delta = match spec.kind {
-            ApiKind::Alloc if c.out != 0 && spec.size_arg != NO_ARG => {
-                let size = arg(spec.size_arg);
-                if self
-                    .live
-                    .insert((c.pid, spec.library, c.out), size)
-                    .is_some()
-                {
-                    return;
-                }
-                size as i64
-            }
-            ApiKind::Free if spec.ptr_arg != NO_ARG => {
-                match self.live.remove(&(c.pid, spec.library, arg(spec.ptr_arg))) {
-                    Some(size) => -(size as i64),
-                    None => return,
-                }
-            }
-            _ => return,
-        };
-        self.pending_order += 1;
-        self.pending.push(Reverse((
-            c.exit_ns,
-            self.pending_order,
-            c.pid,
-            spec.library,
-            delta,
-        )));
-    }
-
-    /// Writes the live-bytes values whose time is at or before `now`.
-    fn flush_counters(&mut self, now: u64) -> Result<(), WriterError> {
-        while let Some(&Reverse((ts, _, pid, layer, delta))) = self.pending.peek() {
-            if ts > now {
-                break;
-            }
-            self.pending.pop();
-            let live = self.live_bytes.entry((pid, layer)).or_default();
-            *live += delta;
-            let value = *live;
-            let track = match self.counters.get(&(pid, layer)) {
-                Some(&t) => t,
-                None => {
-                    let pname = self
-                        .process_names
-                        .get(&pid)
-                        .cloned()
-                        .unwrap_or_else(|| format!("pid {pid}"));
-                    let parent = self.w.process_track(pid as i32, &pname)?;
-                    let name = format!("live bytes ({})", layer_name(layer));
-                    let t =
-                        self.w
-                            .counter_track(Some(parent), &name, CounterUnit::UnitSizeBytes)?;
-                    self.counters.insert((pid, layer), t);
-                    t
-                }
-            };
-            self.w.counter(self.counter_seq, track, ts, value)?;
-            self.stats.counter_values += 1;
-        }
-        Ok(())
-    }
-
     /// Writes what is still pending and finishes the trace; returns the output and totals.
     pub fn finish(mut self) -> Result<(W, u64, RenderStats), WriterError> {
-        self.flush_counters(u64::MAX)?;
+        self.hold.drain();
+        self.write_ready()?;
+        self.advance(u64::MAX)?;
+        self.stats.forced_launches = self.hold.forced;
         let bytes = self.w.bytes();
         let out = self.w.finish()?;
         Ok((out, bytes, self.stats))
@@ -401,7 +520,7 @@ impl<W: Write> Renderer<W> {
 
     /// Live bytes per (process, runtime layer) at the end of the rendered records.
     pub fn live_bytes(&self) -> &HashMap<(u32, Library), i64> {
-        &self.live_bytes
+        self.live.totals()
     }
 }
 

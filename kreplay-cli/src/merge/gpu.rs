@@ -1,0 +1,531 @@
+//! Rendering the tool's GPU records: dispatches on queue tracks, replay passes, snapshots
+//! and restores nested under them, declines and nondeterminism as instants.
+//!
+//! Tracks: one device track per (process, agent) — agent handles are per-process pointers —
+//! with a child track per queue; dispatches that overlap on a queue go on overflow lanes
+//! (`TraceWriter::lane`). Everything here is written on one sequence.
+//!
+//! Order: a `Dispatch` is merged at its `submit_ns` but its slice begins at `start_ns`, so it
+//! is held in a min-heap by start until the merge time reaches that start. Any later record
+//! has a merge time at or after the current one, and a dispatch submitted later starts later,
+//! so the sequence stays monotonic. Replay records (merged at their start) then find their
+//! dispatch already placed and nest on its lane when they lie inside it; otherwise they go on
+//! the queue's "replay" track. Placed dispatches are forgotten [`FORGET_AFTER_NS`] after their
+//! end: memory is bounded by the dispatches in flight, not by the trace's length.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io::Write;
+
+use kreplay_common::stream::Dispatch;
+
+use crate::perfetto::{
+    Annotation, AnnotationName, EventArgs, Sequence, TraceWriter, Track, Value, WriterError,
+    name_hash,
+};
+
+/// How long after a dispatch's end its declines and nondeterminism reports are still placed
+/// on its queue (they come after the passes); later ones go on the process's replay track.
+pub const FORGET_AFTER_NS: u64 = 1_000_000_000;
+
+/// Annotation names of GPU records.
+pub struct GpuNames {
+    grid: AnnotationName,
+    workgroup: AnnotationName,
+    correlation: AnnotationName,
+    kernel_object: AnnotationName,
+    external_id: AnnotationName,
+    bytes: AnnotationName,
+    regions: AnnotationName,
+    skipped: AnnotationName,
+    pass: AnnotationName,
+    reason: AnnotationName,
+    region: AnnotationName,
+    offset: AnnotationName,
+}
+
+impl GpuNames {
+    /// Interns the names on `w`.
+    pub fn new<W: Write>(w: &mut TraceWriter<W>) -> Self {
+        Self {
+            grid: w.annotation_name("grid"),
+            workgroup: w.annotation_name("workgroup"),
+            correlation: w.annotation_name("correlation"),
+            kernel_object: w.annotation_name("kernel_object"),
+            external_id: w.annotation_name("external_id"),
+            bytes: w.annotation_name("bytes"),
+            regions: w.annotation_name("regions"),
+            skipped: w.annotation_name("skipped"),
+            pass: w.annotation_name("pass"),
+            reason: w.annotation_name("reason"),
+            region: w.annotation_name("region"),
+            offset: w.annotation_name("offset"),
+        }
+    }
+}
+
+/// A dispatch waiting for the merge to reach its start.
+struct HeldDispatch {
+    order: u64,
+    pid: u32,
+    d: Dispatch,
+    queue: Track,
+    flow: Option<u64>,
+    external: Option<u64>,
+}
+
+/// Where a dispatch goes (from when it is merged) and, once written, its lane.
+struct Placed {
+    device: Track,
+    queue: Track,
+    queue_handle: u64,
+    lane: Option<Track>,
+    start: u64,
+    end: u64,
+    /// The hold order of the dispatch this entry is for.
+    order: u64,
+}
+
+/// A replay record's span and what it shows.
+pub struct Child<'a> {
+    /// Process of the tool stream.
+    pub pid: u32,
+    /// The dispatch's correlation id.
+    pub correlation: u64,
+    /// Slice name.
+    pub name: &'a str,
+    /// Start.
+    pub start: u64,
+    /// End.
+    pub end: u64,
+    /// Annotations: (name, value) pairs from [`GpuNames`].
+    pub args: &'a [Annotation<'a>],
+}
+
+/// An instant about a dispatch (a decline, a nondeterminism report).
+pub struct Mark<'a> {
+    /// Process of the tool stream.
+    pub pid: u32,
+    /// The dispatch's correlation id.
+    pub correlation: u64,
+    /// Instant name.
+    pub name: &'a str,
+    /// When.
+    pub ts: u64,
+    /// Annotations.
+    pub args: &'a [Annotation<'a>],
+}
+
+/// State of the GPU half of the render.
+pub struct Gpu {
+    seq: Sequence,
+    /// Names of GPU annotations.
+    pub names: GpuNames,
+    held: BinaryHeap<Reverse<(u64, u64)>>,
+    held_by_order: HashMap<u64, HeldDispatch>,
+    order: u64,
+    devices: HashMap<(u32, u64), Track>,
+    queues: HashMap<(u32, u64, u64), Track>,
+    replay_tracks: HashMap<(u32, u64, u64), Track>,
+    orphans: HashMap<u32, Track>,
+    placed: HashMap<(u32, u64), Placed>,
+    /// `(forget at, pid, correlation, hold order)` of written dispatches.
+    expiry: BinaryHeap<Reverse<(u64, u32, u64, u64)>>,
+    /// Dispatch slices written.
+    pub dispatches: u64,
+}
+
+impl Gpu {
+    /// GPU state writing on a new sequence of `w`.
+    pub fn new<W: Write>(w: &mut TraceWriter<W>) -> Self {
+        Self {
+            seq: w.sequence(),
+            names: GpuNames::new(w),
+            held: BinaryHeap::new(),
+            held_by_order: HashMap::new(),
+            order: 0,
+            devices: HashMap::new(),
+            queues: HashMap::new(),
+            replay_tracks: HashMap::new(),
+            orphans: HashMap::new(),
+            placed: HashMap::new(),
+            expiry: BinaryHeap::new(),
+            dispatches: 0,
+        }
+    }
+
+    /// Dispatches waiting for their start.
+    pub fn held(&self) -> usize {
+        self.held_by_order.len()
+    }
+
+    /// Takes a dispatch of process `pid` and makes its tracks; its slice is written once the
+    /// merge reaches its start. Until then declines find its queue, and replay records that
+    /// cannot nest go on the queue's replay track.
+    pub fn hold<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        pid: u32,
+        d: &Dispatch,
+        flow: Option<u64>,
+        external: Option<u64>,
+        process_name: &dyn Fn(u32) -> String,
+    ) -> Result<(), WriterError> {
+        let (device, queue) = self.tracks(w, pid, d, process_name)?;
+        self.order += 1;
+        let start = if valid_times(d) {
+            d.start_ns
+        } else {
+            d.submit_ns
+        };
+        self.held.push(Reverse((start, self.order)));
+        self.held_by_order.insert(
+            self.order,
+            HeldDispatch {
+                order: self.order,
+                pid,
+                d: d.clone(),
+                queue,
+                flow,
+                external,
+            },
+        );
+        self.placed.insert(
+            (pid, d.correlation),
+            Placed {
+                device,
+                queue,
+                queue_handle: d.queue,
+                lane: None,
+                start: d.start_ns,
+                end: d.end_ns,
+                order: self.order,
+            },
+        );
+        Ok(())
+    }
+
+    /// The device and queue tracks of dispatch `d` of `pid`, made on first use.
+    fn tracks<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        pid: u32,
+        d: &Dispatch,
+        process_name: &dyn Fn(u32) -> String,
+    ) -> Result<(Track, Track), WriterError> {
+        let device = match self.devices.get(&(pid, d.agent)) {
+            Some(&t) => t,
+            None => {
+                let id = name_hash(&format!("{pid}/{:x}", d.agent));
+                let name = format!("GPU agent {:#x} ({} {pid})", d.agent, process_name(pid));
+                let t = w.device_track(id, &name)?;
+                self.devices.insert((pid, d.agent), t);
+                t
+            }
+        };
+        let queue = match self.queues.get(&(pid, d.agent, d.queue)) {
+            Some(&t) => t,
+            None => {
+                let t = w.child_track(device, d.queue, &format!("queue {:#x}", d.queue))?;
+                self.queues.insert((pid, d.agent, d.queue), t);
+                t
+            }
+        };
+        Ok((device, queue))
+    }
+
+    /// Writes the held dispatches that start at or before `now` and forgets placed ones long
+    /// past. Errors other than I/O are counted in `skipped` and do not stop the render.
+    pub fn advance<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        now: u64,
+        skipped: &mut u64,
+    ) -> Result<(), WriterError> {
+        while let Some(&Reverse((start, order))) = self.held.peek() {
+            if start > now {
+                break;
+            }
+            self.held.pop();
+            let h = self
+                .held_by_order
+                .remove(&order)
+                .expect("held entries have a dispatch");
+            soft(self.write_dispatch(w, &h), skipped)?;
+        }
+        while let Some(&Reverse((at, pid, corr, order))) = self.expiry.peek() {
+            if at >= now {
+                break;
+            }
+            self.expiry.pop();
+            // A later dispatch with the same correlation id replaced the entry: keep that one.
+            if self
+                .placed
+                .get(&(pid, corr))
+                .is_some_and(|p| p.order == order)
+            {
+                self.placed.remove(&(pid, corr));
+            }
+        }
+        Ok(())
+    }
+
+    fn write_dispatch<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        h: &HeldDispatch,
+    ) -> Result<(), WriterError> {
+        let d = &h.d;
+        let queue = h.queue;
+        let n = &self.names;
+        let grid = format!("{}x{}x{}", d.grid[0], d.grid[1], d.grid[2]);
+        let wg = format!("{}x{}x{}", d.workgroup[0], d.workgroup[1], d.workgroup[2]);
+        let mut ann = vec![
+            Annotation {
+                name: n.grid,
+                value: Value::Str(&grid),
+            },
+            Annotation {
+                name: n.workgroup,
+                value: Value::Str(&wg),
+            },
+            Annotation {
+                name: n.correlation,
+                value: Value::Uint(d.correlation),
+            },
+            Annotation {
+                name: n.kernel_object,
+                value: Value::Pointer(d.kernel_object),
+            },
+        ];
+        if let Some(ext) = h.external {
+            ann.push(Annotation {
+                name: n.external_id,
+                value: Value::Uint(ext),
+            });
+        }
+        let flows: Vec<u64> = h.flow.into_iter().collect();
+        let args = EventArgs {
+            annotations: &ann,
+            terminating_flow_ids: &flows,
+            ..Default::default()
+        };
+        let name = w.event_name(&d.kernel);
+        if !valid_times(d) {
+            // The GPU times are missing or inconsistent: mark the submission instead.
+            w.instant(self.seq, queue, name, d.submit_ns, &args)?;
+            self.dispatches += 1;
+            let forget_at = d.submit_ns.saturating_add(FORGET_AFTER_NS);
+            self.expiry
+                .push(Reverse((forget_at, h.pid, d.correlation, h.order)));
+            return Ok(());
+        }
+        let lane = w.lane(queue, d.start_ns, d.end_ns)?;
+        w.slice(self.seq, lane, name, d.start_ns, d.end_ns, &args)?;
+        self.dispatches += 1;
+        if let Some(p) = self.placed.get_mut(&(h.pid, d.correlation)) {
+            p.lane = Some(lane);
+        }
+        let forget_at = d.end_ns.saturating_add(FORGET_AFTER_NS);
+        self.expiry
+            .push(Reverse((forget_at, h.pid, d.correlation, h.order)));
+        Ok(())
+    }
+
+    /// Writes a replay record's slice: nested under its dispatch when it lies inside it, else
+    /// on the queue's replay track (or the process's when the dispatch is unknown).
+    pub fn child<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        c: &Child<'_>,
+        process_name: &dyn Fn(u32) -> String,
+    ) -> Result<(), WriterError> {
+        let end = c.end.max(c.start);
+        let inside = self.placed.get(&(c.pid, c.correlation)).and_then(|p| {
+            let fits = p.start <= c.start && end <= p.end && (c.start < p.end || p.start == p.end);
+            p.lane.filter(|_| fits)
+        });
+        let track = match inside {
+            Some(lane) => lane,
+            None => {
+                let base = self.replay_base(w, c.pid, c.correlation, process_name)?;
+                w.lane(base, c.start, end)?
+            }
+        };
+        let name = w.event_name(c.name);
+        let args = EventArgs {
+            annotations: c.args,
+            ..Default::default()
+        };
+        w.slice(self.seq, track, name, c.start, end, &args)
+    }
+
+    /// An instant about dispatch `correlation` of `pid`: on its queue track while it is
+    /// remembered, else on the process's replay track.
+    pub fn instant<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        m: &Mark<'_>,
+        process_name: &dyn Fn(u32) -> String,
+    ) -> Result<(), WriterError> {
+        let track = match self.placed.get(&(m.pid, m.correlation)) {
+            Some(p) => p.queue,
+            None => self.orphan(w, m.pid, process_name)?,
+        };
+        let name = w.event_name(m.name);
+        let args = EventArgs {
+            annotations: m.args,
+            ..Default::default()
+        };
+        w.instant(self.seq, track, name, m.ts, &args)
+    }
+
+    fn replay_base<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        pid: u32,
+        correlation: u64,
+        process_name: &dyn Fn(u32) -> String,
+    ) -> Result<Track, WriterError> {
+        let Some(p) = self.placed.get(&(pid, correlation)) else {
+            return self.orphan(w, pid, process_name);
+        };
+        let (device, queue) = (p.device, p.queue_handle);
+        let key = (pid, device.uuid(), queue);
+        if let Some(&t) = self.replay_tracks.get(&key) {
+            return Ok(t);
+        }
+        let t = w.child_track(device, !queue, &format!("queue {queue:#x} replay"))?;
+        self.replay_tracks.insert(key, t);
+        Ok(t)
+    }
+
+    fn orphan<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        pid: u32,
+        process_name: &dyn Fn(u32) -> String,
+    ) -> Result<Track, WriterError> {
+        if let Some(&t) = self.orphans.get(&pid) {
+            return Ok(t);
+        }
+        let process = w.process_track(pid as i32, &process_name(pid))?;
+        let t = w.child_track(process, u64::MAX, "kreplay replay")?;
+        self.orphans.insert(pid, t);
+        Ok(t)
+    }
+}
+
+/// True when the GPU times are present and ordered (submit <= start <= end).
+fn valid_times(d: &Dispatch) -> bool {
+    d.start_ns != 0 && d.submit_ns <= d.start_ns && d.start_ns <= d.end_ns
+}
+
+/// Passes I/O errors on; counts any other writer error (a record that cannot be placed) in
+/// `skipped`.
+pub fn soft(r: Result<(), WriterError>, skipped: &mut u64) -> Result<(), WriterError> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(e @ WriterError::Io { .. }) => Err(e),
+        Err(e) => {
+            tracing::debug!(error = %e, "record skipped");
+            *skipped += 1;
+            Ok(())
+        }
+    }
+}
+
+impl GpuNames {
+    /// `bytes`, `regions` (and `skipped`, `pass` when given) of a snapshot or restore.
+    pub fn copy_args(
+        &self,
+        bytes: u64,
+        regions: u64,
+        skipped: Option<u64>,
+        pass: Option<u32>,
+        correlation: u64,
+    ) -> Vec<Annotation<'static>> {
+        let mut v = Vec::with_capacity(5);
+        if let Some(p) = pass {
+            v.push(Annotation {
+                name: self.pass,
+                value: Value::Uint(u64::from(p)),
+            });
+        }
+        v.push(Annotation {
+            name: self.bytes,
+            value: Value::Uint(bytes),
+        });
+        v.push(Annotation {
+            name: self.regions,
+            value: Value::Uint(regions),
+        });
+        if let Some(s) = skipped {
+            v.push(Annotation {
+                name: self.skipped,
+                value: Value::Uint(s),
+            });
+        }
+        v.push(Annotation {
+            name: self.correlation,
+            value: Value::Uint(correlation),
+        });
+        v
+    }
+
+    /// `pass` and `correlation` of a replay pass.
+    pub fn pass_args(&self, pass: u32, correlation: u64) -> [Annotation<'static>; 2] {
+        [
+            Annotation {
+                name: self.pass,
+                value: Value::Uint(u64::from(pass)),
+            },
+            Annotation {
+                name: self.correlation,
+                value: Value::Uint(correlation),
+            },
+        ]
+    }
+
+    /// `reason` and `correlation` of a decline.
+    pub fn decline_args<'a>(&self, reason: &'a str, correlation: u64) -> [Annotation<'a>; 2] {
+        [
+            Annotation {
+                name: self.reason,
+                value: Value::Str(reason),
+            },
+            Annotation {
+                name: self.correlation,
+                value: Value::Uint(correlation),
+            },
+        ]
+    }
+
+    /// `pass`, `region`, `offset` and `correlation` of a nondeterminism report.
+    pub fn nondeterministic_args(
+        &self,
+        pass: u32,
+        region: u64,
+        offset: u64,
+        correlation: u64,
+    ) -> [Annotation<'static>; 4] {
+        [
+            Annotation {
+                name: self.pass,
+                value: Value::Uint(u64::from(pass)),
+            },
+            Annotation {
+                name: self.region,
+                value: Value::Pointer(region),
+            },
+            Annotation {
+                name: self.offset,
+                value: Value::Uint(offset),
+            },
+            Annotation {
+                name: self.correlation,
+                value: Value::Uint(correlation),
+            },
+        ]
+    }
+}
