@@ -56,6 +56,13 @@ pub fn cc(args: &[&str]) {
 
 /// Builds the probe smoke target: `libkrsmoke.so` and the `smoke_main` program that calls it.
 pub fn build_smoke() -> (PathBuf, PathBuf) {
+    static BUILT: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
+    // Tests run in parallel threads: build once per process, or one test would execute the
+    // program while another is rewriting it.
+    BUILT.get_or_init(build_smoke_now).clone()
+}
+
+fn build_smoke_now() -> (PathBuf, PathBuf) {
     let dir = scratch("smoke");
     let src = workspace_root().join("tests").join("smoke");
     let lib = dir.join("libkrsmoke.so");
@@ -108,6 +115,17 @@ pub fn workload(name: &str) -> PathBuf {
 
 /// Compiles a C program against the simulated HIP (`workload.h` helpers available).
 pub fn build_hip_program(src: &Path, name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, exe)) = built.iter().find(|(n, _)| n == name) {
+        return exe.clone();
+    }
+    let exe = build_hip_program_now(src, name);
+    built.push((name.to_string(), exe.clone()));
+    exe
+}
+
+fn build_hip_program_now(src: &Path, name: &str) -> PathBuf {
     let sim = sim_dir();
     let root = workspace_root().join("tests").join("rocm-sim");
     let exe = scratch("hip-programs").join(name);
