@@ -1,6 +1,7 @@
 //! The audit programs: per-(pid, API) latency histograms aggregated in the kernel.
 //!
-//! `audit_enter` saves the entry time per (thread, API); `audit_return` adds the latency to
+//! `audit_enter` saves the entry time per (thread, API) (in place when the thread's slot from
+//! its previous call is still there); `audit_return` adds the latency to
 //! this CPU's [`AuditStats`] of the (pid, API). No record leaves the kernel; userspace reads
 //! the per-CPU map at its own pace.
 use aya_ebpf::{
@@ -58,8 +59,16 @@ pub fn audit_enter(ctx: ProbeContext) -> u32 {
     };
     // SAFETY: plain helper call.
     let now = unsafe { bpf_ktime_get_ns() };
-    if AUDIT_STARTS.insert(key, now, 0).is_err() {
-        bump(audit_counter::STARTS_FULL);
+    // A thread calling the same API again finds its slot from the previous call (the return
+    // program leaves it, zeroed): a store in place instead of a map update.
+    match AUDIT_STARTS.get_ptr_mut(key) {
+        // SAFETY: the pointer is to this thread's own live map value.
+        Some(p) => unsafe { *p = now },
+        None => {
+            if AUDIT_STARTS.insert(key, now, 0).is_err() {
+                bump(audit_counter::STARTS_FULL);
+            }
+        }
     }
     0
 }
@@ -76,15 +85,17 @@ pub fn audit_return(ctx: RetProbeContext) -> u32 {
         api,
         _pad: 0,
     };
-    let start = match AUDIT_STARTS.get_ptr(key) {
-        // SAFETY: the pointer is to a live map value; it is read once, before the remove.
-        Some(p) => unsafe { *p },
-        None => {
-            bump(audit_counter::MISSING_ENTRY);
-            return 0;
-        }
+    // The slot stays in the map for the thread's next call (LRU evicts those of threads
+    // that are gone); 0 marks it consumed.
+    let start = match AUDIT_STARTS.get_ptr_mut(key) {
+        // SAFETY: the pointer is to this thread's own live map value.
+        Some(p) => unsafe { core::mem::replace(&mut *p, 0) },
+        None => 0,
     };
-    let _ = AUDIT_STARTS.remove(key);
+    if start == 0 {
+        bump(audit_counter::MISSING_ENTRY);
+        return 0;
+    }
     let ns = now.saturating_sub(start);
     let skey = AuditKey {
         pid: (pid_tgid >> 32) as u32,
