@@ -20,8 +20,14 @@ pub fn run() -> Result<()> {
     check("test", clippy)?;
     let bin = kreplay_tests::target_dir().join("debug").join("kreplay");
     let mut test = cmd("cargo");
-    test.args(["test", "--workspace", "--exclude", "kreplay-ebpf", "--no-fail-fast"])
-        .env("KREPLAY_BIN", &bin);
+    test.args([
+        "test",
+        "--workspace",
+        "--exclude",
+        "kreplay-ebpf",
+        "--no-fail-fast",
+    ])
+    .env("KREPLAY_BIN", &bin);
     check("test", test)?;
     say("test", "all checks passed");
     Ok(())
