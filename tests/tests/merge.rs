@@ -192,6 +192,15 @@ fn write_run(dir: &Path) {
             reason: "uses fine-grained memory".into(),
         }
         .into(),
+        // After its dispatch ended: cannot nest, goes on the queue's replay track.
+        Snapshot {
+            correlation: 2,
+            start_ns: 6960,
+            end_ns: 6990,
+            bytes: 100,
+            regions: 1,
+        }
+        .into(),
         // A replay record whose dispatch record is missing.
         ReplayPass {
             correlation: 99,
@@ -413,6 +422,11 @@ fn tool_and_probe_streams_merge_into_one_trace_with_flows() {
         )
     );
     assert_eq!((instants[2].0.as_str(), instants[2].1), ("untimed", 9050));
+
+    // A replay record outside its dispatch goes on the queue's replay track.
+    let replay = track(&d, "named", "queue 0x9e00 replay", Some(&device[0]));
+    assert_eq!(replay.len(), 1);
+    assert_eq!(slices(&d, &replay[0]), [s("snapshot", 6960, 30, 0)]);
 
     // The replay record without a dispatch goes on the process's replay track.
     let process = track(&d, "process", "app", None);

@@ -8,14 +8,17 @@
 //! dispatch's `submit_ns` lies inside the launch call on the same thread (or a `Correlation`
 //! record names the call), and launch slices wait in [`super::holdback`] until every dispatch
 //! they could have produced has been merged.
-use std::{collections::HashMap, io::Write};
+use std::{
+    collections::{HashMap, VecDeque},
+    io::Write,
+};
 
 use kreplay_common::{
     api::{ApiKind, Geometry, Library, NO_ARG, spec_of},
     stream::{ApiCall, Record},
 };
 
-use super::gpu::{Child, Gpu, Mark, soft};
+use super::gpu::{Child, FORGET_AFTER_NS, Gpu, Mark, soft};
 use super::holdback::{HeldCall, Holdback, Offer};
 use super::live_bytes::LiveBytes;
 use crate::perfetto::{
@@ -76,6 +79,10 @@ pub struct Renderer<W: Write> {
     hold: Holdback,
     /// External ids by (pid, correlation), from `Correlation` records, until the dispatch comes.
     externals: HashMap<(u32, u64), (u32, u64, u64)>,
+    /// `(ts, pid, correlation)` of `externals` entries in arrival order, to forget those whose
+    /// dispatch never came ([`FORGET_AFTER_NS`] later): memory stays bounded by time, not trace
+    /// length.
+    externals_age: VecDeque<(u64, u32, u64)>,
     /// What rendering did so far.
     pub stats: RenderStats,
 }
@@ -119,6 +126,7 @@ impl<W: Write> Renderer<W> {
             gpu,
             hold: Holdback::default(),
             externals: HashMap::new(),
+            externals_age: VecDeque::new(),
             stats: RenderStats::default(),
         }
     }
@@ -186,6 +194,7 @@ impl<W: Write> Renderer<W> {
                 }
                 self.externals
                     .insert((pid, c.correlation), (c.tid, c.ts_ns, c.external_id));
+                self.externals_age.push_back((c.ts_ns, pid, c.correlation));
             }
             Record::Dispatch(d) => {
                 let dpid = if d.pid == 0 { pid } else { d.pid };
@@ -264,6 +273,15 @@ impl<W: Write> Renderer<W> {
             .advance(&mut self.w, now, &mut self.stats.unrenderable)?;
         self.stats.dispatches = self.gpu.dispatches;
         self.hold.advance(now);
+        while let Some(&(ts, pid, corr)) = self.externals_age.front() {
+            if ts.saturating_add(FORGET_AFTER_NS) >= now {
+                break;
+            }
+            self.externals_age.pop_front();
+            if self.externals.get(&(pid, corr)).is_some_and(|e| e.1 == ts) {
+                self.externals.remove(&(pid, corr));
+            }
+        }
         self.write_ready()
     }
 
