@@ -23,6 +23,8 @@ enum Command {
     Trace(cmd::trace::TraceArgs),
     /// Attach a uprobe and uretprobe to one function of one library and print every call.
     Probe(cmd::probe::ProbeArgs),
+    /// Run a command with its kernels replayed N times (snapshot/restore between passes).
+    Replay(cmd::replay::ReplayArgs),
     /// Merge stream files of the tool and the probes into one Perfetto trace.
     Merge(cmd::merge::MergeArgs),
     /// Per-process GPU runtime call latencies, aggregated in the kernel (tables, JSON, Prometheus).
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Trace(args) => cmd::trace::run(args),
         Command::Probe(args) => cmd::probe::run(args),
+        Command::Replay(args) => cmd::replay::run(args),
         Command::Merge(args) => cmd::merge::run(args),
         Command::Audit(args) => cmd::audit::run(args),
     };

@@ -2,4 +2,6 @@
 pub mod audit;
 pub mod merge;
 pub mod probe;
+pub mod replay;
+pub mod replay_summary;
 pub mod trace;

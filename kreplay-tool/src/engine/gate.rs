@@ -18,6 +18,9 @@ pub struct Gate {
     cv: Condvar,
 }
 
+/// How long in-flight work may make no progress before the window opens briefly.
+pub const STALL_ROUND: Duration = Duration::from_millis(20);
+
 /// How long a replay tries to drain the agent before declining.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
@@ -52,8 +55,10 @@ impl Gate {
     }
 
     /// Closes the window once nothing is in flight; false if the agent did not drain within
-    /// `limit` (the window is then left open). While waiting for a drain the window is
-    /// reopened now and then, so work that an in-flight dispatch depends on can enter.
+    /// `limit` (the window is then left open). While in-flight work makes progress the window
+    /// stays closed; when it stalls for a round (it may wait on work the closed window holds
+    /// back, e.g. a copy depending on a dispatch not yet submitted) the window opens briefly
+    /// so that work can enter.
     pub fn close(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         let mut s = self.lock();
@@ -62,25 +67,25 @@ impl Gate {
                 if Instant::now() >= deadline {
                     return false;
                 }
-                s = match self.cv.wait_timeout(s, Duration::from_millis(100)) {
-                    Ok((g, _)) => g,
-                    Err(p) => p.into_inner().0,
-                };
+                s = self.wait(s, Duration::from_millis(100));
             }
             s.closed = true;
-            let round = Instant::now() + Duration::from_millis(50);
-            while s.inflight > 0 {
-                let now = Instant::now();
-                if now >= round {
-                    break;
+            loop {
+                let before = s.inflight;
+                let round = Instant::now() + STALL_ROUND;
+                while s.inflight > 0 {
+                    let now = Instant::now();
+                    if now >= round {
+                        break;
+                    }
+                    s = self.wait(s, round - now);
                 }
-                s = match self.cv.wait_timeout(s, round - now) {
-                    Ok((g, _)) => g,
-                    Err(p) => p.into_inner().0,
-                };
-            }
-            if s.inflight == 0 {
-                return true;
+                if s.inflight == 0 {
+                    return true;
+                }
+                if s.inflight >= before || Instant::now() >= deadline {
+                    break; // stalled: let held-back work in
+                }
             }
             s.closed = false;
             self.cv.notify_all();
@@ -88,8 +93,15 @@ impl Gate {
                 return false;
             }
             drop(s);
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(Duration::from_micros(500));
             s = self.lock();
+        }
+    }
+
+    fn wait<'a>(&self, s: MutexGuard<'a, State>, d: Duration) -> MutexGuard<'a, State> {
+        match self.cv.wait_timeout(s, d) {
+            Ok((g, _)) => g,
+            Err(p) => p.into_inner().0,
         }
     }
 

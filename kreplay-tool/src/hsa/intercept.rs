@@ -269,7 +269,7 @@ fn pass_through(
 }
 
 fn decline(corr: u64, reason: String) {
-    tracing::warn!("kreplay: dispatch {corr} not replayed: {reason}");
+    tracing::debug!("kreplay: dispatch {corr} not replayed: {reason}");
     crate::record::global().record(
         Decline {
             correlation: corr,

@@ -1,0 +1,121 @@
+//! `kreplay replay`: runs a command with kreplay-tool injected through `HSA_TOOLS_LIB`,
+//! replaying its kernels, then merges the tool's stream into a Perfetto trace and prints the
+//! per-kernel table.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use kreplay_common::stream::{Record, StreamReader};
+
+use super::replay_summary;
+
+/// Arguments of `kreplay replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Passes per replayed dispatch (at least 1).
+    #[arg(long, default_value_t = 2)]
+    passes: u32,
+    /// Replay only kernels whose name matches this regex.
+    #[arg(long, value_name = "REGEX")]
+    kernel: Option<String>,
+    /// Replay at most this many dispatches.
+    #[arg(long, value_name = "M")]
+    max_dispatches: Option<u64>,
+    /// Trace file to write.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "kreplay-replay.pftrace"
+    )]
+    output: PathBuf,
+    /// The command (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// Where the tool library is: `KREPLAY_TOOL_LIB`, or next to the kreplay binary.
+fn tool_lib() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("KREPLAY_TOOL_LIB") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("cannot locate the kreplay binary")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for cand in [
+        dir.join("libkreplay_tool.so"),
+        dir.join("deps/libkreplay_tool.so"),
+    ] {
+        if cand.exists() {
+            return Ok(cand);
+        }
+    }
+    bail!(
+        "libkreplay_tool.so not found next to {} (set KREPLAY_TOOL_LIB)",
+        exe.display()
+    )
+}
+
+/// Runs `kreplay replay`.
+pub fn run(args: ReplayArgs) -> Result<u8> {
+    if args.passes == 0 {
+        bail!("--passes must be at least 1");
+    }
+    if let Some(k) = &args.kernel {
+        regex::Regex::new(k).map_err(|e| {
+            anyhow::anyhow!(
+                "--kernel {k:?} is not a valid regex: {}",
+                e.to_string().replace('\n', " ")
+            )
+        })?;
+    }
+    let lib = tool_lib()?;
+    let dir = std::env::temp_dir().join(format!("kreplay-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tools = match std::env::var("HSA_TOOLS_LIB") {
+        Ok(v) if !v.trim().is_empty() => format!("{v} {}", lib.display()),
+        _ => lib.display().to_string(),
+    };
+    let mut cmd = Command::new(&args.command[0]);
+    cmd.args(&args.command[1..])
+        .env("HSA_TOOLS_LIB", tools)
+        .env("KREPLAY_PASSES", args.passes.to_string())
+        .env("KREPLAY_OUTPUT_DIR", &dir);
+    if let Some(k) = &args.kernel {
+        cmd.env("KREPLAY_KERNEL", k);
+    }
+    if let Some(m) = args.max_dispatches {
+        cmd.env("KREPLAY_MAX_DISPATCHES", m.to_string());
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {}", args.command[0]))?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "krs"))
+        .collect();
+    files.sort();
+    let mut records: Vec<Record> = Vec::new();
+    for f in &files {
+        let r = StreamReader::open(f).with_context(|| format!("cannot read {}", f.display()))?;
+        records.extend(r);
+    }
+    if files.is_empty() {
+        eprintln!("kreplay: the tool wrote no stream (was the HSA runtime used?)");
+    } else {
+        let report = kreplay_cli::merge::merge(&files, &args.output)?;
+        eprintln!(
+            "kreplay: wrote {} ({} records)",
+            args.output.display(),
+            report.records
+        );
+    }
+    print!(
+        "{}",
+        replay_summary::render(&replay_summary::summarize(&records))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(status.code().map_or(1, |c| c as u8))
+}
