@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 struct State {
     closed: bool,
     inflight: u64,
+    /// In-flight async copies by id, with their dependency handles.
+    copies: std::collections::BTreeMap<u64, Vec<u64>>,
+    next_copy: u64,
 }
 
 /// One agent's gate.
@@ -49,6 +52,25 @@ impl Gate {
         self.cv.notify_all();
     }
 
+    /// Enters a copy with dependency handles `deps` (waits while the window is closed);
+    /// returns its id for [`Gate::exit_copy`].
+    pub fn enter_copy(&self, deps: Vec<u64>) -> u64 {
+        let mut s = self.lock();
+        while s.closed {
+            s = self.wait(s, Duration::from_millis(100));
+        }
+        s.next_copy += 1;
+        let id = s.next_copy;
+        s.copies.insert(id, deps);
+        id
+    }
+
+    /// The copy `id` completed.
+    pub fn exit_copy(&self, id: u64) {
+        self.lock().copies.remove(&id);
+        self.cv.notify_all();
+    }
+
     /// Work entered and not yet exited.
     pub fn inflight(&self) -> u64 {
         self.lock().inflight
@@ -59,7 +81,11 @@ impl Gate {
     /// stays closed; when it stalls for a round (it may wait on work the closed window holds
     /// back, e.g. a copy depending on a dispatch not yet submitted) the window opens briefly
     /// so that work can enter.
-    pub fn close(&self, limit: Duration) -> bool {
+    ///
+    /// A copy does not hold the window while `blocked(deps)` says it still waits on one of its
+    /// dependencies: those complete only after the window (the replayed dispatch's own signal,
+    /// or dispatches the window holds back), so the copy cannot run inside it.
+    pub fn close(&self, limit: Duration, blocked: &dyn Fn(&[u64]) -> bool) -> bool {
         let deadline = Instant::now() + limit;
         let mut s = self.lock();
         loop {
@@ -71,19 +97,28 @@ impl Gate {
             }
             s.closed = true;
             loop {
-                let before = s.inflight;
+                let pending = |s: &State| {
+                    s.inflight + s.copies.values().filter(|d| !blocked(d)).count() as u64
+                };
+                let before = pending(&s);
                 let round = Instant::now() + STALL_ROUND;
-                while s.inflight > 0 {
+                while pending(&s) > 0 {
                     let now = Instant::now();
                     if now >= round {
                         break;
                     }
-                    s = self.wait(s, round - now);
+                    let step = if s.copies.is_empty() {
+                        round - now
+                    } else {
+                        (round - now).min(Duration::from_millis(1))
+                    };
+                    s = self.wait(s, step);
                 }
-                if s.inflight == 0 {
+                let left = pending(&s);
+                if left == 0 {
                     return true;
                 }
-                if s.inflight >= before || Instant::now() >= deadline {
+                if left >= before || Instant::now() >= deadline {
                     break; // stalled: let held-back work in
                 }
             }
@@ -121,7 +156,7 @@ mod tests {
     #[test]
     fn a_closed_window_holds_entrants_until_it_opens() {
         let g = Arc::new(Gate::default());
-        assert!(g.close(DRAIN_LIMIT));
+        assert!(g.close(DRAIN_LIMIT, &|_| false));
         let entered = Arc::new(AtomicBool::new(false));
         let (g2, e2) = (g.clone(), entered.clone());
         let t = std::thread::spawn(move || {
@@ -148,11 +183,25 @@ mod tests {
             std::thread::sleep(Duration::from_millis(80));
             g2.exit();
         });
-        assert!(g.close(DRAIN_LIMIT));
+        assert!(g.close(DRAIN_LIMIT, &|_| false));
         t.join().unwrap();
         g.open();
         g.enter();
-        assert!(!g.close(Duration::from_millis(120)));
+        assert!(!g.close(Duration::from_millis(120), &|_| false));
         assert_eq!(g.inflight(), 1);
+    }
+
+    #[test]
+    fn a_copy_blocked_on_its_dependencies_does_not_hold_the_window() {
+        let g = Gate::default();
+        let id = g.enter_copy(vec![42]);
+        assert!(g.close(Duration::from_millis(100), &|deps| deps == [42]));
+        g.open();
+        assert!(
+            !g.close(Duration::from_millis(100), &|_| false),
+            "a runnable copy holds it"
+        );
+        g.exit_copy(id);
+        assert!(g.close(Duration::from_millis(100), &|_| false));
     }
 }

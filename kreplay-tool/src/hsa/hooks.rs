@@ -178,6 +178,8 @@ pub struct Forward {
     pub app: hsa_signal_t,
     /// Gates held shared until completion.
     pub gates: Vec<Arc<Gate>>,
+    /// Copy entries (gate, id) held until completion.
+    pub copies: Vec<(Arc<Gate>, u64)>,
     /// Called at completion (e.g. to record the dispatch).
     pub done: Option<Box<dyn FnOnce() + Send>>,
 }
@@ -186,18 +188,32 @@ unsafe extern "C" fn forward_completion(_value: hsa_signal_value_t, arg: *mut c_
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: arg is the Box<Forward> leaked by arm_forward, handed back exactly once.
         let fwd = unsafe { Box::from_raw(arg as *mut Forward) };
+        for g in &fwd.gates {
+            g.exit();
+        }
+        for (g, id) in &fwd.copies {
+            g.exit_copy(*id);
+        }
         if let Some(t) = tool() {
             t.backend.complete_app_signal(fwd.app);
             t.backend.give_signal(fwd.own);
-        }
-        for g in &fwd.gates {
-            g.exit();
         }
         if let Some(done) = fwd.done {
             done();
         }
     });
     false
+}
+
+/// Whether any of the signals `deps` is still above zero (the copy cannot start yet).
+pub fn deps_blocked(t: &Tool, deps: &[u64]) -> bool {
+    let Some(load) = t.backend.next().core.hsa_signal_load_scacquire_fn else {
+        return false;
+    };
+    deps.iter().any(|&h| {
+        // SAFETY: the application's dependency signals stay live until its copy completes.
+        h != 0 && unsafe { load(hsa_signal_t { handle: h }) } > 0
+    })
 }
 
 /// Arms a handler that, when `fwd.own` drops below 1, completes the application's signal and
@@ -252,14 +268,28 @@ pub unsafe extern "C" fn async_copy(
         let mut agents = vec![dst_agent.handle, src_agent.handle];
         agents.sort_unstable();
         agents.dedup();
-        let gates: Vec<Arc<Gate>> = agents.into_iter().map(|a| t.gate(a)).collect();
-        for g in &gates {
-            g.enter();
-        }
+        let dep_handles: Vec<u64> = if deps.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the application passes num_deps signals at deps.
+            unsafe { std::slice::from_raw_parts(deps, num_deps as usize) }
+                .iter()
+                .map(|s| s.handle)
+                .collect()
+        };
+        let copies: Vec<(Arc<Gate>, u64)> = agents
+            .into_iter()
+            .map(|a| {
+                let g = t.gate(a);
+                let id = g.enter_copy(dep_handles.clone());
+                (g, id)
+            })
+            .collect();
         Some(Box::new(Forward {
             own,
             app: completion,
-            gates,
+            gates: Vec::new(),
+            copies,
             done: None,
         }))
     })
@@ -278,8 +308,8 @@ pub unsafe extern "C" fn async_copy(
     let st = unsafe { next(dst, dst_agent, src, src_agent, size, num_deps, deps, own) };
     if st != status::SUCCESS {
         // Never signalled (a failed copy signals nothing): undo the fence.
-        for g in &fwd.gates {
-            g.exit();
+        for (g, id) in &fwd.copies {
+            g.exit_copy(*id);
         }
         t.backend.give_signal(own);
         return st;
@@ -288,8 +318,8 @@ pub unsafe extern "C" fn async_copy(
     if let Err(fwd) = arm_forward(t, fwd) {
         let _ = t.backend.wait_signal(own);
         t.backend.complete_app_signal(fwd.app);
-        for g in &fwd.gates {
-            g.exit();
+        for (g, id) in &fwd.copies {
+            g.exit_copy(*id);
         }
         t.backend.give_signal(own);
     }

@@ -152,9 +152,9 @@ fn handle(
         pass_through(t, ctx, batch, writer, Some((name, corr)));
         return;
     }
-    if dispatches > 1 && t.config.passes > 1 && !t.graph_warned.swap(true, Ordering::Relaxed) {
+    if dispatches > 0 && t.config.passes > 1 && !t.graph_warned.swap(true, Ordering::Relaxed) {
         tracing::warn!(
-            "kreplay: a multi-packet submission (HIP graph launch) is not replayed; it runs once (warned once per process)"
+            "kreplay: multi-packet submissions (HIP graph launches, or launches batched behind a busy queue) are not replayed; they run once (warned once per process)"
         );
     }
     pass_through(t, ctx, batch, writer, None);
@@ -230,16 +230,25 @@ fn pass_through(
     let mut out = batch.to_vec();
     let submit = now_ns();
     let mut single = single;
+    let multi = batch.len() > 1;
     for p in out
         .iter_mut()
         .filter(|p| packet_type(p.header) == packet::TYPE_KERNEL_DISPATCH)
     {
+        let id = single.take().or_else(|| {
+            let name = kernel_name(t, ctx.agent, p.kernel_object);
+            let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
+            if multi && t.config.passes > 1 && t.config.selects(&name) {
+                decline(corr, "multi-packet submission".into());
+            }
+            Some((name, corr))
+        });
         let Some(own) = t.backend.take_signal() else {
             continue;
         };
         gate.enter();
         let app = p.completion_signal;
-        let done: Option<Box<dyn FnOnce() + Send>> = single.take().map(|(name, corr)| {
+        let done: Option<Box<dyn FnOnce() + Send>> = id.map(|(name, corr)| {
             let rec = dispatch_record(ctx, p, name, corr, submit, submit, 0);
             Box::new(move || {
                 if let Record::Dispatch(mut d) = rec {
@@ -254,6 +263,7 @@ fn pass_through(
                 own,
                 app,
                 gates: vec![gate.clone()],
+                copies: Vec::new(),
                 done,
             }),
         ) {
@@ -300,7 +310,7 @@ fn replay_one(
         return;
     }
     let gate = t.gate(ctx.agent);
-    if !gate.close(DRAIN_LIMIT) {
+    if !gate.close(DRAIN_LIMIT, &|deps| super::hooks::deps_blocked(t, deps)) {
         decline(corr, "the agent did not drain".into());
         pass_through(t, ctx, &[p], writer, Some((name, corr)));
         return;
