@@ -186,7 +186,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             for lib in discover::candidates(None, &args.libs) {
                 attacher.attach(&mut probes, &lib, Scope::All)?;
             }
-            rescan_all(&mut attacher, &mut probes);
+            attacher.rescan_all(&mut probes);
         }
         Targets::Command(pid) => {
             // The libraries the loader will map at startup (rpath included), then every
@@ -275,11 +275,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                                 break;
                             }
                             for &pid in pids {
-                                rescan_pid(&mut attacher, &mut probes, pid, Scope::Pid(pid));
+                                attacher.rescan_pid(&mut probes, pid, Scope::Pid(pid));
                             }
                         }
-                        Targets::All => rescan_all(&mut attacher, &mut probes),
-                        Targets::Command(pid) => rescan_pid(&mut attacher, &mut probes, *pid, Scope::Pid(*pid)),
+                        Targets::All => attacher.rescan_all(&mut probes),
+                        Targets::Command(pid) => attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid)),
                     }
                     if status {
                         let now = Instant::now();
@@ -390,27 +390,5 @@ impl Collector {
         if let Err(e) = self.capture.push(r) {
             self.io_error.get_or_insert_with(|| e.into());
         }
-    }
-}
-
-/// Attaches to runtime libraries `pid` has mapped since the last look (dlopen).
-fn rescan_pid(attacher: &mut Attacher, probes: &mut Probes, pid: u32, scope: Scope) {
-    let Ok(libs) = discover::libs_of_pid(pid) else {
-        return;
-    };
-    for lib in libs {
-        if let Err(e) = attacher.attach(probes, &lib, scope) {
-            tracing::warn!(pid, library = %lib.host_path.display(), error = %e, "attach failed");
-        }
-    }
-}
-
-/// Attaches system-wide to every runtime library any process maps now.
-fn rescan_all(attacher: &mut Attacher, probes: &mut Probes) {
-    for pid in discover::all_pids() {
-        if pid == std::process::id() {
-            continue;
-        }
-        rescan_pid(attacher, probes, pid, Scope::All);
     }
 }
