@@ -217,6 +217,20 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let dir = streams_dir(&output);
     let _ = std::fs::remove_dir_all(&dir);
     let capture = Capture::create(&dir)?;
+    if !args.quiet {
+        let what = match &targets {
+            Targets::Pids(p) => format!(
+                "pid {}",
+                p.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            Targets::All => "every process using a GPU runtime".to_string(),
+            Targets::Command(pid) => format!("{} (pid {pid})", args.command[0]),
+        };
+        eprintln!(
+            "kreplay: tracing {what}: {} probes attached; stop with Ctrl-C",
+            probes.attachments()
+        );
+    }
     if let Some(c) = child {
         c.release().context("releasing the traced command")?;
     }
@@ -281,7 +295,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                         Targets::All => attacher.rescan_all(&mut probes),
                         Targets::Command(pid) => attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid)),
                     }
-                    if status {
+                    // On a terminal the status line updates in place every tick; into a file
+                        // or pipe, one line every five seconds.
+                    if status && (tty || last_tick.elapsed() >= Duration::from_secs(5)) {
                         let now = Instant::now();
                         let events = col.capture.records;
                         let rate = (events - last_events) as f64 / now.duration_since(last_tick).as_secs_f64();
