@@ -1,0 +1,284 @@
+//! `kreplay replay` on the simulated runtime's workloads: replayed runs print exactly what
+//! unreplayed runs print, and the per-kernel table (computed from the tool's stream) says what
+//! was replayed, restored and declined.
+
+use std::collections::HashMap;
+use std::process::{Command, Output};
+
+use kreplay_tests::{kreplay_bin, scratch, workload};
+
+/// One row of the per-kernel table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    dispatches: u64,
+    passes: u64,
+    snapshot_bytes: u64,
+    nondet: u64,
+    declines: String,
+}
+
+fn table(stdout: &str) -> HashMap<String, Row> {
+    let mut rows = HashMap::new();
+    let mut lines = stdout.lines().skip_while(|l| !l.starts_with("kernel "));
+    lines.next();
+    for l in lines {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 10 {
+            continue;
+        }
+        let declines = f[9..].join(" ");
+        rows.insert(
+            f[0].to_owned(),
+            Row {
+                dispatches: f[1].parse().unwrap(),
+                passes: f[2].parse().unwrap(),
+                snapshot_bytes: f[6].parse().unwrap(),
+                nondet: f[8].parse().unwrap(),
+                declines,
+            },
+        );
+    }
+    rows
+}
+
+/// The workload's own output lines (everything before the table).
+fn app_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .take_while(|l| !l.starts_with("kernel "))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn plain(name: &str, args: &[&str]) -> Output {
+    let out = Command::new(workload(name))
+        .args(args)
+        .output()
+        .expect("run workload");
+    assert!(
+        out.status.success(),
+        "{name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn replayed(name: &str, args: &[&str], opts: &[&str], env: &[(&str, &str)]) -> (Output, String) {
+    let trace = scratch("replay").join(format!("{name}.pftrace"));
+    let out = Command::new(kreplay_bin())
+        .arg("replay")
+        .args(opts)
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(workload(name))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run kreplay replay");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kreplay replay {name} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out, stdout)
+}
+
+fn plain_lines(name: &str, args: &[&str]) -> Vec<String> {
+    String::from_utf8_lossy(&plain(name, args).stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn five_passes_of_saxpy_leave_y_and_the_device_counter_at_one_pass_values() {
+    let args = ["1", "100000", "1"];
+    let (_, out) = replayed("saxpy", &args, &["--passes", "5"], &[]);
+    assert_eq!(app_lines(&out), plain_lines("saxpy", &args));
+    assert!(
+        out.contains("launches: 1\n"),
+        "the __device__ counter counts launches, not passes:\n{out}"
+    );
+    let rows = table(&out);
+    // x and y (100000 floats each) and the 8-byte launch counter, captured once.
+    assert_eq!(
+        rows["saxpy"],
+        Row {
+            dispatches: 1,
+            passes: 5,
+            snapshot_bytes: 800_008,
+            nondet: 0,
+            declines: "-".into()
+        }
+    );
+}
+
+#[test]
+fn several_buffers_on_several_streams_are_all_restored() {
+    // One launch per stream: every queue sees exactly one single-dispatch batch.
+    let args = ["4", "20000", "1"];
+    let (_, out) = replayed("saxpy", &args, &["--passes", "3"], &[]);
+    assert_eq!(app_lines(&out), plain_lines("saxpy", &args));
+    assert!(out.contains("launches: 4\n"), "{out}");
+    let r = &table(&out)["saxpy"];
+    assert_eq!((r.dispatches, r.passes, r.nondet), (4, 12, 0), "{r:?}");
+    assert_eq!(r.declines, "-");
+}
+
+#[test]
+fn each_fault_knob_declines_replay_and_the_output_equals_an_unreplayed_run() {
+    let args = ["1", "50000", "1"];
+    let expected = plain_lines("saxpy", &args);
+    for (knob, value, reason) in [
+        ("KRSIM_FAIL_D2H_NTH", "1", "device-to-host copy"),
+        (
+            "KRSIM_FAIL_SYMBOL_ITER",
+            "1",
+            "module variable enumeration failed",
+        ),
+        ("KRSIM_FAIL_HOST_ALLOC_ABOVE", "4096", "host allocation"),
+    ] {
+        let (_, out) = replayed("saxpy", &args, &["--passes", "4"], &[(knob, value)]);
+        assert_eq!(app_lines(&out), expected, "{knob}");
+        let rows = table(&out);
+        assert_eq!(rows.len(), 1, "{knob}: {out}");
+        let r = rows.values().next().unwrap();
+        assert_eq!(
+            (r.dispatches, r.passes, r.snapshot_bytes),
+            (1, 0, 0),
+            "{knob}: {r:?}"
+        );
+        assert!(
+            r.declines.starts_with("1x snapshot incomplete") && r.declines.contains(reason),
+            "{knob}: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn graph_launches_are_not_replayed_and_warned_once() {
+    let args = ["4096", "5"];
+    let (o, out) = replayed("graph", &args, &["--passes", "3"], &[]);
+    assert_eq!(app_lines(&out), plain_lines("graph", &args));
+    let rows = table(&out);
+    for k in ["scale", "mix", "combine", "accumulate"] {
+        assert_eq!(
+            rows[k],
+            Row {
+                dispatches: 5,
+                passes: 0,
+                snapshot_bytes: 0,
+                nondet: 0,
+                declines: "5x multi-packet submission".into()
+            },
+            "{k}"
+        );
+    }
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        stderr.matches("multi-packet submissions").count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn threads_dispatching_while_another_replays_all_get_correct_results() {
+    let args = ["9", "40"];
+    let (_, out) = replayed("high_qps", &args, &["--passes", "3"], &[]);
+    assert_eq!(app_lines(&out), plain_lines("high_qps", &args));
+    let r = &table(&out)["fill"];
+    assert_eq!(r.dispatches, 360);
+    let declined: u64 = r
+        .declines
+        .split('x')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert_eq!(r.passes, 3 * (r.dispatches - declined), "{r:?}");
+    assert!(r.passes > 0);
+}
+
+#[test]
+fn vmem_mapped_memory_declines_replay_with_the_reason() {
+    let args = ["20"];
+    let (_, out) = replayed("malloc_async", &args, &["--passes", "3"], &[]);
+    assert_eq!(app_lines(&out), plain_lines("malloc_async", &args));
+    let r = &table(&out)["stamp"];
+    assert_eq!((r.dispatches, r.passes), (20, 0));
+    assert!(
+        r.declines.starts_with("20x vmem-mapped memory is live"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn the_kernel_filter_and_the_dispatch_limit_select_what_is_replayed() {
+    let args = ["1", "1000", "4"];
+    let (_, out) = replayed(
+        "saxpy",
+        &args,
+        &["--passes", "2", "--kernel", "^nomatch$"],
+        &[],
+    );
+    assert_eq!(app_lines(&out), plain_lines("saxpy", &args));
+    assert_eq!(table(&out)["saxpy"].passes, 0);
+    let (_, out) = replayed(
+        "saxpy",
+        &args,
+        &["--passes", "2", "--max-dispatches", "1"],
+        &[],
+    );
+    assert_eq!(app_lines(&out), plain_lines("saxpy", &args));
+    assert_eq!(table(&out)["saxpy"].passes, 2);
+}
+
+#[test]
+fn every_workload_prints_the_same_with_and_without_replay() {
+    for (name, args) in [
+        ("saxpy", &["2", "10000", "3"][..]),
+        ("high_qps", &["4", "20"][..]),
+        ("graph", &["4096", "3"][..]),
+        ("malloc_async", &["10"][..]),
+        ("churn", &["200", "10"][..]),
+        ("footprint", &["16777216", "4194304", "64", "2"][..]),
+        ("racy", &["16", "16"][..]),
+    ] {
+        let (_, out) = replayed(name, args, &["--passes", "3"], &[("KRSIM_WORKERS", "1")]);
+        let expected: Vec<String> = String::from_utf8_lossy(
+            &Command::new(workload(name))
+                .args(args)
+                .env("KRSIM_WORKERS", "1")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .lines()
+        .map(str::to_owned)
+        .collect();
+        assert_eq!(app_lines(&out), expected, "{name}");
+        assert!(out.contains("checksum: "), "{name}");
+    }
+}
+
+#[test]
+fn configuration_errors_are_one_line_and_exit_1() {
+    for (opts, needle) in [
+        (&["--passes", "0"][..], "passes"),
+        (&["--kernel", "("][..], "regex"),
+    ] {
+        let out = Command::new(kreplay_bin())
+            .arg("replay")
+            .args(opts)
+            .arg("--")
+            .arg("/bin/true")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+}
