@@ -1,7 +1,9 @@
 //! Integration-test helpers: locating built binaries, building C test programs, privilege checks.
 use std::{
     path::{Path, PathBuf},
-    process::Command,
+    process::{Command, Output, Stdio},
+    sync::Mutex,
+    time::{Duration, Instant},
 };
 
 /// The workspace root (the parent of this crate's directory).
@@ -94,9 +96,14 @@ fn build_smoke_now() -> (PathBuf, PathBuf) {
     (lib, exe)
 }
 
+/// The simulated ROCm runtime's sources (`tests/rocm-sim`).
+pub fn sim_root() -> PathBuf {
+    workspace_root().join("tests").join("rocm-sim")
+}
+
 /// The simulated ROCm runtime's build directory, built with `make` if it is missing.
 pub fn sim_dir() -> PathBuf {
-    let root = workspace_root().join("tests").join("rocm-sim");
+    let root = sim_root();
     let build = root.join("build");
     if !build.join("libamdhip64.so.6").exists() {
         let status = Command::new("make")
@@ -106,6 +113,103 @@ pub fn sim_dir() -> PathBuf {
         assert!(status.success(), "building the simulated runtime failed");
     }
     build
+}
+
+/// Brings `targets` of the simulated runtime up to date with `make -s -C tests/rocm-sim`
+/// (incremental, so fast when nothing changed), once per process for each list of targets, and
+/// returns the build directory. Tests of the sim call this first: they need its current sources.
+pub fn make_sim(targets: &[&str]) -> PathBuf {
+    static MADE: Mutex<Vec<Vec<String>>> = Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let key: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
+    if !made.contains(&key) {
+        let out = Command::new("make")
+            .arg("-C")
+            .arg(sim_root())
+            .arg("-s")
+            .args(targets)
+            .output()
+            .expect("run make (is GNU make installed?)");
+        assert!(
+            out.status.success(),
+            "make -C tests/rocm-sim {} failed:\n{}{}",
+            targets.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        made.push(key);
+    }
+    sim_root().join("build")
+}
+
+/// True for variables of the caller's environment that steer the sim or what it loads
+/// (`KRSIM_*` knobs, `HSA_TOOLS_LIB`, `LD_LIBRARY_PATH`): no sim program run inherits them.
+fn is_sim_knob(name: &str) -> bool {
+    name.starts_with("KRSIM_") || name == "HSA_TOOLS_LIB" || name == "LD_LIBRARY_PATH"
+}
+
+/// Runs `exe` with `args`, without the caller's sim knobs and with `envs` set; kills it and
+/// panics when it runs longer than `limit`.
+pub fn run_sim_program(
+    exe: &Path,
+    args: &[&str],
+    envs: &[(&str, String)],
+    limit: Duration,
+) -> Output {
+    let mut cmd = Command::new(exe);
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if is_sim_knob(&k) {
+            cmd.env_remove(k);
+        }
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", exe.display()));
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("poll child").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{} did not finish within {limit:?}", exe.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("collect output")
+}
+
+/// Runs a sim program as [`run_sim_program`] does; it must exit 0. Returns its stdout.
+pub fn run_sim_ok(exe: &Path, args: &[&str], envs: &[(&str, String)], limit: Duration) -> String {
+    let out = run_sim_program(exe, args, envs, limit);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed ({:?}):\n{stdout}{}",
+        exe.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Runs a sim C test program: it must exit 0 and print `last` as its final line. Returns stdout.
+pub fn run_sim_test(
+    exe: &Path,
+    args: &[&str],
+    envs: &[(&str, String)],
+    limit: Duration,
+    last: &str,
+) -> String {
+    let stdout = run_sim_ok(exe, args, envs, limit);
+    assert_eq!(
+        stdout.lines().last(),
+        Some(last),
+        "{} {args:?} output:\n{stdout}",
+        exe.display()
+    );
+    stdout
 }
 
 /// A sample workload of the simulated runtime (`tests/rocm-sim/build/workloads/NAME`).
@@ -127,7 +231,7 @@ pub fn build_hip_program(src: &Path, name: &str) -> PathBuf {
 
 fn build_hip_program_now(src: &Path, name: &str) -> PathBuf {
     let sim = sim_dir();
-    let root = workspace_root().join("tests").join("rocm-sim");
+    let root = sim_root();
     let exe = scratch("hip-programs").join(name);
     let inc1 = format!("-I{}", root.join("include").display());
     let inc2 = format!("-I{}", root.join("workloads").display());

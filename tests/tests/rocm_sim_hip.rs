@@ -7,78 +7,30 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use kreplay_tests::{cc, make_sim, run_sim_ok, run_sim_program, run_sim_test, scratch, sim_root};
 
 const REAL_HIP5: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 
-fn sim_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rocm-sim")
-}
+/// How long one sim program may run before it is killed.
+const LIMIT: Duration = Duration::from_secs(120);
 
-/// Builds the sim (HSA, then HIP, workloads and tests) once per test process.
-fn build() -> &'static PathBuf {
-    static BUILD: OnceLock<PathBuf> = OnceLock::new();
-    BUILD.get_or_init(|| {
-        let out = Command::new("make")
-            .arg("-C")
-            .arg(sim_dir())
-            .args(["-s", "hsa", "hip"])
-            .output()
-            .expect("run make (is GNU make installed?)");
-        assert!(
-            out.status.success(),
-            "make -C tests/rocm-sim hsa hip failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        sim_dir().join("build")
-    })
+/// Builds the sim (HSA, then HIP, workloads and tests) once per test process; returns build/.
+fn build() -> PathBuf {
+    make_sim(&["hsa", "hip"])
 }
 
 /// Runs a program with a clean sim environment plus `envs`, killed after 120 s.
 fn run_exe(exe: &Path, args: &[&str], envs: &[(&str, String)]) -> Output {
-    let mut cmd = Command::new(exe);
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("KRSIM_") || k == "HSA_TOOLS_LIB" || k == "LD_LIBRARY_PATH" {
-            cmd.env_remove(k);
-        }
-    }
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", exe.display()));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().expect("poll child").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{} did not finish within 120 s", exe.display());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().expect("collect output")
+    run_sim_program(exe, args, envs, LIMIT)
 }
 
 /// Runs build/tests/<name>; it must pass and print every `ok <section>`. Returns stdout.
 fn run_test(name: &str, args: &[&str], envs: &[(&str, String)], sections: &[&str]) -> String {
     let exe = build().join("tests").join(name);
-    let out = run_exe(&exe, args, envs);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{name} {args:?} failed ({:?}):\n{stdout}{stderr}",
-        out.status
-    );
-    assert_eq!(
-        stdout.lines().last(),
-        Some("PASS"),
-        "{name}:\n{stdout}{stderr}"
-    );
+    let stdout = run_sim_test(&exe, args, envs, LIMIT, "PASS");
     for s in sections {
         let line = format!("ok {s}");
         assert!(
@@ -278,7 +230,7 @@ fn sonames_and_real_symbol_versions() {
     assert_eq!(ours, exported_versions(&build.join("libamdhip64.so.6")));
     // Every function the sources mark HIP_EXPORT is exported (the map is complete).
     let mut declared = std::collections::BTreeSet::new();
-    for entry in std::fs::read_dir(sim_dir().join("hip")).expect("hip sources") {
+    for entry in std::fs::read_dir(sim_root().join("hip")).expect("hip sources") {
         let path = entry.expect("dir entry").path();
         if path.extension().is_some_and(|e| e == "c") {
             let text = std::fs::read_to_string(&path).expect("read source");
@@ -317,17 +269,11 @@ fn program_linked_against_real_libamdhip64_runs_on_the_sim() {
             "{v} not needed:\n{needs}"
         );
     }
-    let out = run_exe(
+    let stdout = run_sim_ok(
         &exe,
         &[],
         &[("LD_LIBRARY_PATH", build.display().to_string())],
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{:?}\n{stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        LIMIT,
     );
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
@@ -391,39 +337,30 @@ fn hip_uses_hsa_as_real_hip_does() {
 #[test]
 fn readme_plain_c_example_builds_and_runs() {
     let build = build();
-    let readme = std::fs::read_to_string(sim_dir().join("README.md")).expect("README");
+    let readme = std::fs::read_to_string(sim_root().join("README.md")).expect("README");
     let hip = &readme[readme.find("## HIP").expect("HIP section")..];
     let start = hip.find("```c\n").expect("C example") + 5;
     let code = &hip[start..start + hip[start..].find("```").expect("end of example")];
-    let dir = std::env::temp_dir().join(format!("krsim_hip_example_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let dir = scratch("hip-readme-example");
     let src = dir.join("add_one.c");
     let exe = dir.join("add_one");
     std::fs::write(&src, code).expect("write example");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(&cc)
-        .arg("-Wall")
-        .arg("-Werror")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .arg(format!("-I{}", sim_dir().join("include").display()))
-        .arg("-rdynamic")
-        .arg(format!("-L{}", build.display()))
-        .arg("-l:libamdhip64.so.6")
-        .arg(format!("-Wl,-rpath,{}", build.display()))
-        .output()
-        .expect("run the C compiler");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cc(&[
+        "-Wall",
+        "-Werror",
+        "-o",
+        exe.to_str().unwrap(),
+        src.to_str().unwrap(),
+        &format!("-I{}", sim_root().join("include").display()),
+        "-rdynamic",
+        &format!("-L{}", build.display()),
+        "-l:libamdhip64.so.6",
+        &format!("-Wl,-rpath,{}", build.display()),
+    ]);
     let run = run_exe(&exe, &[], &[]);
     assert!(run.status.success(), "{:?}", run.status);
     assert_eq!(
         String::from_utf8_lossy(&run.stdout),
         "host[999] = 1002, launches = 3, no error\n"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,74 +2,25 @@
 //! tests/rocm-sim/tests/hsa_*.c asserts exact values itself; here each must exit 0 and end with
 //! "<name>: PASS". The sim is (re)built with `make -C tests/rocm-sim hsa hsa-tests` first.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-fn sim_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rocm-sim")
+use kreplay_tests::{make_sim, run_sim_test};
+
+/// Builds the HSA half of the sim and its tests (once per test process) and returns build/.
+fn build() -> std::path::PathBuf {
+    make_sim(&["hsa", "hsa-tests"])
 }
 
-/// Builds the HSA half of the sim once per test process (incremental: fast when up to date).
-fn build() -> &'static PathBuf {
-    static BUILD: OnceLock<PathBuf> = OnceLock::new();
-    BUILD.get_or_init(|| {
-        let out = Command::new("make")
-            .arg("-C")
-            .arg(sim_dir())
-            .args(["-s", "hsa", "hsa-tests"])
-            .output()
-            .expect("run make (is GNU make installed?)");
-        assert!(
-            out.status.success(),
-            "make -C tests/rocm-sim hsa hsa-tests failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        sim_dir().join("build")
-    })
-}
-
-/// Runs build/tests/<name> (killed after 60 s) and checks its exit status and final line.
+/// Runs build/tests/<name> (killed after 60 s); it must exit 0 and end with `<name>: PASS`.
 fn run(name: &str, envs: &[(&str, String)]) {
-    let build = build();
-    let exe = build.join("tests").join(name);
-    let mut cmd = Command::new(&exe);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    // Knobs from the caller's environment must not leak into the tests.
-    for (k, _) in std::env::vars() {
-        if k.starts_with("KRSIM_") || k == "HSA_TOOLS_LIB" {
-            cmd.env_remove(k);
-        }
-    }
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", exe.display()));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().expect("poll child").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{name} did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().expect("collect output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{name} failed ({:?}):\n{stdout}{stderr}",
-        out.status
-    );
-    let last = stdout.lines().last().unwrap_or("");
-    assert_eq!(
-        last,
-        format!("{name}: PASS"),
-        "{name} output:\n{stdout}{stderr}"
+    let exe = build().join("tests").join(name);
+    run_sim_test(
+        &exe,
+        &[],
+        envs,
+        Duration::from_secs(60),
+        &format!("{name}: PASS"),
     );
 }
 

@@ -5,32 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn sim_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rocm-sim")
-}
+use kreplay_tests::{make_sim, run_sim_ok, workload};
 
 /// Builds the sim, the workloads and the HSA test tool once per test process.
-fn build() -> &'static PathBuf {
-    static BUILD: OnceLock<PathBuf> = OnceLock::new();
-    BUILD.get_or_init(|| {
-        let out = Command::new("make")
-            .arg("-C")
-            .arg(sim_dir())
-            .args(["-s", "hsa", "hip", "build/tests/hsa_test_tool.so"])
-            .output()
-            .expect("run make (is GNU make installed?)");
-        assert!(
-            out.status.success(),
-            "make -C tests/rocm-sim failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        sim_dir().join("build")
-    })
+fn build() -> PathBuf {
+    make_sim(&["hsa", "hip", "build/tests/hsa_test_tool.so"])
 }
 
 /// One run's `key: value` lines (the checksum line is last, as the contract says).
@@ -38,36 +19,8 @@ type Report = BTreeMap<String, String>;
 
 /// Runs build/workloads/<name> with a clean sim environment plus `envs` (120 s limit).
 fn run(name: &str, args: &[&str], envs: &[(&str, String)]) -> Report {
-    let exe = build().join("workloads").join(name);
-    let mut cmd = Command::new(&exe);
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("KRSIM_") || k == "HSA_TOOLS_LIB" {
-            cmd.env_remove(k);
-        }
-    }
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", exe.display()));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().expect("poll child").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{name} did not finish within 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().expect("collect output");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name} {args:?} failed ({:?}):\n{stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    build();
+    let stdout = run_sim_ok(&workload(name), args, envs, Duration::from_secs(120));
     let last = stdout.lines().last().unwrap_or("");
     assert!(last.starts_with("checksum: "), "{name}: last line {last:?}");
     let sum = &last["checksum: ".len()..];

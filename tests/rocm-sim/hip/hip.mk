@@ -44,14 +44,14 @@ $(KRSIM_BUILD)/workloads/%: $(KRSIM_ROOT)/workloads/%.c $(KRSIM_ROOT)/workloads/
 		-l:libhsa-runtime64.so.1 -Wl,-rpath,'$$ORIGIN/..'
 
 $(KRSIM_BUILD)/tests/hip_%: $(KRSIM_ROOT)/tests/hip_%.c $(KRSIM_ROOT)/include/krsim_hip.h \
-		$(wildcard $(KRSIM_ROOT)/tests/hip_check.h) $(KRSIM_BUILD)/libamdhip64.so.6
+		$(wildcard $(KRSIM_ROOT)/tests/hip_check.h $(KRSIM_ROOT)/tests/hsa_test_util.h) $(KRSIM_BUILD)/libamdhip64.so.6
 	@mkdir -p $(dir $@)
 	$(HIP_CC) $(HIP_CFLAGS) -rdynamic -o $@ $< -L$(KRSIM_BUILD) -l:libamdhip64.so.6 \
 		-l:libhsa-runtime64.so.1 -Wl,-rpath,'$$ORIGIN/..'
 
 # Linked against the real ROCm 5.2 library: no rpath, so LD_LIBRARY_PATH picks the runtime.
 $(KRSIM_BUILD)/tests/hip_compat_real: $(KRSIM_ROOT)/tests/hip_compat_real.c \
-		$(KRSIM_ROOT)/include/krsim_hip.h $(wildcard $(KRSIM_ROOT)/tests/hip_check.h)
+		$(KRSIM_ROOT)/include/krsim_hip.h $(wildcard $(KRSIM_ROOT)/tests/hip_check.h $(KRSIM_ROOT)/tests/hsa_test_util.h)
 	@mkdir -p $(dir $@)
 	$(HIP_CC) $(HIP_CFLAGS) -rdynamic -o $@ $< -L/usr/lib/x86_64-linux-gnu -l:libamdhip64.so.5
 
