@@ -159,8 +159,11 @@ fn probe_overhead(out: &mut String) -> Result<()> {
     Ok(())
 }
 
-fn cargo_benches(out: &mut String) -> Result<()> {
+fn cargo_benches(out: &mut String, only: &[String]) -> Result<()> {
     for &(pkg, bench) in CARGO_BENCHES {
+        if !only.is_empty() && !only.iter().any(|o| o == bench) {
+            continue;
+        }
         let manifest = root().join(pkg).join("Cargo.toml");
         let toml = std::fs::read_to_string(&manifest).unwrap_or_default();
         if !toml.contains(&format!("name = \"{bench}\"")) {
@@ -188,8 +191,8 @@ fn cargo_benches(out: &mut String) -> Result<()> {
     Ok(())
 }
 
-/// Runs every benchmark and writes `docs/bench/<name>.md`.
-pub fn run(name: &str) -> Result<()> {
+/// Runs every benchmark (or the sections in `only`) and writes `docs/bench/<name>.md`.
+pub fn run(name: &str, only: &[String]) -> Result<()> {
     let mut build = cmd("cargo");
     build.args([
         "build",
@@ -206,8 +209,10 @@ pub fn run(name: &str) -> Result<()> {
         machine(),
         today()
     );
-    probe_overhead(&mut out)?;
-    cargo_benches(&mut out)?;
+    if only.is_empty() || only.iter().any(|o| o == "probe") {
+        probe_overhead(&mut out)?;
+    }
+    cargo_benches(&mut out, only)?;
     let dir = root().join("docs").join("bench");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(format!("{name}.md"));

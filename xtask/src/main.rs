@@ -35,6 +35,9 @@ enum Cmd {
         /// Name of the results file (e.g. the machine: dev-vm, h200).
         #[arg(long, default_value = "dev-vm")]
         name: String,
+        /// Run only these sections (repeatable): probe, or a cargo bench name.
+        #[arg(long)]
+        only: Vec<String>,
     },
 }
 
@@ -61,10 +64,10 @@ fn dispatch(command: Cmd) -> Result<()> {
             run::build_all()?;
             demo::run()
         }
-        Cmd::Bench { name } => {
+        Cmd::Bench { name, only } => {
             setup::all()?;
             run::build_all()?;
-            bench::run(&name)
+            bench::run(&name, &only)
         }
         Cmd::Test => {
             setup::all()?;
