@@ -48,7 +48,9 @@ int main(void) {
   uint64_t t0 = now_ns();
   CHECK_EQ(hsa_signal_wait_scacquire(s, HSA_SIGNAL_CONDITION_EQ, 0, 20000000ull, HSA_WAIT_STATE_BLOCKED), 3);
   uint64_t el = now_ns() - t0;
-  CHECK(el >= 20000000ull && el < 1000000000ull);
+  /* The upper bound only catches a wait that ignores its timeout; a loaded host can delay
+     the wake-up by far more than the hint, so it is generous. */
+  CHECK(el >= 20000000ull && el < 10000000000ull);
   /* Satisfied immediately for each condition. */
   CHECK_EQ(hsa_signal_wait_relaxed(s, HSA_SIGNAL_CONDITION_NE, 0, 0, HSA_WAIT_STATE_ACTIVE), 3);
   CHECK_EQ(hsa_signal_wait_relaxed(s, HSA_SIGNAL_CONDITION_LT, 4, 0, HSA_WAIT_STATE_ACTIVE), 3);
