@@ -261,6 +261,32 @@ pub fn build_callloop() -> PathBuf {
     build_hip_program(&src, "callloop")
 }
 
+/// Starts `tests/trace/pid_target.c` making `n` hipMalloc/hipFree pairs once released: it
+/// has initialised HIP and printed `ready` when this returns; write a line to its stdin to
+/// let it go; it prints `done` when finished.
+pub fn spawn_pid_target(
+    n: u64,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::io::BufRead;
+    let src = workspace_root().join("tests/trace/pid_target.c");
+    let exe = build_hip_program(&src, "pid_target");
+    let mut child = Command::new(exe)
+        .arg(n.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start pid_target");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout piped"));
+    let mut line = String::new();
+    out.read_line(&mut line)
+        .expect("read pid_target's first line");
+    assert_eq!(line, "ready\n");
+    (child, out)
+}
+
 /// Makes sure python3 can import the official Perfetto protos, installing the pinned
 /// requirements (tests/python/requirements.txt) when it cannot.
 pub fn ensure_decoder() {

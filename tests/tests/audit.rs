@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kreplay_tests::{build_hip_program, kreplay_bin, require_root, scratch, sim_dir, workload};
+use kreplay_tests::{kreplay_bin, require_root, scratch, sim_dir, workload};
 use serde_json::Value;
 
 /// A child process killed (and reaped) when the test ends, pass or fail.
@@ -305,18 +305,7 @@ fn saxpy_counts_and_latency_buckets_are_exact() {
 }
 
 fn spawn_pid_target(n: u64) -> (Reaped, BufReader<std::process::ChildStdout>) {
-    let src = kreplay_tests::workspace_root().join("tests/trace/pid_target.c");
-    let exe = build_hip_program(&src, "pid_target");
-    let mut child = Command::new(exe)
-        .arg(n.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    let (child, out) = kreplay_tests::spawn_pid_target(n);
     (Reaped(child), out)
 }
 

@@ -8,9 +8,7 @@ use std::{
     time::Duration,
 };
 
-use kreplay_tests::{
-    build_hip_program, decode_trace, kreplay_bin, monotonic_ns, require_root, scratch, workload,
-};
+use kreplay_tests::{decode_trace, kreplay_bin, monotonic_ns, require_root, scratch, workload};
 use serde_json::Value;
 
 fn out_path(name: &str) -> PathBuf {
@@ -282,27 +280,11 @@ impl StderrWatch {
     }
 }
 
-fn spawn_pid_target(n: u64) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let src = kreplay_tests::workspace_root().join("tests/trace/pid_target.c");
-    let exe = build_hip_program(&src, "pid_target");
-    let mut child = Command::new(exe)
-        .arg(n.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
-    (child, out)
-}
-
 #[test]
 fn attach_by_pid_sees_exactly_the_calls_made_after_attach() {
     require_root!();
     let out = out_path("pid");
-    let (mut child, mut child_out) = spawn_pid_target(25);
+    let (mut child, mut child_out) = kreplay_tests::spawn_pid_target(25);
     let pid = child.id();
     let mut kreplay = Command::new(kreplay_bin())
         .args(["trace", "-o", out.to_str().unwrap(), "-p", &pid.to_string()])

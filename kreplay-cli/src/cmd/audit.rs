@@ -21,11 +21,7 @@ use kreplay_cli::{
     duration,
     preflight::{self, HostPaths},
     probes::loader::{Probes, Programs, Scope},
-    trace::{
-        attach::Attacher,
-        capture::process_name,
-        discover::{self, RuntimeLib},
-    },
+    trace::{attach::Attacher, discover},
 };
 use kreplay_common::probe::{ALLOCS_MAP, ENTRIES_MAP, EVENTS_MAP};
 
@@ -69,28 +65,6 @@ const REFRESH: Duration = Duration::from_secs(1);
 /// In-flight and inventory maps of the recording programs, unused by the audit: shrunk.
 const UNUSED_MAP_ENTRIES: u32 = 1024;
 
-fn pid_libs(pid: u32, extra: &[PathBuf]) -> Result<Vec<RuntimeLib>> {
-    if !Path::new(&format!("/proc/{pid}")).exists() {
-        bail!("no such process: {pid}");
-    }
-    let mut libs = discover::libs_of_pid(pid).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::PermissionDenied {
-            anyhow::anyhow!("permission denied reading /proc/{pid}/maps: run kreplay as root")
-        } else {
-            anyhow::anyhow!("reading /proc/{pid}/maps: {e}")
-        }
-    })?;
-    libs.extend(extra.iter().filter_map(|p| discover::describe_forced(p)));
-    if libs.is_empty() {
-        bail!(
-            "process {pid} ({}) maps no supported GPU runtime library (looked for {})",
-            process_name(pid),
-            discover::looked_for()
-        );
-    }
-    Ok(libs)
-}
-
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -106,7 +80,7 @@ pub fn run(args: AuditArgs) -> Result<u8> {
     }
     let mut targets = Vec::new();
     for &pid in &args.pids {
-        targets.push((pid, pid_libs(pid, &args.libs)?));
+        targets.push((pid, discover::target_libs(pid, &args.libs)?));
     }
     let listener = match &args.prometheus {
         Some(a) => Some(server::bind(parse_addr(a)?)?),

@@ -18,7 +18,7 @@ use kreplay_cli::{
     },
     trace::{
         attach::Attacher,
-        capture::{Capture, process_name},
+        capture::Capture,
         discover::{self, RuntimeLib},
         summary::Summary,
     },
@@ -120,29 +120,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     }
     let mut pid_libs: Vec<(u32, Vec<RuntimeLib>)> = Vec::new();
     for &pid in &args.pids {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            bail!("no such process: {pid}");
-        }
-        let mut libs = discover::libs_of_pid(pid).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                anyhow::anyhow!("permission denied reading /proc/{pid}/maps: run kreplay as root")
-            } else {
-                anyhow::anyhow!("reading /proc/{pid}/maps: {e}")
-            }
-        })?;
-        libs.extend(
-            args.libs
-                .iter()
-                .filter_map(|p| discover::describe_forced(p)),
-        );
-        if libs.is_empty() {
-            bail!(
-                "process {pid} ({}) maps no supported GPU runtime library (looked for {})",
-                process_name(pid),
-                discover::looked_for()
-            );
-        }
-        pid_libs.push((pid, libs));
+        pid_libs.push((pid, discover::target_libs(pid, &args.libs)?));
     }
     let output = args.output.clone().unwrap_or_else(default_output);
     std::fs::File::create(&output)

@@ -95,6 +95,30 @@ pub fn libs_of_pid(pid: u32) -> std::io::Result<Vec<RuntimeLib>> {
     Ok(out.into_iter().collect())
 }
 
+/// The runtime libraries to probe in process `pid` (plus the `--lib` paths in `extra`), or
+/// the one-line reason there are none: no such process, /proc unreadable, nothing mapped.
+pub fn target_libs(pid: u32, extra: &[PathBuf]) -> anyhow::Result<Vec<RuntimeLib>> {
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        anyhow::bail!("no such process: {pid}");
+    }
+    let mut libs = libs_of_pid(pid).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            anyhow::anyhow!("permission denied reading /proc/{pid}/maps: run kreplay as root")
+        } else {
+            anyhow::anyhow!("reading /proc/{pid}/maps: {e}")
+        }
+    })?;
+    libs.extend(extra.iter().filter_map(|p| describe_forced(p)));
+    if libs.is_empty() {
+        anyhow::bail!(
+            "process {pid} ({}) maps no supported GPU runtime library (looked for {})",
+            super::capture::process_name(pid),
+            looked_for()
+        );
+    }
+    Ok(libs)
+}
+
 /// Every running process id.
 pub fn all_pids() -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else {
