@@ -92,9 +92,11 @@ impl Audit {
         self.finish()
     }
 
-    /// Waits (bounded) for kreplay to exit by itself; returns stdout.
+    /// Waits (bounded) for kreplay to exit by itself; returns stdout. Detaching every probe
+    /// costs the kernel one grace period each, which stretches to minutes on a loaded host: the
+    /// bound catches a hang, not a slow exit.
     fn finish(&mut self) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(300);
         let status = loop {
             if let Some(s) = self.child.0.try_wait().unwrap() {
                 break s;
