@@ -96,10 +96,7 @@ impl LiveBytes {
             let track = match self.counters.get(&(pid, layer)) {
                 Some(&t) => t,
                 None => {
-                    let pname = process_names
-                        .get(&pid)
-                        .cloned()
-                        .unwrap_or_else(|| format!("pid {pid}"));
+                    let pname = super::render::process_label(process_names, pid);
                     let parent = w.process_track(pid as i32, &pname)?;
                     let name = format!("live bytes ({})", layer_name(layer));
                     let t = w.counter_track(Some(parent), &name, CounterUnit::UnitSizeBytes)?;

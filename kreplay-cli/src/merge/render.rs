@@ -208,12 +208,7 @@ impl<W: Write> Renderer<W> {
                     None => self.stats.unmatched_dispatches += 1,
                 }
                 let names = &self.process_names;
-                let pname = |pid: u32| {
-                    names
-                        .get(&pid)
-                        .cloned()
-                        .unwrap_or_else(|| format!("pid {pid}"))
-                };
+                let pname = |pid: u32| process_label(names, pid);
                 let r = self.gpu.hold(
                     &mut self.w,
                     dpid,
@@ -295,12 +290,7 @@ impl<W: Write> Renderer<W> {
         ann: &[Annotation<'_>],
     ) -> Result<(), WriterError> {
         let names = &self.process_names;
-        let pname = |pid: u32| {
-            names
-                .get(&pid)
-                .cloned()
-                .unwrap_or_else(|| format!("pid {pid}"))
-        };
+        let pname = |pid: u32| process_label(names, pid);
         let c = Child {
             pid,
             correlation,
@@ -325,12 +315,7 @@ impl<W: Write> Renderer<W> {
         ann: &[Annotation<'_>],
     ) -> Result<(), WriterError> {
         let names = &self.process_names;
-        let pname = |pid: u32| {
-            names
-                .get(&pid)
-                .cloned()
-                .unwrap_or_else(|| format!("pid {pid}"))
-        };
+        let pname = |pid: u32| process_label(names, pid);
         let m = Mark {
             pid,
             correlation,
@@ -393,11 +378,7 @@ impl<W: Write> Renderer<W> {
         if let Some(&t) = self.threads.get(&(pid, tid)) {
             return Ok(t);
         }
-        let pname = self
-            .process_names
-            .get(&pid)
-            .cloned()
-            .unwrap_or_else(|| format!("pid {pid}"));
+        let pname = process_label(&self.process_names, pid);
         self.w.process_track(pid as i32, &pname)?;
         let tname = self
             .thread_names
@@ -551,4 +532,12 @@ pub fn layer_name(layer: Library) -> &'static str {
         Library::CudaRt => "CUDA runtime",
         Library::User => "user",
     }
+}
+
+/// The name a process's tracks carry: its command from the stream, else `pid N`.
+pub(crate) fn process_label(names: &HashMap<u32, String>, pid: u32) -> String {
+    names
+        .get(&pid)
+        .cloned()
+        .unwrap_or_else(|| format!("pid {pid}"))
 }
