@@ -50,10 +50,46 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            // One line: the error and its causes, outermost first.
-            let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();
-            eprintln!("kreplay: error: {}", chain.join(": "));
+            eprintln!("kreplay: error: {}", one_line(&err));
             ExitCode::from(1)
         }
+    }
+}
+
+/// The error and its causes on one line, outermost first; a cause whose text its parent
+/// already ends with (errors that format their source into their message) is said once.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain().map(|e| e.to_string()) {
+        if !line.ends_with(&cause) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&cause);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn a_cause_already_in_its_parent_message_is_said_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let text = io.to_string();
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot listen: {source}")]
+        struct Bind {
+            source: std::io::Error,
+        }
+        let err = anyhow::Error::new(Bind { source: io }).context("--prometheus 127.0.0.1:1");
+        assert_eq!(
+            one_line(&err),
+            format!("--prometheus 127.0.0.1:1: cannot listen: {text}")
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(one_line(&plain), "outer: inner");
     }
 }

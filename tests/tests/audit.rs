@@ -4,7 +4,7 @@
 use std::{
     io::{BufRead, BufReader, Read, Write},
     net::{TcpListener, TcpStream},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::mpsc,
     time::{Duration, Instant},
@@ -43,6 +43,11 @@ struct Audit {
 
 impl Audit {
     fn start(args: &[&str]) -> Audit {
+        Audit::start_with_line(args).0
+    }
+
+    /// Starts `kreplay audit ARGS`; returns it and its "audit running" line once printed.
+    fn start_with_line(args: &[&str]) -> (Audit, String) {
         let mut child = Command::new(kreplay_bin())
             .arg("audit")
             .args(args)
@@ -69,8 +74,8 @@ impl Audit {
             stderr: rx,
             stdout,
         };
-        audit.wait_line("kreplay: audit running", Duration::from_secs(60));
-        audit
+        let line = audit.wait_line("kreplay: audit running", Duration::from_secs(60));
+        (audit, line)
     }
 
     fn wait_line(&self, prefix: &str, limit: Duration) -> String {
@@ -374,16 +379,63 @@ fn bad_input_is_one_clear_line() {
         let out = Command::new(&bin).args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_ne!(out.status.code(), Some(0), "{args:?}");
-        assert!(
-            stderr.starts_with(&want),
-            "{args:?}:\n{stderr}\nwanted: {want}"
-        );
         if want.starts_with("kreplay:") {
-            assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+            assert_eq!(stderr, format!("{want}\n"), "{args:?}");
+        } else {
+            assert!(
+                stderr.starts_with(&want),
+                "{args:?}:\n{stderr}\nwanted: {want}"
+            );
         }
     }
     let _ = sleeper.0.kill();
     drop(busy);
+}
+
+/// Starts Prometheus on a free port, picking another when the one chosen was taken before
+/// Prometheus bound it (other tests bind ephemeral ports too); waits until it is ready.
+fn start_prometheus(prometheus: &Path, config: &Path, dir: &Path) -> (Reaped, u16) {
+    for _attempt in 0..5 {
+        let port = free_port();
+        let mut prom = Reaped(
+            Command::new(prometheus)
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.join("data").display()
+                ))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+                .spawn()
+                .expect("start prometheus"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Some(status) = prom.0.try_wait().unwrap() {
+                eprintln!("prometheus on port {port} exited ({status}); trying another port");
+                break;
+            }
+            if http_get(port, "/-/ready").is_some_and(|(s, _)| s == "HTTP/1.1 200 OK") {
+                return (prom, port);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    panic!(
+        "Prometheus did not start (log: {})",
+        std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+    );
+}
+
+/// The port in "... metrics at http://127.0.0.1:PORT/metrics" of the audit's running line.
+fn metrics_port(running: &str) -> u16 {
+    let url = running
+        .split("metrics at http://")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no metrics URL in {running:?}"));
+    let hostport = url.split('/').next().unwrap();
+    hostport.rsplit(':').next().unwrap().parse().unwrap()
 }
 
 fn free_port() -> u16 {
@@ -460,10 +512,12 @@ fn a_real_prometheus_scrapes_the_audit_and_promql_returns_the_counts() {
         prometheus.exists(),
         "the Debian package `prometheus` is needed (cargo xtask setup installs it)"
     );
-    let (kport, pport) = (free_port(), free_port());
+    // kreplay binds port 0 and says which port it got: no window in which another test can
+    // take a port picked in advance.
     let mut args = sim_libs();
-    args.extend(["--prometheus".to_string(), format!("127.0.0.1:{kport}")]);
-    let a = Audit::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    args.extend(["--prometheus".to_string(), "127.0.0.1:0".to_string()]);
+    let (a, running) = Audit::start_with_line(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let kport = metrics_port(&running);
     let (status, _) = http_get(kport, "/metrics").expect("kreplay serves /metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
 
@@ -478,19 +532,7 @@ fn a_real_prometheus_scrapes_the_audit_and_promql_returns_the_counts() {
         ),
     )
     .unwrap();
-    let _prom = Reaped(
-        Command::new(&prometheus)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{pport}"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-            .spawn()
-            .expect("start prometheus"),
-    );
+    let (_prom, pport) = start_prometheus(&prometheus, &config, &dir);
 
     // Workload: 2 buffers × 3 iterations = 6 launches and 4 hipMalloc.
     let mut run = Command::new(workload("saxpy"))
