@@ -96,7 +96,8 @@ pub extern "C" fn OnUnload() {
     });
 }
 
-fn init_logging() {
+/// Installs the `KREPLAY_LOG`-filtered stderr logger (once per process).
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("KREPLAY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod gpu;
 mod run;
 mod setup;
 mod test;
@@ -39,6 +40,13 @@ enum Cmd {
         #[arg(long)]
         only: Vec<String>,
     },
+    /// Build the binaries the GPU machine runs into .gpu-carry/ and, where an NVIDIA GPU is
+    /// present, run tests/gpu/run.sh and tests/gpu/replay.sh.
+    GpuTest {
+        /// Only build and copy into .gpu-carry/.
+        #[arg(long)]
+        build_only: bool,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -68,6 +76,10 @@ fn dispatch(command: Cmd) -> Result<()> {
             setup::all()?;
             run::build_all()?;
             bench::run(&name, &only)
+        }
+        Cmd::GpuTest { build_only } => {
+            setup::all()?;
+            gpu::run(build_only)
         }
         Cmd::Test => {
             setup::all()?;

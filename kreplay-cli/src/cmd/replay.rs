@@ -1,5 +1,5 @@
-//! `kreplay replay`: runs a command with kreplay-tool injected through `HSA_TOOLS_LIB`,
-//! replaying its kernels, then merges the tool's stream into a Perfetto trace and prints the
+//! `kreplay replay`: runs a command with kreplay-tool injected (through `HSA_TOOLS_LIB` for
+//! ROCm, `LD_PRELOAD` for CUDA — one library serves both), replaying its kernels, then merges the tool's stream into a Perfetto trace and prints the
 //! per-kernel table.
 
 use std::path::{Path, PathBuf};
@@ -77,9 +77,17 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         Ok(v) if !v.trim().is_empty() => format!("{v} {}", lib.display()),
         _ => lib.display().to_string(),
     };
+    // CUDA: the tool must be in front of the process's symbol lookups (see
+    // kreplay-tool/src/cuda/interpose.rs); on ROCm the same, already loaded, library is what
+    // the runtime finds through HSA_TOOLS_LIB.
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(v) if !v.trim().is_empty() => format!("{} {v}", lib.display()),
+        _ => lib.display().to_string(),
+    };
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..])
         .env("HSA_TOOLS_LIB", tools)
+        .env("LD_PRELOAD", preload)
         .env("KREPLAY_PASSES", args.passes.to_string())
         .env("KREPLAY_OUTPUT_DIR", &dir);
     if let Some(k) = &args.kernel {
@@ -103,7 +111,9 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         records.extend(r);
     }
     if files.is_empty() {
-        eprintln!("kreplay: the tool wrote no stream (was the HSA runtime used?)");
+        eprintln!(
+            "kreplay: the tool wrote no stream (did the command use the HSA or CUDA runtime?)"
+        );
     } else {
         let report = kreplay_cli::merge::merge(&files, &args.output)?;
         eprintln!(

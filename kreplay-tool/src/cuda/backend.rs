@@ -1,0 +1,236 @@
+//! The engine's [`Backend`] on the CUDA driver: pinned host buffers (`cuMemAllocHost_v2`),
+//! synchronous copies, `cuPointerGetAttributes`, module variables resolved by name
+//! (`cuModuleGetGlobal_v2`/`cuLibraryGetGlobal`) and a submit that launches and waits for the
+//! context (`cuCtxSynchronize`: also right for per-thread default streams).
+
+use core::ffi::{c_uint, c_void};
+use std::cell::Cell;
+use std::ffi::CString;
+
+use super::ffi::*;
+use super::launch::Launch;
+use super::state::{CudaTool, ModuleKind};
+use crate::engine::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
+
+/// Variables larger than this are skipped with a warning (as on HSA).
+const MAX_VARIABLE: usize = 1 << 30;
+
+/// The CUDA backend of one replay.
+pub struct CudaBackend<'t> {
+    t: &'t CudaTool,
+    last_launch: Cell<Option<BackendError>>,
+}
+
+fn check(call: &'static str, r: CUresult) -> Result<(), BackendError> {
+    if r == SUCCESS {
+        Ok(())
+    } else {
+        Err(BackendError::Call { call, status: r })
+    }
+}
+
+impl<'t> CudaBackend<'t> {
+    /// A backend over the tool's driver and modules.
+    pub fn new(t: &'t CudaTool) -> Self {
+        CudaBackend {
+            t,
+            last_launch: Cell::new(None),
+        }
+    }
+
+    /// Waits for all work of the current context.
+    pub fn synchronize(&self) -> Result<(), BackendError> {
+        // SAFETY: no arguments; the application's context is current on this thread.
+        check("cuCtxSynchronize", unsafe {
+            (self.t.driver.ctx_synchronize)()
+        })
+    }
+
+    /// Records a launch's status; an error is returned and remembered.
+    pub fn launched(&self, r: CUresult) -> Result<(), BackendError> {
+        let res = check("cuLaunchKernel", r);
+        if let Err(e) = &res {
+            self.last_launch.set(Some(e.clone()));
+        }
+        res
+    }
+
+    /// The error of the last refused launch.
+    pub fn last_launch_error(&self) -> Option<BackendError> {
+        self.last_launch.take()
+    }
+
+    fn resolve(
+        &self,
+        kind: ModuleKind,
+        handle: usize,
+        name: &str,
+    ) -> Result<(u64, usize), CUresult> {
+        let Ok(c) = CString::new(name) else {
+            return Err(ERROR_NOT_FOUND);
+        };
+        let (mut addr, mut size) = (0u64, 0usize);
+        let r = match (kind, self.t.driver.library_get_global) {
+            // SAFETY: valid out-pointers; handle is a loaded module of this process.
+            (ModuleKind::Module, _) => unsafe {
+                (self.t.driver.module_get_global)(
+                    &mut addr,
+                    &mut size,
+                    handle as CUmodule,
+                    c.as_ptr(),
+                )
+            },
+            // SAFETY: as above, for a library handle.
+            (ModuleKind::Library, Some(get)) => unsafe {
+                get(&mut addr, &mut size, handle as CUlibrary, c.as_ptr())
+            },
+            (ModuleKind::Library, None) => ERROR_NOT_FOUND,
+        };
+        if r == SUCCESS {
+            Ok((addr, size))
+        } else {
+            Err(r)
+        }
+    }
+
+    /// Every writable module variable of every loaded module, resolved now.
+    pub fn resolve_module_variables(&self) -> Result<Vec<ModuleVar>, BackendError> {
+        let modules = self
+            .t
+            .modules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut out = Vec::new();
+        for m in &modules {
+            let globals = m
+                .globals
+                .as_ref()
+                .map_err(|_| BackendError::Missing("the names of a module's variables"))?;
+            for g in globals {
+                let (addr, size) = match self.resolve(m.kind, m.handle, &g.name) {
+                    Ok(v) => v,
+                    Err(status) => {
+                        return Err(BackendError::Call {
+                            call: match m.kind {
+                                ModuleKind::Module => "cuModuleGetGlobal_v2",
+                                ModuleKind::Library => "cuLibraryGetGlobal",
+                            },
+                            status,
+                        });
+                    }
+                };
+                if addr == 0 || size == 0 {
+                    continue;
+                }
+                if size > MAX_VARIABLE {
+                    tracing::warn!(
+                        "kreplay: module variable {} is {size} bytes (> 1 GiB): not snapshotted",
+                        g.name
+                    );
+                    continue;
+                }
+                out.push(ModuleVar {
+                    addr,
+                    size: size as u64,
+                    constant: g.constant,
+                    name: g.name.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Pinned host memory.
+    pub fn pinned_alloc(&self, len: usize) -> Option<HostBuf> {
+        let mut p: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        let r = unsafe { (self.t.driver.mem_alloc_host)(&mut p, len.max(1)) };
+        (r == SUCCESS && !p.is_null()).then_some(HostBuf {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// Frees pinned host memory.
+    pub fn pinned_free(&self, buf: HostBuf) {
+        // SAFETY: buf came from cuMemAllocHost_v2.
+        let _ = unsafe { (self.t.driver.mem_free_host)(buf.ptr as *mut c_void) };
+    }
+
+    /// `cuPointerGetAttributes` for the engine's classification.
+    pub fn pointer_attributes(&self, ptr: u64) -> Option<PointerInfo> {
+        let mut kind: u32 = 0;
+        let mut start: u64 = 0;
+        let mut size: usize = 0;
+        let mut ordinal: i32 = -1;
+        let mut attrs: [c_uint; 4] = [
+            ATTR_MEMORY_TYPE,
+            ATTR_RANGE_START_ADDR,
+            ATTR_RANGE_SIZE,
+            ATTR_DEVICE_ORDINAL,
+        ];
+        let mut data: [*mut c_void; 4] = [
+            &mut kind as *mut u32 as *mut c_void,
+            &mut start as *mut u64 as *mut c_void,
+            &mut size as *mut usize as *mut c_void,
+            &mut ordinal as *mut i32 as *mut c_void,
+        ];
+        // SAFETY: four attributes, each with a correctly sized out-value.
+        let r = unsafe {
+            (self.t.driver.pointer_get_attributes)(4, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr)
+        };
+        (r == SUCCESS && kind != 0).then_some(PointerInfo {
+            kind,
+            base: start,
+            size: size as u64,
+            owner: ordinal.max(0) as u64,
+            global_flags: None,
+        })
+    }
+}
+
+impl Backend for CudaBackend<'_> {
+    type Dispatch = Launch;
+
+    fn host_alloc(&self, len: usize) -> Option<HostBuf> {
+        self.pinned_alloc(len)
+    }
+
+    fn host_free(&self, buf: HostBuf) {
+        self.pinned_free(buf)
+    }
+
+    fn copy_d2h(&self, dst: *mut u8, src: u64, len: usize) -> Result<(), BackendError> {
+        // SAFETY: dst holds len bytes (engine's contract); src is tracked device memory.
+        check("cuMemcpyDtoH_v2", unsafe {
+            (self.t.driver.memcpy_dtoh)(dst as *mut c_void, src, len)
+        })
+    }
+
+    fn copy_h2d(&self, dst: u64, src: *const u8, len: usize) -> Result<(), BackendError> {
+        // SAFETY: src holds len bytes (engine's contract); dst is tracked device memory.
+        check("cuMemcpyHtoD_v2", unsafe {
+            (self.t.driver.memcpy_htod)(dst, src as *const c_void, len)
+        })
+    }
+
+    fn pointer_info(&self, ptr: u64) -> Option<PointerInfo> {
+        self.pointer_attributes(ptr)
+    }
+
+    fn agent_is_gpu(&self, _agent: u64) -> bool {
+        true
+    }
+
+    fn module_variables(&self, _agent: u64) -> Result<Vec<ModuleVar>, BackendError> {
+        self.resolve_module_variables()
+    }
+
+    fn submit_wait(&self, d: &Launch) -> Result<(), BackendError> {
+        // SAFETY: the engine submits only the launch the wrapper handed it, during that call.
+        let r = unsafe { d.submit() };
+        self.launched(r)?;
+        self.synchronize()
+    }
+}

@@ -1,0 +1,175 @@
+//! libcuda, loaded at run time (libloading; no build-time CUDA dependency): the real driver
+//! entries kreplay itself calls, resolved through the driver's own `cuGetProcAddress_v2` so they
+//! are never kreplay's wrappers, whatever the process's symbol interposition.
+
+use core::ffi::{CStr, c_void};
+
+use super::ffi::*;
+use super::interpose::real_dlsym;
+
+/// The CUDA ABI version kreplay asks the driver for (the signatures in [`super::ffi`]).
+const ABI_VERSION: i32 = 12_000;
+/// The version that has `cuFuncGetName`/`cuKernelGetName`.
+const NAMES_VERSION: i32 = 12_030;
+
+/// Why libcuda could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// dlopen failed.
+    #[error("dlopen(libcuda.so.1) failed: {0}")]
+    Open(String),
+    /// A required entry is missing.
+    #[error("cuGetProcAddress_v2({0}) found nothing")]
+    Missing(&'static str),
+}
+
+/// The real driver entries.
+pub struct Driver {
+    _lib: libloading::Library,
+    get_proc: GetProcAddressV2Fn,
+    /// `cuLaunchKernel`.
+    pub launch_kernel: LaunchKernelFn,
+    /// `cuLaunchKernelEx`, where the driver has it.
+    pub launch_kernel_ex: Option<LaunchKernelExFn>,
+    /// `cuMemAlloc_v2`.
+    pub mem_alloc: MemAllocFn,
+    /// `cuMemFree_v2`.
+    pub mem_free: MemFreeFn,
+    /// `cuMemAllocHost_v2`.
+    pub mem_alloc_host: MemAllocHostFn,
+    /// `cuMemFreeHost`.
+    pub mem_free_host: MemFreeHostFn,
+    /// `cuMemcpyDtoH_v2`.
+    pub memcpy_dtoh: MemcpyDtoHFn,
+    /// `cuMemcpyHtoD_v2`.
+    pub memcpy_htod: MemcpyHtoDFn,
+    /// `cuMemcpyDtoD_v2`.
+    pub memcpy_dtod: MemcpyDtoDFn,
+    /// `cuMemGetInfo_v2`.
+    pub mem_get_info: MemGetInfoFn,
+    /// `cuPointerGetAttributes`.
+    pub pointer_get_attributes: PointerGetAttributesFn,
+    /// `cuCtxSynchronize`.
+    pub ctx_synchronize: CtxSynchronizeFn,
+    /// `cuCtxGetDevice`.
+    pub ctx_get_device: CtxGetDeviceFn,
+    /// `cuStreamIsCapturing`.
+    pub stream_is_capturing: StreamIsCapturingFn,
+    /// `cuModuleGetGlobal_v2`.
+    pub module_get_global: ModuleGetGlobalFn,
+    /// `cuLibraryGetGlobal`, where the driver has it.
+    pub library_get_global: Option<LibraryGetGlobalFn>,
+    /// `cuFuncGetName`, where the driver has it.
+    pub func_get_name: Option<GetNameFn>,
+    /// `cuKernelGetName`, where the driver has it.
+    pub kernel_get_name: Option<GetNameFn>,
+}
+
+impl Driver {
+    /// Opens libcuda.so.1 and resolves the entries.
+    pub fn load() -> Result<Driver, DriverError> {
+        // SAFETY: loading the NVIDIA driver library runs its initializers, as the application's
+        // own use of CUDA already did (kreplay only gets here from an intercepted CUDA call).
+        let lib =
+            unsafe { libloading::os::unix::Library::open(Some("libcuda.so.1"), libc::RTLD_NOW) }
+                .map_err(|e| DriverError::Open(e.to_string()))?;
+        let handle = lib.into_raw();
+        // SAFETY: handle is live; real_dlsym bypasses kreplay's own dlsym wrapper.
+        let gp = unsafe { real_dlsym(handle, c"cuGetProcAddress_v2") };
+        // SAFETY: handle came from dlopen above; rewrapped so it is closed on drop.
+        let lib: libloading::Library =
+            unsafe { libloading::os::unix::Library::from_raw(handle) }.into();
+        if gp.is_null() {
+            return Err(DriverError::Missing("cuGetProcAddress_v2"));
+        }
+        // SAFETY: the driver's cuGetProcAddress_v2 has this signature (cuda.h).
+        let get_proc: GetProcAddressV2Fn = unsafe { core::mem::transmute(gp) };
+        let find = |name: &CStr, version: i32| -> *mut c_void {
+            let mut p: *mut c_void = core::ptr::null_mut();
+            let mut status = 0;
+            // SAFETY: valid out-pointers; name is NUL-terminated.
+            let r = unsafe {
+                get_proc(
+                    name.as_ptr(),
+                    &mut p,
+                    version,
+                    PROC_ADDRESS_DEFAULT,
+                    &mut status,
+                )
+            };
+            if r == SUCCESS {
+                p
+            } else {
+                core::ptr::null_mut()
+            }
+        };
+        macro_rules! need {
+            ($name:literal, $ty:ty) => {{
+                let p = find($name, ABI_VERSION);
+                if p.is_null() {
+                    return Err(DriverError::Missing(stringify!($name)));
+                }
+                // SAFETY: the driver's entry for this name at ABI_VERSION has type $ty.
+                unsafe { core::mem::transmute::<*mut c_void, $ty>(p) }
+            }};
+        }
+        macro_rules! maybe {
+            ($name:literal, $ver:expr, $ty:ty) => {{
+                let p = find($name, $ver);
+                // SAFETY: as in need!; null stays None.
+                (!p.is_null()).then(|| unsafe { core::mem::transmute::<*mut c_void, $ty>(p) })
+            }};
+        }
+        Ok(Driver {
+            get_proc,
+            launch_kernel: need!(c"cuLaunchKernel", LaunchKernelFn),
+            launch_kernel_ex: maybe!(c"cuLaunchKernelEx", ABI_VERSION, LaunchKernelExFn),
+            mem_alloc: need!(c"cuMemAlloc", MemAllocFn),
+            mem_free: need!(c"cuMemFree", MemFreeFn),
+            mem_alloc_host: need!(c"cuMemAllocHost", MemAllocHostFn),
+            mem_free_host: need!(c"cuMemFreeHost", MemFreeHostFn),
+            memcpy_dtoh: need!(c"cuMemcpyDtoH", MemcpyDtoHFn),
+            memcpy_htod: need!(c"cuMemcpyHtoD", MemcpyHtoDFn),
+            memcpy_dtod: need!(c"cuMemcpyDtoD", MemcpyDtoDFn),
+            mem_get_info: need!(c"cuMemGetInfo", MemGetInfoFn),
+            pointer_get_attributes: need!(c"cuPointerGetAttributes", PointerGetAttributesFn),
+            ctx_synchronize: need!(c"cuCtxSynchronize", CtxSynchronizeFn),
+            ctx_get_device: need!(c"cuCtxGetDevice", CtxGetDeviceFn),
+            stream_is_capturing: need!(c"cuStreamIsCapturing", StreamIsCapturingFn),
+            module_get_global: need!(c"cuModuleGetGlobal", ModuleGetGlobalFn),
+            library_get_global: maybe!(c"cuLibraryGetGlobal", ABI_VERSION, LibraryGetGlobalFn),
+            func_get_name: maybe!(c"cuFuncGetName", NAMES_VERSION, GetNameFn),
+            kernel_get_name: maybe!(c"cuKernelGetName", NAMES_VERSION, GetNameFn),
+            _lib: lib,
+        })
+    }
+
+    /// The real entry `name` for `version` and `flags` (what the application asked for).
+    pub fn proc_address(&self, name: &CStr, version: i32, flags: u64) -> *mut c_void {
+        let mut p: *mut c_void = core::ptr::null_mut();
+        let mut status = 0;
+        // SAFETY: valid out-pointers; name is NUL-terminated.
+        let r = unsafe { (self.get_proc)(name.as_ptr(), &mut p, version, flags, &mut status) };
+        if r == SUCCESS {
+            p
+        } else {
+            core::ptr::null_mut()
+        }
+    }
+
+    /// Whether `stream` is being captured into a graph (a launch there only records a node).
+    pub fn capturing(&self, stream: u64) -> bool {
+        let mut st: core::ffi::c_uint = 0;
+        // SAFETY: valid out-pointer; the driver validates the stream handle (the application's).
+        let r = unsafe { (self.stream_is_capturing)(stream as CUstream, &mut st) };
+        r != SUCCESS || st != 0
+    }
+
+    /// The current context's device ordinal (0 when there is none).
+    pub fn current_device(&self) -> u64 {
+        let mut d = 0;
+        // SAFETY: valid out-pointer.
+        let r = unsafe { (self.ctx_get_device)(&mut d) };
+        if r == SUCCESS { d.max(0) as u64 } else { 0 }
+    }
+}

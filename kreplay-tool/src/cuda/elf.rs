@@ -1,0 +1,182 @@
+//! Module-scope variables of a cubin (an ELF64 image): `STT_OBJECT` symbols defined in
+//! `.nv.global` (uninitialized `__device__`), `.nv.global.init` (initialized `__device__`) and
+//! `.nv.constantN` (`__constant__`, which kernels cannot write). CUDA has no API that lists a
+//! module's globals, so their names come from here and their addresses from
+//! `cuModuleGetGlobal_v2`/`cuLibraryGetGlobal` (FACTS.md §4). Every read is bounds-checked.
+
+/// One module-scope variable named by the image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobalSym {
+    /// Symbol name as the driver looks it up (mangled for C++ names).
+    pub name: String,
+    /// Size from the symbol table.
+    pub size: u64,
+    /// `__constant__` (kernels cannot write it: never snapshotted).
+    pub constant: bool,
+}
+
+/// Why an image could not be read.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ImageError {
+    /// Not an ELF64 little-endian image.
+    #[error("not an ELF64 little-endian image")]
+    NotElf,
+    /// A header, table or string lies outside the image.
+    #[error("truncated ELF image: {0} out of bounds")]
+    Truncated(&'static str),
+    /// A fat binary held no entry kreplay can read (compressed, or no ELF/PTX).
+    #[error("fat binary has no readable cubin or PTX entry ({0})")]
+    NoReadableEntry(String),
+    /// The image's first bytes match no known format.
+    #[error("unknown image format (magic {0:#010x})")]
+    UnknownFormat(u32),
+}
+
+const SHT_SYMTAB: u32 = 2;
+const STT_OBJECT: u8 = 1;
+const SHN_UNDEF: u16 = 0;
+const SHN_LORESERVE: u16 = 0xff00;
+
+fn u16_at(b: &[u8], off: usize, what: &'static str) -> Result<u16, ImageError> {
+    b.get(off..off + 2)
+        .map(|s| u16::from_le_bytes([s[0], s[1]]))
+        .ok_or(ImageError::Truncated(what))
+}
+
+fn u32_at(b: &[u8], off: usize, what: &'static str) -> Result<u32, ImageError> {
+    b.get(off..off + 4)
+        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        .ok_or(ImageError::Truncated(what))
+}
+
+fn u64_at(b: &[u8], off: usize, what: &'static str) -> Result<u64, ImageError> {
+    b.get(off..off + 8)
+        .map(|s| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(s);
+            u64::from_le_bytes(a)
+        })
+        .ok_or(ImageError::Truncated(what))
+}
+
+fn c_str<'b>(b: &'b [u8], off: usize, what: &'static str) -> Result<&'b str, ImageError> {
+    let tail = b.get(off..).ok_or(ImageError::Truncated(what))?;
+    let end = tail
+        .iter()
+        .position(|&c| c == 0)
+        .ok_or(ImageError::Truncated(what))?;
+    std::str::from_utf8(&tail[..end]).map_err(|_| ImageError::Truncated(what))
+}
+
+/// A section header's fields kreplay reads.
+struct Section {
+    name: u32,
+    kind: u32,
+    offset: usize,
+    size: usize,
+    link: u32,
+    entsize: usize,
+}
+
+fn sections(b: &[u8]) -> Result<Vec<Section>, ImageError> {
+    if b.len() < 64 || &b[..4] != b"\x7fELF" || b[4] != 2 || b[5] != 1 {
+        return Err(ImageError::NotElf);
+    }
+    let shoff = u64_at(b, 0x28, "e_shoff")? as usize;
+    let shentsize = u16_at(b, 0x3a, "e_shentsize")? as usize;
+    let shnum = u16_at(b, 0x3c, "e_shnum")? as usize;
+    if shentsize < 64 {
+        return Err(ImageError::Truncated("section header size"));
+    }
+    (0..shnum)
+        .map(|i| {
+            let h = shoff + i * shentsize;
+            Ok(Section {
+                name: u32_at(b, h, "sh_name")?,
+                kind: u32_at(b, h + 4, "sh_type")?,
+                offset: u64_at(b, h + 0x18, "sh_offset")? as usize,
+                size: u64_at(b, h + 0x20, "sh_size")? as usize,
+                link: u32_at(b, h + 0x28, "sh_link")?,
+                entsize: u64_at(b, h + 0x38, "sh_entsize")? as usize,
+            })
+        })
+        .collect()
+}
+
+/// The size of the ELF image starting at `head` (the end of its furthest table or section),
+/// from its headers alone; `read(off, len)` returns image bytes. Used when the driver is handed
+/// a bare pointer with no length.
+pub fn image_len(read: &dyn Fn(usize, usize) -> Option<Vec<u8>>) -> Result<usize, ImageError> {
+    let head = read(0, 64).ok_or(ImageError::Truncated("ELF header"))?;
+    if &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+        return Err(ImageError::NotElf);
+    }
+    let shoff = u64_at(&head, 0x28, "e_shoff")? as usize;
+    let shentsize = u16_at(&head, 0x3a, "e_shentsize")? as usize;
+    let shnum = u16_at(&head, 0x3c, "e_shnum")? as usize;
+    let table_end = shoff + shentsize * shnum;
+    let table = read(shoff, shentsize * shnum).ok_or(ImageError::Truncated("section headers"))?;
+    let mut end = table_end;
+    for i in 0..shnum {
+        let h = i * shentsize;
+        let kind = u32_at(&table, h + 4, "sh_type")?;
+        let off = u64_at(&table, h + 0x18, "sh_offset")? as usize;
+        let size = u64_at(&table, h + 0x20, "sh_size")? as usize;
+        // SHT_NOBITS (8) occupies no file bytes.
+        if kind != 8 {
+            end = end.max(off.saturating_add(size));
+        }
+    }
+    Ok(end)
+}
+
+/// The module-scope variables of the cubin `b`.
+pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
+    let secs = sections(b)?;
+    let shstrndx = u16_at(b, 0x3e, "e_shstrndx")? as usize;
+    let shstr = secs
+        .get(shstrndx)
+        .ok_or(ImageError::Truncated("e_shstrndx"))?;
+    let sec_name = |s: &Section| c_str(b, shstr.offset + s.name as usize, "section name");
+    let mut out = Vec::new();
+    for symtab in secs.iter().filter(|s| s.kind == SHT_SYMTAB) {
+        let strtab = secs
+            .get(symtab.link as usize)
+            .ok_or(ImageError::Truncated("symtab sh_link"))?;
+        let ent = symtab.entsize.max(24);
+        for i in 0..symtab.size / ent {
+            let e = symtab.offset + i * ent;
+            let name = u32_at(b, e, "st_name")?;
+            let info = *b.get(e + 4).ok_or(ImageError::Truncated("st_info"))?;
+            let shndx = u16_at(b, e + 6, "st_shndx")?;
+            let size = u64_at(b, e + 16, "st_size")?;
+            if info & 0xf != STT_OBJECT || shndx == SHN_UNDEF || shndx >= SHN_LORESERVE {
+                continue;
+            }
+            let Some(sec) = secs.get(shndx as usize) else {
+                continue;
+            };
+            let sname = sec_name(sec)?;
+            let constant = sname.starts_with(".nv.constant");
+            if !(sname == ".nv.global" || sname == ".nv.global.init" || constant) {
+                continue;
+            }
+            // `.nv.constant0.*` is the kernel-parameter bank, not user variables.
+            if sname.starts_with(".nv.constant0") {
+                continue;
+            }
+            let n = c_str(b, strtab.offset + name as usize, "symbol name")?;
+            if n.is_empty() {
+                continue;
+            }
+            out.push(GlobalSym {
+                name: n.to_string(),
+                size,
+                constant,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup_by(|a, b| a.name == b.name);
+    Ok(out)
+}

@@ -1,0 +1,382 @@
+//! What each wrapped driver entry does around the real call: allocation tracking
+//! (`cuMemAlloc_v2`/`cuMemFree_v2` into the engine's inventory; async-pool and managed memory
+//! as untracked, which declines replay while live), module loads (variable names from the
+//! image), graph launches (warned once, run once) and kernel launches (replayed through the
+//! engine). Every handler catches panics and falls back to the plain call.
+
+use core::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::Ordering;
+
+use super::ffi::*;
+use super::image::globals_of;
+use super::launch::{Launch, on_launch};
+use super::state::{LoadedModule, ModuleKind, cuda_tool};
+
+/// Wrapper body of `cuLaunchKernel`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn launch_kernel(
+    real: LaunchKernelFn,
+    f: CUfunction,
+    gx: c_uint,
+    gy: c_uint,
+    gz: c_uint,
+    bx: c_uint,
+    by: c_uint,
+    bz: c_uint,
+    shm: c_uint,
+    stream: CUstream,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    let l = Launch::Kernel {
+        real,
+        f,
+        grid: [gx, gy, gz],
+        block: [bx, by, bz],
+        shm,
+        stream,
+        params,
+        extra,
+    };
+    // SAFETY: the application's launch, as given.
+    unsafe { on_launch(&l) }
+}
+
+/// Wrapper body of `cuLaunchKernelEx`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn launch_kernel_ex(
+    real: LaunchKernelExFn,
+    cfg: *const CUlaunchConfig,
+    f: CUfunction,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    if cfg.is_null() {
+        // SAFETY: passed through; the driver reports the error.
+        return unsafe { real(cfg, f, params, extra) };
+    }
+    let l = Launch::Ex {
+        real,
+        cfg,
+        f,
+        params,
+        extra,
+    };
+    // SAFETY: the application's launch, as given.
+    unsafe { on_launch(&l) }
+}
+
+/// Wrapper body of `cuMemAlloc_v2`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn mem_alloc(real: MemAllocFn, dptr: *mut CUdeviceptr, size: usize) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(dptr, size) };
+    if r == SUCCESS && !dptr.is_null() {
+        let _ = std::panic::catch_unwind(|| {
+            if let Some(t) = cuda_tool()
+                && t.inventory.is_recording()
+            {
+                // SAFETY: the driver wrote the new address.
+                let p = unsafe { *dptr };
+                t.inventory
+                    .record_alloc(p, size as u64, t.driver.current_device());
+            }
+        });
+    }
+    r
+}
+
+/// Wrapper body of `cuMemFree_v2`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn mem_free(real: MemFreeFn, dptr: CUdeviceptr) -> CUresult {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(t) = cuda_tool() {
+            t.inventory.record_free(dptr);
+        }
+    });
+    // SAFETY: passed through.
+    unsafe { real(dptr) }
+}
+
+fn note_untracked(dptr: *mut CUdeviceptr, size: usize, how: &'static str) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(t) = cuda_tool()
+            && t.replaying()
+            && !dptr.is_null()
+        {
+            // SAFETY: the driver wrote the new address.
+            let p = unsafe { *dptr };
+            t.untracked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(p, (size, how));
+        }
+    });
+}
+
+fn forget_untracked(dptr: CUdeviceptr) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(t) = cuda_tool() {
+            t.untracked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&dptr);
+        }
+    });
+}
+
+/// Wrapper body of `cuMemAllocAsync`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn mem_alloc_async(
+    real: MemAllocAsyncFn,
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    stream: CUstream,
+) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(dptr, size, stream) };
+    if r == SUCCESS {
+        note_untracked(dptr, size, "cuMemAllocAsync");
+    }
+    r
+}
+
+/// Wrapper body of `cuMemAllocFromPoolAsync`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn mem_alloc_from_pool_async(
+    real: MemAllocFromPoolAsyncFn,
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    pool: CUmemoryPool,
+    stream: CUstream,
+) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(dptr, size, pool, stream) };
+    if r == SUCCESS {
+        note_untracked(dptr, size, "cuMemAllocFromPoolAsync");
+    }
+    r
+}
+
+/// Wrapper body of `cuMemFreeAsync`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn mem_free_async(
+    real: MemFreeAsyncFn,
+    dptr: CUdeviceptr,
+    stream: CUstream,
+) -> CUresult {
+    forget_untracked(dptr);
+    // SAFETY: passed through.
+    unsafe { real(dptr, stream) }
+}
+
+/// Wrapper body of `cuMemAllocManaged`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn mem_alloc_managed(
+    real: MemAllocManagedFn,
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    flags: c_uint,
+) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(dptr, size, flags) };
+    if r == SUCCESS {
+        note_untracked(dptr, size, "cuMemAllocManaged");
+    }
+    r
+}
+
+fn note_module(handle: usize, kind: ModuleKind, image: *const c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(t) = cuda_tool() else { return };
+        if !t.replaying() {
+            return;
+        }
+        // SAFETY: the image the driver just loaded successfully.
+        let globals = unsafe { globals_of(image as *const u8) };
+        match &globals {
+            Ok(g) => tracing::debug!("kreplay: module {handle:#x}: {} variables", g.len()),
+            Err(e) => tracing::warn!(
+                "kreplay: module {handle:#x}: variables unknown ({e}); launches are not replayed while it is loaded"
+            ),
+        }
+        t.modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(LoadedModule {
+                handle,
+                kind,
+                globals,
+            });
+    });
+}
+
+fn forget_module(handle: usize) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(t) = cuda_tool() {
+            t.modules
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|m| m.handle != handle);
+        }
+    });
+}
+
+/// Wrapper body of `cuModuleLoadData`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn module_load_data(
+    real: ModuleLoadDataFn,
+    m: *mut CUmodule,
+    image: *const c_void,
+) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(m, image) };
+    if r == SUCCESS && !m.is_null() {
+        // SAFETY: the driver wrote the handle.
+        note_module(unsafe { *m } as usize, ModuleKind::Module, image);
+    }
+    r
+}
+
+/// Wrapper body of `cuModuleLoadDataEx`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn module_load_data_ex(
+    real: ModuleLoadDataExFn,
+    m: *mut CUmodule,
+    image: *const c_void,
+    n: c_uint,
+    opts: *mut c_int,
+    vals: *mut *mut c_void,
+) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(m, image, n, opts, vals) };
+    if r == SUCCESS && !m.is_null() {
+        // SAFETY: the driver wrote the handle.
+        note_module(unsafe { *m } as usize, ModuleKind::Module, image);
+    }
+    r
+}
+
+/// Wrapper body of `cuModuleLoadFatBinary`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn module_load_fat_binary(
+    real: ModuleLoadFatBinaryFn,
+    m: *mut CUmodule,
+    image: *const c_void,
+) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(m, image) };
+    if r == SUCCESS && !m.is_null() {
+        // SAFETY: the driver wrote the handle.
+        note_module(unsafe { *m } as usize, ModuleKind::Module, image);
+    }
+    r
+}
+
+/// Wrapper body of `cuLibraryLoadData`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn library_load_data(
+    real: LibraryLoadDataFn,
+    l: *mut CUlibrary,
+    code: *const c_void,
+    jo: *mut c_int,
+    jv: *mut *mut c_void,
+    nj: c_uint,
+    lo: *mut c_int,
+    lv: *mut *mut c_void,
+    nl: c_uint,
+) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(l, code, jo, jv, nj, lo, lv, nl) };
+    if r == SUCCESS && !l.is_null() {
+        // SAFETY: the driver wrote the handle.
+        note_module(unsafe { *l } as usize, ModuleKind::Library, code);
+    }
+    r
+}
+
+/// Wrapper body of `cuModuleUnload`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn module_unload(real: ModuleUnloadFn, m: CUmodule) -> CUresult {
+    forget_module(m as usize);
+    // SAFETY: passed through.
+    unsafe { real(m) }
+}
+
+/// Wrapper body of `cuLibraryUnload`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn library_unload(real: LibraryUnloadFn, l: CUlibrary) -> CUresult {
+    forget_module(l as usize);
+    // SAFETY: passed through.
+    unsafe { real(l) }
+}
+
+/// Wrapper body of `cuGraphLaunch`: never replayed (a decline record each, a warning once).
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn graph_launch(real: GraphLaunchFn, g: CUgraphExec, stream: CUstream) -> CUresult {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(t) = cuda_tool() else { return };
+        if !t.replaying() {
+            return;
+        }
+        if !t.graph_warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "kreplay: graph launches (cuGraphLaunch) are not replayed; they run once (warned once per process)"
+            );
+        }
+        let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
+        super::launch::decline(corr, "graph launch".into());
+        let now = crate::engine::replay::now_ns();
+        crate::record::global().record(
+            kreplay_common::stream::Dispatch {
+                pid: std::process::id(),
+                tid: crate::record::current_tid(),
+                agent: t.driver.current_device(),
+                queue: stream as u64,
+                kernel: "(cuGraphLaunch)".into(),
+                correlation: corr,
+                kernel_object: g as u64,
+                grid: [0; 3],
+                workgroup: [0; 3],
+                submit_ns: now,
+                start_ns: now,
+                end_ns: now,
+            }
+            .into(),
+        );
+    });
+    // SAFETY: passed through.
+    unsafe { real(g, stream) }
+}

@@ -1,0 +1,227 @@
+//! Reads the names of module-scope variables out of whatever image the application hands the
+//! driver: a cubin (ELF), a fat binary (`0xBA55ED50`, possibly behind the `0x466243B1` wrapper
+//! that nvcc emits), or PTX text. Compressed fat-binary entries cannot be read; such a module's
+//! variables are unknown and replay declines for kernels while it is loaded (never replaying
+//! over memory it cannot restore).
+
+use super::elf::{GlobalSym, ImageError, globals as elf_globals, image_len};
+
+/// Magic of a fat binary.
+pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+/// Magic of nvcc's `__fatBinC_Wrapper_t` around a fat binary.
+pub const FATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
+/// Largest image kreplay reads (a bad header must not make it walk the address space).
+const MAX_IMAGE: usize = 1 << 30;
+
+/// The module-scope variables of a fat binary held in `b`.
+pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
+    let magic = b
+        .get(..4)
+        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+    if magic != Some(FATBIN_MAGIC) || b.len() < 16 {
+        return Err(ImageError::UnknownFormat(magic.unwrap_or(0)));
+    }
+    let header = u16::from_le_bytes([b[6], b[7]]) as usize;
+    let mut fat = [0u8; 8];
+    fat.copy_from_slice(&b[8..16]);
+    let end = (header + u64::from_le_bytes(fat) as usize).min(b.len());
+    let (mut elf, mut ptx, mut skipped) = (None::<Vec<GlobalSym>>, None, Vec::new());
+    let mut off = header;
+    while off + 16 <= end {
+        let kind = u16::from_le_bytes([b[off], b[off + 1]]);
+        let hsize = u32::from_le_bytes([b[off + 4], b[off + 5], b[off + 6], b[off + 7]]) as usize;
+        let mut sz = [0u8; 8];
+        sz.copy_from_slice(&b[off + 8..off + 16]);
+        let size = u64::from_le_bytes(sz) as usize;
+        if hsize < 16 {
+            break;
+        }
+        let Some(payload) = b.get(off + hsize..(off + hsize).saturating_add(size).min(end)) else {
+            break;
+        };
+        if payload.starts_with(b"\x7fELF") {
+            if let Ok(g) = elf_globals(payload) {
+                let all = elf.get_or_insert_with(Vec::new);
+                all.extend(g);
+            }
+        } else if kind == 1 && looks_like_ptx(payload) {
+            ptx.get_or_insert_with(Vec::new)
+                .extend(ptx_globals(&String::from_utf8_lossy(
+                    payload.split(|&c| c == 0).next().unwrap_or(&[]),
+                )));
+        } else {
+            skipped.push(format!("kind {kind}, {size} bytes"));
+        }
+        off += hsize + size;
+    }
+    let mut out = elf
+        .or(ptx)
+        .ok_or_else(|| ImageError::NoReadableEntry(skipped.join("; ")))?;
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup_by(|a, b| a.name == b.name);
+    Ok(out)
+}
+
+fn looks_like_ptx(p: &[u8]) -> bool {
+    let t = p.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(0);
+    p[t..].starts_with(b"//") || p[t..].starts_with(b".version")
+}
+
+/// The module-scope `.global` and `.const` variables declared by PTX text (sizes unknown: 0).
+pub fn ptx_globals(text: &str) -> Vec<GlobalSym> {
+    let mut depth = 0i32;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let l = line.split("//").next().unwrap_or("").trim();
+        if depth == 0 && l.ends_with(';') {
+            let toks: Vec<&str> = l.trim_end_matches(';').split_whitespace().collect();
+            let space = toks.iter().find(|t| **t == ".global" || **t == ".const");
+            if let Some(space) = space
+                && toks.first().is_some_and(|t| t.starts_with('.'))
+                && !toks.contains(&".extern")
+            {
+                let decl = l
+                    .split('=')
+                    .next()
+                    .unwrap_or(l)
+                    .trim_end_matches(';')
+                    .trim();
+                let last = decl.split_whitespace().last().unwrap_or("");
+                let name = last.split('[').next().unwrap_or("");
+                if !name.is_empty() && !name.starts_with('.') {
+                    out.push(GlobalSym {
+                        name: name.to_string(),
+                        size: 0,
+                        constant: *space == ".const",
+                    });
+                }
+            }
+        }
+        depth += l.matches('{').count() as i32 - l.matches('}').count() as i32;
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup_by(|a, b| a.name == b.name);
+    out
+}
+
+/// Reads `len` bytes at `addr + off` of an image in this process.
+///
+/// # Safety
+/// The image the driver was given must be readable for as long as its headers say.
+unsafe fn read_at(addr: *const u8, off: usize, len: usize) -> Option<Vec<u8>> {
+    if off.checked_add(len)? > MAX_IMAGE {
+        return None;
+    }
+    // SAFETY: within the image, by the caller's contract and the MAX_IMAGE bound.
+    Some(unsafe { std::slice::from_raw_parts(addr.add(off), len) }.to_vec())
+}
+
+/// The module-scope variables of the image at `image` (the pointer given to
+/// `cuModuleLoadData`, `cuModuleLoadFatBinary` or `cuLibraryLoadData`).
+///
+/// # Safety
+/// `image` is the pointer the application passed to the driver, which read it successfully.
+pub unsafe fn globals_of(image: *const u8) -> Result<Vec<GlobalSym>, ImageError> {
+    if image.is_null() {
+        return Err(ImageError::UnknownFormat(0));
+    }
+    // SAFETY: every image format has at least 4 bytes (caller's contract).
+    let head = unsafe { read_at(image, 0, 4) }.ok_or(ImageError::Truncated("magic"))?;
+    let magic = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    match magic {
+        FATBIN_WRAPPER_MAGIC => {
+            // struct { int magic; int version; const unsigned long long *data; void *filename; }
+            // SAFETY: the wrapper is 24 bytes (caller's contract).
+            let w = unsafe { read_at(image, 0, 16) }.ok_or(ImageError::Truncated("wrapper"))?;
+            let mut p = [0u8; 8];
+            p.copy_from_slice(&w[8..16]);
+            // SAFETY: the wrapper's data pointer is the fat binary the driver read.
+            unsafe { globals_of(usize::from_le_bytes(p) as *const u8) }
+        }
+        FATBIN_MAGIC => {
+            // SAFETY: the 16-byte fat binary header.
+            let h = unsafe { read_at(image, 0, 16) }.ok_or(ImageError::Truncated("fatbin"))?;
+            let mut fat = [0u8; 8];
+            fat.copy_from_slice(&h[8..16]);
+            let len = u16::from_le_bytes([h[6], h[7]]) as usize + u64::from_le_bytes(fat) as usize;
+            // SAFETY: header plus the size it states.
+            let all = unsafe { read_at(image, 0, len) }.ok_or(ImageError::Truncated("fatbin"))?;
+            fatbin_globals(&all)
+        }
+        0x464c_457f => {
+            // SAFETY: ELF headers and tables, bounded by MAX_IMAGE.
+            let read = |off: usize, len: usize| unsafe { read_at(image, off, len) };
+            let len = image_len(&read)?;
+            let all = read(0, len).ok_or(ImageError::Truncated("ELF image"))?;
+            elf_globals(&all)
+        }
+        _ => {
+            // PTX text: NUL-terminated.
+            // SAFETY: a C string handed to the driver as PTX.
+            let text = unsafe { std::ffi::CStr::from_ptr(image as *const core::ffi::c_char) };
+            let t = text.to_bytes();
+            if looks_like_ptx(t) {
+                Ok(ptx_globals(&String::from_utf8_lossy(t)))
+            } else {
+                Err(ImageError::UnknownFormat(magic))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptx_module_scope_declarations_only() {
+        let ptx = "\
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .global .align 4 .u32 counter;
+.global .align 4 .b8 _ZN2ns5tableE[1024];
+.visible .const .align 4 .b8 coeffs[64];
+.visible .global .align 8 .u64 seeded = 7; // initialized
+.extern .global .align 4 .u32 elsewhere;
+.visible .entry k(.param .u64 p)
+{
+  .reg .b32 r<2>;
+  ld.global.u32 r1, [counter];
+  .global .align 4 .u32 not_module_scope;
+}
+";
+        let g = ptx_globals(ptx);
+        let names: Vec<(&str, bool)> = g.iter().map(|s| (s.name.as_str(), s.constant)).collect();
+        assert_eq!(
+            names,
+            vec![
+                ("_ZN2ns5tableE", false),
+                ("coeffs", true),
+                ("counter", false),
+                ("seeded", false)
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_and_truncated_images_are_errors() {
+        assert_eq!(
+            fatbin_globals(&[1, 2, 3, 4]),
+            Err(ImageError::UnknownFormat(0x0403_0201))
+        );
+        let mut fat = FATBIN_MAGIC.to_le_bytes().to_vec();
+        fat.extend([1, 0, 16, 0]);
+        fat.extend(32u64.to_le_bytes());
+        // One entry: kind 2 (ELF), header 16 bytes, 16-byte payload that is not ELF
+        // (as a compressed entry looks).
+        fat.extend([2, 0, 0, 0, 16, 0, 0, 0]);
+        fat.extend(16u64.to_le_bytes());
+        fat.extend([0xab; 16]);
+        assert_eq!(
+            fatbin_globals(&fat),
+            Err(ImageError::NoReadableEntry("kind 2, 16 bytes".into()))
+        );
+        assert_eq!(elf_globals(b"\x7fELF\x02\x01"), Err(ImageError::NotElf));
+    }
+}

@@ -1,0 +1,16 @@
+//! kreplay-tool on the CUDA driver: the interposition that sees the application's driver calls
+//! ([`interpose`]), what each wrapped call does ([`hooks`], [`launch`]), the real driver loaded at
+//! run time ([`driver`]), module-variable names read from images ([`image`], [`elf`]), and the
+//! engine's backend ([`backend`]). The engine (tracker, snapshot/restore, replay loop) is the
+//! same one HSA uses.
+
+pub mod backend;
+pub mod driver;
+pub mod elf;
+pub mod ffi;
+pub mod hooks;
+pub mod image;
+#[cfg(target_arch = "x86_64")]
+pub mod interpose;
+pub mod launch;
+pub mod state;

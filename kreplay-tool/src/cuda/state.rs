@@ -1,0 +1,149 @@
+//! The CUDA side's process-wide state, created on the first intercepted call: the real driver,
+//! the replay configuration, the engine's inventory and gates, loaded modules with their
+//! variable names, and live memory kreplay cannot snapshot (async-pool and managed).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use super::driver::Driver;
+use super::elf::{GlobalSym, ImageError};
+use crate::engine::config::ReplayConfig;
+use crate::engine::gate::Gate;
+use crate::engine::inventory::Inventory;
+
+/// What kind of handle a loaded module is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModuleKind {
+    /// `CUmodule`.
+    Module,
+    /// `CUlibrary`.
+    Library,
+}
+
+/// A loaded module and the variables its image names.
+#[derive(Clone, Debug)]
+pub struct LoadedModule {
+    /// The handle.
+    pub handle: usize,
+    /// Its kind.
+    pub kind: ModuleKind,
+    /// Its variables, or why they are unknown.
+    pub globals: Result<Vec<GlobalSym>, ImageError>,
+}
+
+/// Everything the CUDA wrappers share.
+pub struct CudaTool {
+    /// The real driver.
+    pub driver: Driver,
+    /// Replay settings.
+    pub config: ReplayConfig,
+    /// Tracked `cuMemAlloc` allocations.
+    pub inventory: Inventory,
+    /// Per-device replay windows.
+    pub gates: Mutex<HashMap<u64, Arc<Gate>>>,
+    /// Loaded modules.
+    pub modules: Mutex<Vec<LoadedModule>>,
+    /// Live memory kreplay does not snapshot (address -> (size, allocator)).
+    pub untracked: Mutex<HashMap<u64, (usize, &'static str)>>,
+    /// Kernel names by function handle.
+    pub names: Mutex<HashMap<usize, String>>,
+    /// Next correlation id.
+    pub correlation: AtomicU64,
+    /// Launches replayed so far.
+    pub replayed: AtomicU64,
+    /// The graph-launch warning was given.
+    pub graph_warned: AtomicBool,
+}
+
+static CUDA: OnceLock<Option<CudaTool>> = OnceLock::new();
+
+/// The CUDA tool state; created on first use, `None` when libcuda or the configuration is
+/// unusable (the wrappers then only pass calls through).
+pub fn cuda_tool() -> Option<&'static CudaTool> {
+    CUDA.get_or_init(|| std::panic::catch_unwind(init).ok().flatten())
+        .as_ref()
+}
+
+fn init() -> Option<CudaTool> {
+    crate::tool::init_logging();
+    let config = match ReplayConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("kreplay: configuration error: {e}; replay disabled");
+            return None;
+        }
+    };
+    let driver = match Driver::load() {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!("kreplay: {e}; CUDA replay disabled");
+            return None;
+        }
+    };
+    let t = CudaTool {
+        driver,
+        config,
+        inventory: Inventory::new(),
+        gates: Mutex::new(HashMap::new()),
+        modules: Mutex::new(Vec::new()),
+        untracked: Mutex::new(HashMap::new()),
+        names: Mutex::new(HashMap::new()),
+        correlation: AtomicU64::new(1),
+        replayed: AtomicU64::new(0),
+        graph_warned: AtomicBool::new(false),
+    };
+    t.inventory.set_recording(t.config.passes > 1);
+    crate::record::global();
+    if let Err(e) = crate::record::start_global_flusher(Duration::from_millis(200)) {
+        tracing::warn!("kreplay: cannot start the stream flusher: {e}");
+    }
+    crate::record::install_exit_flush();
+    tracing::debug!(passes = t.config.passes, "kreplay CUDA tool ready");
+    Some(t)
+}
+
+impl CudaTool {
+    /// The gate of `device`.
+    pub fn gate(&self, device: u64) -> Arc<Gate> {
+        self.gates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(device)
+            .or_default()
+            .clone()
+    }
+
+    /// Whether replay is on (passes > 1).
+    pub fn replaying(&self) -> bool {
+        self.config.passes > 1
+    }
+
+    /// Whether another launch may still be replayed (`--max-dispatches`).
+    pub fn under_limit(&self) -> bool {
+        self.config
+            .max_dispatches
+            .is_none_or(|m| self.replayed.load(Ordering::Relaxed) < m)
+    }
+
+    /// Why no launch can be replayed right now, if something live cannot be restored.
+    pub fn unrestorable(&self) -> Option<String> {
+        let u = self.untracked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((addr, (size, how))) = u.iter().next() {
+            return Some(format!(
+                "{} live allocation(s) kreplay does not snapshot (e.g. {size} bytes at {addr:#x} from {how})",
+                u.len()
+            ));
+        }
+        drop(u);
+        let m = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        m.iter().find_map(|lm| {
+            lm.globals.as_ref().err().map(|e| {
+                format!(
+                    "the __device__ variables of a loaded module are unknown ({e}); they could not be restored"
+                )
+            })
+        })
+    }
+}

@@ -1,0 +1,73 @@
+// Restore-cost ceilings and CUPTI's checkpoint API on the same buffer, one run, side by side
+// with what `kreplay replay` reports for tests/gpu/replay_cases.cu footprint (same size, same
+// dirty fraction): device-to-device copy, pinned host-to-device copy, pageable host-to-device
+// copy of the footprint, and cuptiCheckpointSave/Restore.
+//   restore_bench MIB DIRTY_PERMILLE
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cupti_checkpoint.h>
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
+  fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); exit(2); } } while (0)
+#define CP(x) do { CUptiResult r = (x); if (r != CUPTI_SUCCESS) { \
+  fprintf(stderr, "%s:%d %s: CUPTI error %d\n", __FILE__, __LINE__, #x, (int)r); exit(3); } } while (0)
+
+extern "C" __global__ void touch_strided(unsigned *p, size_t words, size_t stride) {
+  size_t i = (size_t)(blockIdx.x * blockDim.x + threadIdx.x) * stride;
+  if (i < words) p[i] += 1;
+}
+
+static double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int main(int argc, char **argv) {
+  size_t mib = argc > 1 ? strtoull(argv[1], 0, 10) : 1024;
+  size_t permille = argc > 2 ? strtoull(argv[2], 0, 10) : 10;
+  size_t bytes = mib << 20, words = bytes / 4, stride = permille ? (1000 / permille) * 1024 : words;
+  size_t touched = (words + stride - 1) / stride;
+  unsigned *p, *copy;
+  CK(cudaMalloc(&p, bytes));
+  CK(cudaMalloc(&copy, bytes));
+  CK(cudaMemset(p, 0, bytes));
+  void *pinned, *pageable = malloc(bytes);
+  CK(cudaMallocHost(&pinned, bytes));
+  memset(pageable, 0, bytes);
+  CK(cudaDeviceSynchronize());
+  auto timed = [&](const char *what, auto fn) {
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) { double t0 = now_ms(); fn(); CK(cudaDeviceSynchronize()); best = std::min(best, now_ms() - t0); }
+    printf("RESULT %s_ms_%zuMiB %.3f\n", what, mib, best);
+    return best;
+  };
+  timed("d2d_copy", [&] { CK(cudaMemcpy(copy, p, bytes, cudaMemcpyDeviceToDevice)); });
+  timed("pinned_h2d_copy", [&] { CK(cudaMemcpy(p, pinned, bytes, cudaMemcpyHostToDevice)); });
+  timed("pageable_h2d_copy", [&] { CK(cudaMemcpy(p, pageable, bytes, cudaMemcpyHostToDevice)); });
+  timed("dirty_bytes_d2d_copy", [&] { CK(cudaMemcpy(copy, p, touched * 4096 > bytes ? bytes : touched * 4096, cudaMemcpyDeviceToDevice)); });
+
+  CUcontext ctx;
+  cuCtxGetCurrent(&ctx);
+  CUpti_Checkpoint cp;
+  memset(&cp, 0, sizeof cp);
+  cp.structSize = CUpti_Checkpoint_STRUCT_SIZE;
+  cp.ctx = ctx;
+  cp.allowOverwrite = 1;
+  double t0 = now_ms();
+  CP(cuptiCheckpointSave(&cp));
+  printf("RESULT cupti_checkpoint_save_ms_%zuMiB %.3f\n", mib, now_ms() - t0);
+  timed("cupti_checkpoint_restore", [&] {
+    touch_strided<<<(unsigned)((touched + 255) / 256), 256>>>(p, words, stride);
+    CK(cudaDeviceSynchronize());
+    CP(cuptiCheckpointRestore(&cp));
+  });
+  unsigned first = 1;
+  CK(cudaMemcpy(&first, p, 4, cudaMemcpyDeviceToHost));
+  printf("cupti_restored_first_word %u\n", first);
+  CP(cuptiCheckpointFree(&cp));
+  return 0;
+}

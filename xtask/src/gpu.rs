@@ -1,0 +1,63 @@
+//! `cargo xtask gpu-test`: builds what the GPU machine runs (it has no cargo) into
+//! `.gpu-carry/` — the release `kreplay`, `libkreplay_tool.so` and the contention benchmark —
+//! and, on a machine with an NVIDIA GPU, runs `tests/gpu/run.sh` and `tests/gpu/replay.sh`.
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use crate::run::{cmd, root, say};
+
+/// Builds the carried binaries; runs the GPU scripts unless `build_only`.
+pub fn run(build_only: bool) -> Result<()> {
+    let carry = root().join(".gpu-carry");
+    std::fs::create_dir_all(&carry).context("create .gpu-carry")?;
+    say("gpu-test", "building release kreplay, libkreplay_tool.so and the contention bench");
+    let st = cmd("cargo")
+        .args(["build", "--release", "-p", "kreplay-cli", "-p", "kreplay-tool"])
+        .status()?;
+    if !st.success() {
+        bail!("cargo build --release failed ({st})");
+    }
+    let out = cmd("cargo")
+        .args([
+            "bench", "-p", "kreplay-tool", "--bench", "contention", "--no-run",
+            "--message-format=short",
+        ])
+        .output()?;
+    if !out.status.success() {
+        bail!("building the contention bench failed");
+    }
+    let target = kreplay_tests::target_dir().join("release");
+    copy(&target.join("kreplay"), &carry.join("kreplay"))?;
+    copy(&target.join("libkreplay_tool.so"), &carry.join("libkreplay_tool.so"))?;
+    // `Executable unittests benches/contention.rs (target/release/deps/contention-HASH)`
+    let text = String::from_utf8_lossy(&out.stderr);
+    if let Some(path) = text
+        .lines()
+        .filter_map(|l| l.split('(').nth(1)?.strip_suffix(')'))
+        .find(|p| p.contains("/contention-"))
+    {
+        copy(&root().join(path), &carry.join("contention"))?;
+    }
+    say("gpu-test", &format!("carry {} to the GPU machine", carry.display()));
+    if build_only {
+        return Ok(());
+    }
+    if !Path::new("/dev/nvidiactl").exists() {
+        say("gpu-test", "SKIPPED: no NVIDIA GPU on this machine (/dev/nvidiactl missing)");
+        return Ok(());
+    }
+    for script in ["tests/gpu/run.sh", "tests/gpu/replay.sh"] {
+        let st = cmd("bash").arg(script).status()?;
+        if !st.success() {
+            bail!("{script} failed ({st})");
+        }
+    }
+    Ok(())
+}
+
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    std::fs::copy(from, to)
+        .with_context(|| format!("copy {} to {}", from.display(), to.display()))?;
+    Ok(())
+}
