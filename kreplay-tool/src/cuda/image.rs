@@ -225,3 +225,72 @@ mod tests {
         assert_eq!(elf_globals(b"\x7fELF\x02\x01"), Err(ImageError::NotElf));
     }
 }
+
+#[cfg(test)]
+mod nvcc_fixtures {
+    //! Images nvcc 13.0 built from tests/gpu/module_vars.cu on the H200 machine.
+    use super::*;
+
+    const CUBIN: &[u8] = include_bytes!("../../tests/fixtures/module_vars.cubin");
+    const FATBIN: &[u8] = include_bytes!("../../tests/fixtures/module_vars.fatbin");
+    const PTX: &[u8] = include_bytes!("../../tests/fixtures/module_vars.ptx");
+
+    fn summary(g: &[GlobalSym]) -> Vec<(String, u64, bool)> {
+        g.iter().map(|s| (s.name.clone(), s.size, s.constant)).collect()
+    }
+
+    fn want(sized: bool) -> Vec<(String, u64, bool)> {
+        let z = |n: u64| if sized { n } else { 0 };
+        vec![
+            ("_ZN2ns6scopedE".into(), z(16), false),
+            ("bumps".into(), z(4), false),
+            ("coeffs".into(), z(64), true),
+            ("table".into(), z(1024), false),
+        ]
+    }
+
+    #[test]
+    fn the_cubin_names_every_module_variable_with_its_size() {
+        assert_eq!(summary(&elf_globals(CUBIN).unwrap()), want(true));
+    }
+
+    #[test]
+    fn the_fat_binary_is_read_through_its_uncompressed_cubin() {
+        // Its PTX entry is zstd-compressed (magic 28 b5 2f fd): skipped, the cubin suffices.
+        assert_eq!(summary(&fatbin_globals(FATBIN).unwrap()), want(true));
+    }
+
+    #[test]
+    fn the_ptx_declares_the_same_variables() {
+        let text = String::from_utf8_lossy(PTX);
+        assert_eq!(summary(&ptx_globals(&text)), want(false));
+    }
+
+    #[test]
+    fn images_are_read_from_the_pointer_the_driver_gets() {
+        // SAFETY: each pointer is a complete image of the kind its magic says.
+        unsafe {
+            assert_eq!(summary(&globals_of(CUBIN.as_ptr()).unwrap()), want(true));
+            assert_eq!(summary(&globals_of(FATBIN.as_ptr()).unwrap()), want(true));
+            let mut ptx = PTX.to_vec();
+            ptx.push(0);
+            assert_eq!(summary(&globals_of(ptx.as_ptr()).unwrap()), want(false));
+            // nvcc's wrapper: { magic, version, data, filename }.
+            #[repr(C)]
+            struct Wrapper {
+                magic: u32,
+                version: u32,
+                data: *const u8,
+                file: *const u8,
+            }
+            let w = Wrapper {
+                magic: FATBIN_WRAPPER_MAGIC,
+                version: 1,
+                data: FATBIN.as_ptr(),
+                file: core::ptr::null(),
+            };
+            let p = &w as *const Wrapper as *const u8;
+            assert_eq!(summary(&globals_of(p).unwrap()), want(true));
+        }
+    }
+}
