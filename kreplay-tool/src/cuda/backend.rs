@@ -38,6 +38,11 @@ impl<'t> CudaBackend<'t> {
         }
     }
 
+    /// The tool state this backend serves.
+    pub fn tool(&self) -> &'t CudaTool {
+        self.t
+    }
+
     /// Waits for all work of the current context.
     pub fn synchronize(&self) -> Result<(), BackendError> {
         // SAFETY: no arguments; the application's context is current on this thread.

@@ -53,6 +53,12 @@ pub struct Driver {
     pub ctx_synchronize: CtxSynchronizeFn,
     /// `cuCtxGetDevice`.
     pub ctx_get_device: CtxGetDeviceFn,
+    /// `cuCtxGetCurrent`.
+    pub ctx_get_current: CtxGetCurrentFn,
+    /// `cuModuleLoadData` (kreplay's own kernels).
+    pub module_load_data: ModuleLoadDataFn,
+    /// `cuModuleGetFunction`.
+    pub module_get_function: ModuleGetFunctionFn,
     /// `cuStreamIsCapturing`.
     pub stream_is_capturing: StreamIsCapturingFn,
     /// `cuModuleGetGlobal_v2`.
@@ -135,6 +141,9 @@ impl Driver {
             pointer_get_attributes: need!(c"cuPointerGetAttributes", PointerGetAttributesFn),
             ctx_synchronize: need!(c"cuCtxSynchronize", CtxSynchronizeFn),
             ctx_get_device: need!(c"cuCtxGetDevice", CtxGetDeviceFn),
+            ctx_get_current: need!(c"cuCtxGetCurrent", CtxGetCurrentFn),
+            module_load_data: need!(c"cuModuleLoadData", ModuleLoadDataFn),
+            module_get_function: need!(c"cuModuleGetFunction", ModuleGetFunctionFn),
             stream_is_capturing: need!(c"cuStreamIsCapturing", StreamIsCapturingFn),
             module_get_global: need!(c"cuModuleGetGlobal", ModuleGetGlobalFn),
             library_get_global: maybe!(c"cuLibraryGetGlobal", ABI_VERSION, LibraryGetGlobalFn),

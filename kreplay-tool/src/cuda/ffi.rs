@@ -18,6 +18,8 @@ pub type CUmodule = *mut c_void;
 pub type CUlibrary = *mut c_void;
 /// `CUgraphExec`.
 pub type CUgraphExec = *mut c_void;
+/// `CUcontext`.
+pub type CUcontext = *mut c_void;
 /// `CUmemoryPool`.
 pub type CUmemoryPool = *mut c_void;
 
@@ -172,3 +174,8 @@ pub type GetProcAddressFn =
     unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 /// `cuStreamIsCapturing` (status 0: not capturing).
 pub type StreamIsCapturingFn = unsafe extern "C" fn(CUstream, *mut c_uint) -> CUresult;
+/// `cuCtxGetCurrent`.
+pub type CtxGetCurrentFn = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
+/// `cuModuleGetFunction`.
+pub type ModuleGetFunctionFn =
+    unsafe extern "C" fn(*mut CUfunction, CUmodule, *const c_char) -> CUresult;

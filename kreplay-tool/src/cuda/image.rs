@@ -236,7 +236,9 @@ mod nvcc_fixtures {
     const PTX: &[u8] = include_bytes!("../../tests/fixtures/module_vars.ptx");
 
     fn summary(g: &[GlobalSym]) -> Vec<(String, u64, bool)> {
-        g.iter().map(|s| (s.name.clone(), s.size, s.constant)).collect()
+        g.iter()
+            .map(|s| (s.name.clone(), s.size, s.constant))
+            .collect()
     }
 
     fn want(sized: bool) -> Vec<(String, u64, bool)> {

@@ -5,6 +5,7 @@
 //! same one HSA uses.
 
 pub mod backend;
+pub mod device_ops;
 pub mod driver;
 pub mod elf;
 pub mod ffi;

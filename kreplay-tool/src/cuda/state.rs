@@ -49,6 +49,8 @@ pub struct CudaTool {
     pub untracked: Mutex<HashMap<u64, (usize, &'static str)>>,
     /// Kernel names by function handle.
     pub names: Mutex<HashMap<usize, String>>,
+    /// kreplay's own kernels, per context.
+    pub kernels: super::device_ops::KernelCache,
     /// Next correlation id.
     pub correlation: AtomicU64,
     /// Launches replayed so far.
@@ -90,6 +92,7 @@ fn init() -> Option<CudaTool> {
         modules: Mutex::new(Vec::new()),
         untracked: Mutex::new(HashMap::new()),
         names: Mutex::new(HashMap::new()),
+        kernels: Default::default(),
         correlation: AtomicU64::new(1),
         replayed: AtomicU64::new(0),
         graph_warned: AtomicBool::new(false),

@@ -1,0 +1,239 @@
+//! The CUDA backend's device-side capabilities for the replay engine: device-resident snapshot
+//! copies (`cuMemAlloc_v2`, `cuMemcpyDtoD_v2`, with headroom left to the application), and the
+//! per-chunk exact comparison and 128-bit hash kernels of `kernels.cu`, shipped as PTX and
+//! loaded at run time (per context, once) with `cuModuleLoadData`.
+//!
+//! The hash: two 64-bit lanes, each a sum over the chunk's 16-byte words of a bijective mix
+//! (splitmix64's finalizer) of the word keyed by its position, so a change confined to one word
+//! always changes both lanes; for unrelated changes both lanes must cancel at once, which for
+//! data not crafted against the constants we take as about 2^-128 per chunk (not a
+//! cryptographic bound). Device-resident snapshots use the exact comparison, never the hash.
+
+use core::ffi::c_void;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::backend::CudaBackend;
+use super::ffi::*;
+use crate::engine::backend::BackendError;
+
+/// The PTX of `kernels.cu`.
+const KERNELS_PTX: &str = concat!(include_str!("kernels.ptx"), "\0");
+/// Threads per block of both kernels (a multiple of 32, at most 1024).
+const BLOCK: u32 = 256;
+/// Most blocks launched (the kernels stride over further chunks).
+const MAX_BLOCKS: u64 = 65_535;
+
+/// The loaded kernels of one context.
+#[derive(Clone, Copy)]
+pub struct Kernels {
+    compare: usize,
+    hash: usize,
+}
+
+/// Kernels by context (`None`: loading failed there; not retried).
+#[derive(Default)]
+pub struct KernelCache(Mutex<HashMap<usize, Option<Kernels>>>);
+
+fn check(call: &'static str, r: CUresult) -> Result<(), BackendError> {
+    if r == SUCCESS {
+        Ok(())
+    } else {
+        Err(BackendError::Call { call, status: r })
+    }
+}
+
+impl CudaBackend<'_> {
+    /// kreplay's kernels in the current context, loading them on first use.
+    fn kernels(&self) -> Option<Kernels> {
+        let d = &self.tool().driver;
+        let mut ctx: CUcontext = core::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        if unsafe { (d.ctx_get_current)(&mut ctx) } != SUCCESS || ctx.is_null() {
+            return None;
+        }
+        let mut cache = self
+            .tool()
+            .kernels
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *cache.entry(ctx as usize).or_insert_with(|| {
+            let mut m: CUmodule = core::ptr::null_mut();
+            // SAFETY: a NUL-terminated PTX image; valid out-pointer.
+            let r = unsafe { (d.module_load_data)(&mut m, KERNELS_PTX.as_ptr() as *const c_void) };
+            if r != SUCCESS {
+                tracing::warn!("kreplay: loading its comparison kernels failed ({r}); restores check chunks on the host");
+                return None;
+            }
+            let get = |name: &core::ffi::CStr| {
+                let mut f: CUfunction = core::ptr::null_mut();
+                // SAFETY: m is the module just loaded; valid out-pointer.
+                let r = unsafe { (d.module_get_function)(&mut f, m, name.as_ptr()) };
+                (r == SUCCESS).then_some(f as usize)
+            };
+            Some(Kernels {
+                compare: get(c"kreplay_compare_chunks")?,
+                hash: get(c"kreplay_hash_chunks")?,
+            })
+        })
+    }
+
+    /// Device memory for a snapshot copy, while the device keeps a tenth of its memory (at
+    /// least 1 GiB) free for the application.
+    pub fn device_alloc_copy(&self, len: usize) -> Option<u64> {
+        let d = &self.tool().driver;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers.
+        if unsafe { (d.mem_get_info)(&mut free, &mut total) } != SUCCESS {
+            return None;
+        }
+        let headroom = (total / 10).max(1 << 30);
+        if len.saturating_add(headroom) > free {
+            return None;
+        }
+        let mut p: CUdeviceptr = 0;
+        // SAFETY: valid out-pointer; the real driver entry, so kreplay's copy is never tracked.
+        (unsafe { (d.mem_alloc)(&mut p, len.max(1)) } == SUCCESS).then_some(p)
+    }
+
+    /// Frees a snapshot copy.
+    pub fn device_free_copy(&self, p: u64) {
+        // SAFETY: p came from device_alloc_copy.
+        let _ = unsafe { (self.tool().driver.mem_free)(p) };
+    }
+
+    /// Device-to-device copy, complete when it returns.
+    pub fn dtod(&self, dst: u64, src: u64, len: usize) -> Result<(), BackendError> {
+        // SAFETY: both ranges are live device memory of len bytes (engine's contract).
+        check("cuMemcpyDtoD_v2", unsafe {
+            (self.tool().driver.memcpy_dtod)(dst, src, len)
+        })?;
+        self.synchronize()
+    }
+
+    /// Runs `kernel` over `chunks` chunks with `args`, then reads `out_len` result bytes.
+    fn run_chunk_kernel(
+        &self,
+        kernel: usize,
+        args: &mut [*mut c_void],
+        chunks: u64,
+        out_dev: u64,
+        out: *mut u8,
+        out_len: usize,
+    ) -> Result<(), BackendError> {
+        let d = &self.tool().driver;
+        let blocks = chunks.clamp(1, MAX_BLOCKS) as u32;
+        // SAFETY: kernel is kreplay's function in this context; args match its parameters.
+        let r = unsafe {
+            (d.launch_kernel)(
+                kernel as CUfunction,
+                blocks,
+                1,
+                1,
+                BLOCK,
+                1,
+                1,
+                0,
+                core::ptr::null_mut(),
+                args.as_mut_ptr(),
+                core::ptr::null_mut(),
+            )
+        };
+        check("cuLaunchKernel(kreplay kernel)", r)?;
+        self.synchronize()?;
+        // SAFETY: out holds out_len bytes; out_dev holds the kernel's results.
+        check("cuMemcpyDtoH_v2", unsafe {
+            (d.memcpy_dtoh)(out as *mut c_void, out_dev, out_len)
+        })
+    }
+
+    /// Per-chunk exact comparison of `a` and `b`; `Ok(false)` when the kernels are unavailable.
+    pub fn compare_on_device(
+        &self,
+        a: u64,
+        b: u64,
+        len: usize,
+        chunk: usize,
+        dirty: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        let Some(k) = self.kernels() else {
+            return Ok(false);
+        };
+        if len == 0 || chunk == 0 {
+            return Ok(true);
+        }
+        let chunks = len.div_ceil(chunk);
+        let out = self.device_alloc_copy(chunks).ok_or(BackendError::Call {
+            call: "cuMemAlloc_v2(comparison flags)",
+            status: ERROR_OUT_OF_MEMORY,
+        })?;
+        let mut flags = vec![0u8; chunks];
+        let (mut pa, mut pb, mut l, mut c, mut po) = (a, b, len as u64, chunk as u64, out);
+        let mut args = [
+            &mut pa as *mut u64 as *mut c_void,
+            &mut pb as *mut u64 as *mut c_void,
+            &mut l as *mut u64 as *mut c_void,
+            &mut c as *mut u64 as *mut c_void,
+            &mut po as *mut u64 as *mut c_void,
+        ];
+        let r = self.run_chunk_kernel(
+            k.compare,
+            &mut args,
+            chunks as u64,
+            out,
+            flags.as_mut_ptr(),
+            chunks,
+        );
+        self.device_free_copy(out);
+        r?;
+        for (d, f) in dirty.iter_mut().zip(&flags) {
+            *d = *f != 0;
+        }
+        Ok(true)
+    }
+
+    /// Per-chunk 128-bit hashes of `[addr, addr + len)`; `Ok(false)` when unavailable.
+    pub fn hash_on_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        out: &mut [[u64; 2]],
+    ) -> Result<bool, BackendError> {
+        let Some(k) = self.kernels() else {
+            return Ok(false);
+        };
+        if len == 0 || chunk == 0 {
+            return Ok(true);
+        }
+        let chunks = len.div_ceil(chunk);
+        let bytes = chunks * 16;
+        let dev = self.device_alloc_copy(bytes).ok_or(BackendError::Call {
+            call: "cuMemAlloc_v2(chunk hashes)",
+            status: ERROR_OUT_OF_MEMORY,
+        })?;
+        let mut host = vec![[0u64; 2]; chunks];
+        let (mut p, mut l, mut c, mut o) = (addr, len as u64, chunk as u64, dev);
+        let mut args = [
+            &mut p as *mut u64 as *mut c_void,
+            &mut l as *mut u64 as *mut c_void,
+            &mut c as *mut u64 as *mut c_void,
+            &mut o as *mut u64 as *mut c_void,
+        ];
+        let r = self.run_chunk_kernel(
+            k.hash,
+            &mut args,
+            chunks as u64,
+            dev,
+            host.as_mut_ptr() as *mut u8,
+            bytes,
+        );
+        self.device_free_copy(dev);
+        r?;
+        for (d, h) in out.iter_mut().zip(&host) {
+            *d = *h;
+        }
+        Ok(true)
+    }
+}
