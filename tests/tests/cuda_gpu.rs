@@ -8,7 +8,9 @@ use kreplay_tests::{kreplay_bin, workspace_root};
 #[test]
 fn cuda_replay_scenarios_on_a_real_gpu() {
     if !Path::new("/dev/nvidiactl").exists() {
-        eprintln!("SKIPPED cuda_replay_scenarios_on_a_real_gpu: no NVIDIA GPU here (/dev/nvidiactl missing); run tests/gpu/replay.sh on the GPU machine");
+        eprintln!(
+            "SKIPPED cuda_replay_scenarios_on_a_real_gpu: no NVIDIA GPU here (/dev/nvidiactl missing); run tests/gpu/replay.sh on the GPU machine"
+        );
         return;
     }
     if Command::new("nvcc").arg("--version").output().is_err() {

@@ -11,16 +11,31 @@ use crate::run::{cmd, root, say};
 pub fn run(build_only: bool) -> Result<()> {
     let carry = root().join(".gpu-carry");
     std::fs::create_dir_all(&carry).context("create .gpu-carry")?;
-    say("gpu-test", "building release kreplay, libkreplay_tool.so and the contention bench");
+    say(
+        "gpu-test",
+        "building release kreplay, libkreplay_tool.so and the contention bench",
+    );
     let st = cmd("cargo")
-        .args(["build", "--release", "-p", "kreplay-cli", "-p", "kreplay-tool"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "kreplay-cli",
+            "-p",
+            "kreplay-tool",
+        ])
         .status()?;
     if !st.success() {
         bail!("cargo build --release failed ({st})");
     }
     let out = cmd("cargo")
         .args([
-            "bench", "-p", "kreplay-tool", "--bench", "contention", "--no-run",
+            "bench",
+            "-p",
+            "kreplay-tool",
+            "--bench",
+            "contention",
+            "--no-run",
             "--message-format=short",
         ])
         .output()?;
@@ -29,7 +44,10 @@ pub fn run(build_only: bool) -> Result<()> {
     }
     let target = kreplay_tests::target_dir().join("release");
     copy(&target.join("kreplay"), &carry.join("kreplay"))?;
-    copy(&target.join("libkreplay_tool.so"), &carry.join("libkreplay_tool.so"))?;
+    copy(
+        &target.join("libkreplay_tool.so"),
+        &carry.join("libkreplay_tool.so"),
+    )?;
     // `Executable unittests benches/contention.rs (target/release/deps/contention-HASH)`
     let text = String::from_utf8_lossy(&out.stderr);
     if let Some(path) = text
@@ -39,12 +57,18 @@ pub fn run(build_only: bool) -> Result<()> {
     {
         copy(&root().join(path), &carry.join("contention"))?;
     }
-    say("gpu-test", &format!("carry {} to the GPU machine", carry.display()));
+    say(
+        "gpu-test",
+        &format!("carry {} to the GPU machine", carry.display()),
+    );
     if build_only {
         return Ok(());
     }
     if !Path::new("/dev/nvidiactl").exists() {
-        say("gpu-test", "SKIPPED: no NVIDIA GPU on this machine (/dev/nvidiactl missing)");
+        say(
+            "gpu-test",
+            "SKIPPED: no NVIDIA GPU on this machine (/dev/nvidiactl missing)",
+        );
         return Ok(());
     }
     for script in ["tests/gpu/run.sh", "tests/gpu/replay.sh"] {

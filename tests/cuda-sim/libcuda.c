@@ -1,0 +1,193 @@
+// A stand-in libcuda.so.1 for machines without an NVIDIA GPU: the real driver ABI (entry
+// names, versioned symbols, cuGetProcAddress_v2), "device" memory in host RAM, and kernels run
+// on the CPU. Modules are PTX text: `.entry NAME` lines name kernels (only the ones this file
+// implements load; any other entry fails the load with CUDA_ERROR_NOT_FOUND, as an image for
+// the wrong architecture would), `.global` lines name module variables (8-byte aligned storage
+// of the declared size). Knobs: FAKECUDA_FREE_MIB (free device memory reported, default
+// 65536), FAKECUDA_FAIL_DTOH_TO_PINNED=1 (device-to-host copies into cuMemAllocHost memory
+// fail: the program's own copies, into ordinary memory, still work).
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+enum { OK = 0, E_INVALID_VALUE = 1, E_OOM = 2, E_NOT_FOUND = 500, E_INVALID_HANDLE = 400 };
+
+#define MAX_ALLOCS 4096
+static struct { CUdeviceptr p; size_t n; int live; } allocs[MAX_ALLOCS];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUdeviceptr dev_alloc(size_t n) {
+  void *p = aligned_alloc(256, (n + 255) / 256 * 256);
+  if (!p) return 0;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_ALLOCS; i++) if (!allocs[i].live) { allocs[i].p = (CUdeviceptr)p; allocs[i].n = n; allocs[i].live = 1; break; }
+  pthread_mutex_unlock(&lock);
+  return (CUdeviceptr)p;
+}
+static int dev_free(CUdeviceptr p) {
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_ALLOCS; i++) if (allocs[i].live && allocs[i].p == p) { allocs[i].live = 0; pthread_mutex_unlock(&lock); free((void *)p); return OK; }
+  pthread_mutex_unlock(&lock);
+  return E_INVALID_VALUE;
+}
+
+typedef struct { char name[64]; void *addr; size_t size; } Global;
+typedef struct Module { Global g[16]; int ng; } Module;
+typedef struct Func Func;
+typedef void (*Impl)(Func *, void **);
+struct Func { const char *name; Impl run; Module *m; unsigned grid, block; };
+
+static void *global(Module *m, const char *n) { for (int i = 0; i < m->ng; i++) if (!strcmp(m->g[i].name, n)) return m->g[i].addr; return 0; }
+
+// y[i] += a * x[i]
+static void k_axpy(Func *f, void **a) {
+  float *y = *(float **)a[0]; const float *x = *(float **)a[1]; float s = *(float *)a[2]; int n = *(int *)a[3];
+  for (int i = 0; i < n; i++) y[i] += s * x[i];
+}
+// y[i] += 1, and the module variable `hits` counts the elements.
+static void k_hits(Func *f, void **a) {
+  float *y = *(float **)a[0]; int n = *(int *)a[1];
+  unsigned *hits = global(f->m, "hits");
+  for (int i = 0; i < n; i++) { y[i] += 1.0f; if (hits) (*hits)++; }
+}
+static const struct { const char *name; Impl run; } known[] = { { "axpy_inplace", k_axpy }, { "count_hits", k_hits } };
+
+CUresult cuInit(unsigned flags) { (void)flags; return OK; }
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
+CUresult cuCtxGetDevice(int *d) { *d = 0; return OK; }
+CUresult cuCtxGetCurrent(void **c) { *c = (void *)0x1; return OK; }
+CUresult cuCtxSynchronize(void) { return OK; }
+CUresult cuStreamIsCapturing(void *s, unsigned *st) { (void)s; *st = 0; return OK; }
+CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
+  const char *e = getenv("FAKECUDA_FREE_MIB");
+  *free_ = (size_t)(e ? strtoull(e, 0, 10) : 65536) << 20;
+  *total = (size_t)80 << 30;
+  return OK;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { *p = dev_alloc(n); return *p ? OK : E_OOM; }
+CUresult cuMemFree_v2(CUdeviceptr p) { return dev_free(p); }
+CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, void *s) { (void)s; return cuMemAlloc_v2(p, n); }
+CUresult cuMemFreeAsync(CUdeviceptr p, void *s) { (void)s; return dev_free(p); }
+#define MAX_PINNED 256
+static struct { char *p; size_t n; } pinned[MAX_PINNED];
+CUresult cuMemAllocHost_v2(void **p, size_t n) {
+  *p = malloc(n ? n : 1);
+  if (!*p) return E_OOM;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_PINNED; i++) if (!pinned[i].p) { pinned[i].p = *p; pinned[i].n = n; break; }
+  pthread_mutex_unlock(&lock);
+  return OK;
+}
+CUresult cuMemFreeHost(void *p) {
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_PINNED; i++) if (pinned[i].p == p) pinned[i].p = 0;
+  pthread_mutex_unlock(&lock);
+  free(p);
+  return OK;
+}
+static int is_pinned(const void *q) {
+  int hit = 0;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_PINNED; i++) if (pinned[i].p && (const char *)q >= pinned[i].p && (const char *)q < pinned[i].p + pinned[i].n) hit = 1;
+  pthread_mutex_unlock(&lock);
+  return hit;
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)d, s, n); return OK; }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) {
+  if (getenv("FAKECUDA_FAIL_DTOH_TO_PINNED") && is_pinned(d)) return 999;
+  memcpy(d, (void *)s, n); return OK;
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memcpy((void *)d, (void *)s, n); return OK; }
+CUresult cuPointerGetAttributes(unsigned n, unsigned *attrs, void **data, CUdeviceptr p) {
+  pthread_mutex_lock(&lock);
+  int found = -1;
+  for (int i = 0; i < MAX_ALLOCS; i++) if (allocs[i].live && p >= allocs[i].p && p < allocs[i].p + allocs[i].n) { found = i; break; }
+  for (unsigned k = 0; k < n; k++) switch (attrs[k]) {
+    case 2: *(unsigned *)data[k] = found >= 0 ? 2 : 0; break;
+    case 9: *(int *)data[k] = found >= 0 ? 0 : -1; break;
+    case 11: *(CUdeviceptr *)data[k] = found >= 0 ? allocs[found].p : 0; break;
+    case 12: *(size_t *)data[k] = found >= 0 ? allocs[found].n : 0; break;
+    default: break;
+  }
+  pthread_mutex_unlock(&lock);
+  return OK;
+}
+
+CUresult cuModuleLoadData(Module **out, const void *image) {
+  const char *t = image;
+  Module *m = calloc(1, sizeof *m);
+  for (const char *l = t; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : 0) {
+    char line[256]; size_t k = strcspn(l, "\n"); if (k >= sizeof line) k = sizeof line - 1;
+    memcpy(line, l, k); line[k] = 0;
+    char *e = strstr(line, ".entry ");
+    if (e) {
+      char name[64]; sscanf(e + 7, "%63[A-Za-z0-9_]", name);
+      int ok = 0; for (size_t i = 0; i < sizeof known / sizeof *known; i++) ok |= !strcmp(known[i].name, name);
+      if (!ok) { free(m); return E_NOT_FOUND; }
+    } else if (strstr(line, ".global ") && m->ng < 16) {
+      char *semi = strchr(line, ';'); if (!semi) continue; *semi = 0;
+      char *name = strrchr(line, ' ') + 1; size_t size = 4; char *br = strchr(name, '[');
+      if (br) { size = strtoul(br + 1, 0, 10); *br = 0; }
+      snprintf(m->g[m->ng].name, 64, "%s", name);
+      m->g[m->ng].size = size;
+      m->g[m->ng].addr = (void *)dev_alloc(size);
+      memset(m->g[m->ng].addr, 0, size);
+      m->ng++;
+    }
+  }
+  *out = m;
+  return OK;
+}
+CUresult cuModuleLoadDataEx(Module **out, const void *image, unsigned n, int *o, void **v) { (void)n; (void)o; (void)v; return cuModuleLoadData(out, image); }
+CUresult cuModuleUnload(Module *m) { free(m); return OK; }
+CUresult cuModuleGetFunction(Func **out, Module *m, const char *name) {
+  for (size_t i = 0; i < sizeof known / sizeof *known; i++) if (!strcmp(known[i].name, name)) {
+    Func *f = calloc(1, sizeof *f); f->name = known[i].name; f->run = known[i].run; f->m = m; *out = f; return OK;
+  }
+  return E_NOT_FOUND;
+}
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *n, Module *m, const char *name) {
+  for (int i = 0; i < m->ng; i++) if (!strcmp(m->g[i].name, name)) { if (p) *p = (CUdeviceptr)m->g[i].addr; if (n) *n = m->g[i].size; return OK; }
+  return E_NOT_FOUND;
+}
+CUresult cuFuncGetName(const char **name, Func *f) { if (!f) return E_INVALID_HANDLE; *name = f->name; return OK; }
+CUresult cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shm, void *stream, void **params, void **extra) {
+  (void)gy; (void)gz; (void)by; (void)bz; (void)shm; (void)stream; (void)extra;
+  if (!f || !params) return E_INVALID_VALUE;
+  f->grid = gx; f->block = bx;
+  f->run(f, params);
+  return OK;
+}
+// A "graph" of one kernel node: what the test program captures.
+typedef struct { Func *f; void *params[8]; } Graph;
+CUresult cuGraphLaunch(Graph *g, void *stream) { return cuLaunchKernel(g->f, 1, 1, 1, 1, 1, 1, 0, stream, g->params, 0); }
+
+typedef struct { const char *name; void *fn; } Entry;
+CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status);
+static const Entry table[] = {
+  { "cuInit", cuInit }, { "cuDriverGetVersion", cuDriverGetVersion }, { "cuCtxGetDevice", cuCtxGetDevice },
+  { "cuCtxGetCurrent", cuCtxGetCurrent }, { "cuCtxSynchronize", cuCtxSynchronize },
+  { "cuStreamIsCapturing", cuStreamIsCapturing }, { "cuMemGetInfo", cuMemGetInfo_v2 },
+  { "cuMemAlloc", cuMemAlloc_v2 }, { "cuMemFree", cuMemFree_v2 }, { "cuMemAllocAsync", cuMemAllocAsync },
+  { "cuMemFreeAsync", cuMemFreeAsync }, { "cuMemAllocHost", cuMemAllocHost_v2 }, { "cuMemFreeHost", cuMemFreeHost },
+  { "cuMemcpyHtoD", cuMemcpyHtoD_v2 }, { "cuMemcpyDtoH", cuMemcpyDtoH_v2 }, { "cuMemcpyDtoD", cuMemcpyDtoD_v2 },
+  { "cuPointerGetAttributes", cuPointerGetAttributes }, { "cuModuleLoadData", cuModuleLoadData },
+  { "cuModuleLoadDataEx", cuModuleLoadDataEx }, { "cuModuleUnload", cuModuleUnload },
+  { "cuModuleGetFunction", cuModuleGetFunction }, { "cuModuleGetGlobal", cuModuleGetGlobal_v2 },
+  { "cuFuncGetName", cuFuncGetName }, { "cuLaunchKernel", cuLaunchKernel }, { "cuGraphLaunch", cuGraphLaunch },
+  { "cuGetProcAddress", cuGetProcAddress_v2 },
+};
+CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status) {
+  (void)ver; (void)flags;
+  for (size_t i = 0; i < sizeof table / sizeof *table; i++) if (!strcmp(table[i].name, sym)) {
+    *pfn = table[i].fn; if (status) *status = 0; return OK;
+  }
+  *pfn = 0; if (status) *status = 1;
+  return E_NOT_FOUND;
+}

@@ -1,0 +1,192 @@
+//! `kreplay replay` on CUDA without a GPU: tests/cuda-sim's stand-in libcuda.so.1 (the real
+//! driver ABI, kernels run on the CPU) under a program that is linked against libcuda and one
+//! that dlopens it and takes every entry from cuGetProcAddress_v2 as the CUDA runtime does.
+//! Each checks that the replayed run prints what the plain run prints and what the per-kernel
+//! table says was replayed or declined. The real-GPU scenarios are tests/gpu/replay.sh.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use kreplay_tests::{cc, kreplay_bin, scratch, workspace_root};
+
+/// (directory holding libcuda.so.1, the linked program, the runtime-style program).
+fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
+    static B: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
+    B.get_or_init(|| {
+        let dir = scratch("cuda-sim");
+        let src = workspace_root().join("tests/cuda-sim");
+        let lib = dir.join("libcuda.so.1");
+        let (linked, runtime) = (dir.join("app_linked"), dir.join("app_runtime"));
+        let s = |p: PathBuf| p.display().to_string();
+        // -Bsymbolic: the driver's own table points at its own functions, as libcuda's does.
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Wl,-Bsymbolic",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            &s(lib.clone()),
+            &s(src.join("libcuda.c")),
+            "-lpthread",
+        ]);
+        cc(&[
+            "-O1",
+            "-Wall",
+            "-o",
+            &s(linked.clone()),
+            &s(src.join("app.c")),
+            &format!("-L{}", dir.display()),
+            "-l:libcuda.so.1",
+            &format!("-Wl,-rpath,{}", dir.display()),
+        ]);
+        cc(&[
+            "-O1",
+            "-Wall",
+            "-DRUNTIME_STYLE",
+            "-o",
+            &s(runtime.clone()),
+            &s(src.join("app.c")),
+            "-ldl",
+        ]);
+        (dir, linked, runtime)
+    })
+}
+
+fn run(program: &PathBuf, args: &[&str], replay: Option<&[&str]>, env: &[(&str, &str)]) -> String {
+    let (dir, _, _) = built();
+    let mut cmd = match replay {
+        Some(flags) => {
+            let mut c = Command::new(kreplay_bin());
+            let out = scratch("cuda-sim").join("trace.pftrace");
+            c.arg("replay")
+                .args(flags)
+                .arg("-o")
+                .arg(out)
+                .arg("--")
+                .arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    cmd.args(args).env("LD_LIBRARY_PATH", dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{program:?} {args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The program's lines (before kreplay's table) and the table's rows by kernel, each row a
+/// map from column name to value (the declines column keeps its spaces).
+fn split(stdout: &str) -> (String, HashMap<String, HashMap<String, String>>) {
+    let mut app = String::new();
+    let mut rows = HashMap::new();
+    let mut header: Option<Vec<String>> = None;
+    for l in stdout.lines() {
+        match &header {
+            None if l.starts_with("kernel ") => {
+                header = Some(l.split_whitespace().map(str::to_owned).collect())
+            }
+            None => {
+                app.push_str(l);
+                app.push('\n');
+            }
+            Some(h) => {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let mut row: HashMap<String, String> = h
+                    .iter()
+                    .zip(&f)
+                    .map(|(k, v)| (k.clone(), v.to_string()))
+                    .collect();
+                row.insert("declines".into(), f[h.len() - 1..].join(" "));
+                rows.insert(f[0].to_owned(), row);
+            }
+        }
+    }
+    (app, rows)
+}
+
+const PASSES: &[&str] = &["--passes", "5"];
+
+#[test]
+fn in_place_accumulation_is_replayed_five_times_through_both_entry_paths() {
+    let (_, linked, runtime) = built();
+    for prog in [linked, runtime] {
+        let plain = run(prog, &["inplace"], None, &[]);
+        assert_eq!(plain, "y_sum 40952.0\n");
+        let (app, rows) = split(&run(prog, &["inplace"], Some(PASSES), &[]));
+        assert_eq!(app, plain, "{prog:?}");
+        let r = &rows["axpy_inplace"];
+        assert_eq!(
+            (r["dispatches"].as_str(), r["passes"].as_str()),
+            ("1", "5"),
+            "{prog:?}"
+        );
+        assert_eq!(r["declines"], "-");
+        // x and y, 16 KiB each, plus the module variable `hits` (4 bytes).
+        assert_eq!(r["snapshot_bytes"], (2 * 16384 + 4).to_string());
+    }
+}
+
+#[test]
+fn a_module_variable_named_by_the_ptx_is_restored_between_passes() {
+    let (_, linked, runtime) = built();
+    for prog in [linked, runtime] {
+        let plain = run(prog, &["devicevar"], None, &[]);
+        assert_eq!(plain, "hits 4096\ny_sum 16382.0\n");
+        let (app, rows) = split(&run(prog, &["devicevar"], Some(PASSES), &[]));
+        assert_eq!(app, plain, "{prog:?}: hits must be one pass's count");
+        assert_eq!(rows["count_hits"]["passes"], "5");
+    }
+}
+
+#[test]
+fn graph_launches_and_async_pool_memory_are_declined_and_run_once() {
+    let (_, _, runtime) = built();
+    let (app, rows) = split(&run(runtime, &["graph"], Some(PASSES), &[]));
+    assert_eq!(app, "y_sum 40952.0\n");
+    let g = &rows["(cuGraphLaunch)"];
+    assert_eq!((g["dispatches"].as_str(), g["passes"].as_str()), ("1", "0"));
+    assert_eq!(g["declines"], "1x graph launch");
+
+    let (app, rows) = split(&run(runtime, &["async"], Some(PASSES), &[]));
+    assert_eq!(app, "y_sum 40952.0\n");
+    let a = &rows["axpy_inplace"];
+    assert_eq!((a["dispatches"].as_str(), a["passes"].as_str()), ("1", "0"));
+    assert!(
+        a["declines"].starts_with(
+            "1x 1 live allocation(s) kreplay does not snapshot (e.g. 16384 bytes at 0x"
+        ) && a["declines"].ends_with(" from cuMemAllocAsync)"),
+        "{}",
+        a["declines"]
+    );
+}
+
+#[test]
+fn a_failing_snapshot_copy_declines_replay_and_the_program_runs_as_without_kreplay() {
+    let (_, linked, _) = built();
+    // No device memory to spare (the snapshot goes to pinned host memory), and copies into
+    // pinned memory fail: the snapshot cannot be completed.
+    let env = [("FAKECUDA_FREE_MIB", "0"), ("FAKECUDA_FAIL_DTOH_TO_PINNED", "1")];
+    let plain = run(linked, &["inplace"], None, &env);
+    assert_eq!(plain, "y_sum 40952.0\n");
+    let (app, rows) = split(&run(linked, &["inplace"], Some(PASSES), &env));
+    assert_eq!(app, plain, "one normal run: y accumulated once");
+    let r = &rows["axpy_inplace"];
+    assert_eq!((r["dispatches"].as_str(), r["passes"].as_str()), ("1", "0"));
+    assert!(
+        r["declines"].starts_with("1x snapshot incomplete: device-to-host copy of region 0x"),
+        "{}",
+        r["declines"]
+    );
+}
