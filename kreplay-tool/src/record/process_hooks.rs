@@ -2,6 +2,7 @@
 //! (and no lock taken) in a forked child, whose inherited locks may be held by threads that
 //! do not exist there.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
 use super::sink::{flush_global, global_if_started};
@@ -15,14 +16,25 @@ pub fn install_exit_flush() -> bool {
     *INSTALLED.get_or_init(|| unsafe { libc::atexit(exit_flush) } == 0)
 }
 
+/// Set once the exit flush starts: from then on nothing logs through `tracing` (the main
+/// thread's thread-locals, the log subscriber's among them, are destroyed before `atexit`
+/// handlers run, and a log event would panic and abandon the flush).
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Whether the process is in its exit flush.
+pub(super) fn exiting() -> bool {
+    EXITING.load(Ordering::Relaxed)
+}
+
 extern "C" fn exit_flush() {
+    EXITING.store(true, Ordering::Relaxed);
     let _ = std::panic::catch_unwind(|| {
         // In a forked child the recorder is disabled: its locks may be held by threads that
         // were not copied, so touch nothing.
         if global_if_started().is_some_and(|r| r.is_enabled())
             && let Err(e) = flush_global()
         {
-            tracing::warn!("kreplay: the exit flush of the tool stream failed: {e}");
+            eprintln!("kreplay: the exit flush of the tool stream failed: {e}");
         }
     });
 }

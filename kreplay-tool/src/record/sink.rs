@@ -67,7 +67,10 @@ impl StreamSink {
                 }
                 .into(),
             )?;
-            tracing::debug!(path = %path.display(), "opened tool stream");
+            // No tracing during the exit flush: the subscriber's thread-locals may be gone.
+            if !super::process_hooks::exiting() {
+                tracing::debug!(path = %path.display(), "opened tool stream");
+            }
             self.open = Some((pid, w));
         }
         let (_, w) = self.open.as_mut().expect("opened above");
