@@ -1,7 +1,7 @@
 // A CUDA driver-API program for the stand-in libcuda (tests/cuda-sim/libcuda.c). Built twice:
 // linked against libcuda (calls go through its symbols), and with -DRUNTIME_STYLE, where it
 // dlopens libcuda.so.1 and takes every entry from cuGetProcAddress_v2, as the CUDA runtime does.
-//   app inplace | devicevar | graph | async
+//   app inplace | devicevar | graph | async | vmm
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +35,10 @@ API(CUresult, cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t))
 API(CUresult, cuLaunchKernel, (H, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, H, void **, void **))
 API(CUresult, cuGraphLaunch, (H, H))
 API(CUresult, cuCtxSynchronize, (void))
+API(CUresult, cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))
+API(CUresult, cuMemCreate, (unsigned long long *, size_t, const void *, unsigned long long))
+API(CUresult, cuMemMap, (CUdeviceptr, size_t, size_t, unsigned long long, unsigned long long))
+API(CUresult, cuMemSetAccess, (CUdeviceptr, size_t, const void *, size_t))
 
 #ifdef RUNTIME_STYLE
 typedef CUresult (*GetProc)(const char *, void **, int, unsigned long long, int *);
@@ -48,6 +52,8 @@ static void load(void) {
   GET(cuModuleGetGlobal_v2, "cuModuleGetGlobal"); GET(cuMemAlloc_v2, "cuMemAlloc"); GET(cuMemFree_v2, "cuMemFree");
   GET(cuMemAllocAsync, "cuMemAllocAsync"); GET(cuMemcpyHtoD_v2, "cuMemcpyHtoD"); GET(cuMemcpyDtoH_v2, "cuMemcpyDtoH");
   GET(cuLaunchKernel, "cuLaunchKernel"); GET(cuGraphLaunch, "cuGraphLaunch"); GET(cuCtxSynchronize, "cuCtxSynchronize");
+  GET(cuMemAddressReserve, "cuMemAddressReserve"); GET(cuMemCreate, "cuMemCreate"); GET(cuMemMap, "cuMemMap");
+  GET(cuMemSetAccess, "cuMemSetAccess");
 }
 #define C(name) p_##name
 #else
@@ -66,7 +72,18 @@ int main(int argc, char **argv) {
   for (int i = 0; i < N; i++) { x[i] = 0.5f + i % 7; y[i] = 1.0f + i % 5; }
   CUdeviceptr dx, dy;
   CK(C(cuMemAlloc_v2)(&dx, sizeof x));
-  if (!strcmp(c, "async")) CK(C(cuMemAllocAsync)(&dy, sizeof y, 0)); else CK(C(cuMemAlloc_v2)(&dy, sizeof y));
+  if (!strcmp(c, "async")) {
+    CK(C(cuMemAllocAsync)(&dy, sizeof y, 0));
+  } else if (!strcmp(c, "vmm")) {
+    // Reserve, create, map, allow access: how PyTorch's expandable segments get memory.
+    unsigned long long h; char prop[64] = {0}, desc[16] = {0};
+    CK(C(cuMemAddressReserve)(&dy, sizeof y, 0, 0, 0));
+    CK(C(cuMemCreate)(&h, sizeof y, prop, 0));
+    CK(C(cuMemMap)(dy, sizeof y, 0, h, 0));
+    CK(C(cuMemSetAccess)(dy, sizeof y, desc, 1));
+  } else {
+    CK(C(cuMemAlloc_v2)(&dy, sizeof y));
+  }
   CK(C(cuMemcpyHtoD_v2)(dx, x, sizeof x));
   CK(C(cuMemcpyHtoD_v2)(dy, y, sizeof y));
   int n = N;

@@ -75,6 +75,17 @@ CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, void *s) { (void)s; return cu
 CUresult cuMemFreeAsync(CUdeviceptr p, void *s) { (void)s; return dev_free(p); }
 #define MAX_PINNED 256
 static struct { char *p; size_t n; } pinned[MAX_PINNED];
+// Virtual memory management: a reserved range is host memory at once; physical handles are
+// tokens, mapping and access changes succeed.
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr addr, unsigned long long f) {
+  (void)align; (void)addr; (void)f; *p = dev_alloc(n); return *p ? OK : E_OOM;
+}
+CUresult cuMemAddressFree(CUdeviceptr p, size_t n) { (void)n; return dev_free(p); }
+CUresult cuMemCreate(unsigned long long *h, size_t n, const void *prop, unsigned long long f) { (void)n; (void)prop; (void)f; *h = 1; return OK; }
+CUresult cuMemRelease(unsigned long long h) { (void)h; return OK; }
+CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, unsigned long long h, unsigned long long f) { (void)p; (void)n; (void)off; (void)h; (void)f; return OK; }
+CUresult cuMemUnmap(CUdeviceptr p, size_t n) { (void)p; (void)n; return OK; }
+CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const void *d, size_t c) { (void)p; (void)n; (void)d; (void)c; return OK; }
 CUresult cuMemAllocHost_v2(void **p, size_t n) {
   *p = malloc(n ? n : 1);
   if (!*p) return E_OOM;
@@ -181,7 +192,9 @@ static const Entry table[] = {
   { "cuModuleLoadDataEx", cuModuleLoadDataEx }, { "cuModuleUnload", cuModuleUnload },
   { "cuModuleGetFunction", cuModuleGetFunction }, { "cuModuleGetGlobal", cuModuleGetGlobal_v2 },
   { "cuFuncGetName", cuFuncGetName }, { "cuLaunchKernel", cuLaunchKernel }, { "cuGraphLaunch", cuGraphLaunch },
-  { "cuGetProcAddress", cuGetProcAddress_v2 },
+  { "cuGetProcAddress", cuGetProcAddress_v2 }, { "cuMemAddressReserve", cuMemAddressReserve },
+  { "cuMemAddressFree", cuMemAddressFree }, { "cuMemCreate", cuMemCreate }, { "cuMemRelease", cuMemRelease },
+  { "cuMemMap", cuMemMap }, { "cuMemUnmap", cuMemUnmap }, { "cuMemSetAccess", cuMemSetAccess },
 };
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status) {
   (void)ver; (void)flags;

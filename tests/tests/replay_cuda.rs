@@ -139,6 +139,20 @@ fn in_place_accumulation_is_replayed_five_times_through_both_entry_paths() {
 }
 
 #[test]
+fn memory_mapped_through_virtual_memory_management_is_restored_too() {
+    let (_, linked, runtime) = built();
+    for prog in [linked, runtime] {
+        let plain = run(prog, &["vmm"], None, &[]);
+        assert_eq!(plain, "y_sum 40952.0\n");
+        let (app, rows) = split(&run(prog, &["vmm"], Some(PASSES), &[]));
+        assert_eq!(app, plain, "{prog:?}: y (mapped with cuMemMap) accumulated once");
+        let r = &rows["axpy_inplace"];
+        assert_eq!((r["passes"].as_str(), r["declines"].as_str()), ("5", "-"));
+        assert_eq!(r["snapshot_bytes"], (2 * 16384 + 4).to_string());
+    }
+}
+
+#[test]
 fn a_module_variable_named_by_the_ptx_is_restored_between_passes() {
     let (_, linked, runtime) = built();
     for prog in [linked, runtime] {
@@ -177,7 +191,10 @@ fn a_failing_snapshot_copy_declines_replay_and_the_program_runs_as_without_krepl
     let (_, linked, _) = built();
     // No device memory to spare (the snapshot goes to pinned host memory), and copies into
     // pinned memory fail: the snapshot cannot be completed.
-    let env = [("FAKECUDA_FREE_MIB", "0"), ("FAKECUDA_FAIL_DTOH_TO_PINNED", "1")];
+    let env = [
+        ("FAKECUDA_FREE_MIB", "0"),
+        ("FAKECUDA_FAIL_DTOH_TO_PINNED", "1"),
+    ];
     let plain = run(linked, &["inplace"], None, &env);
     assert_eq!(plain, "y_sum 40952.0\n");
     let (app, rows) = split(&run(linked, &["inplace"], Some(PASSES), &env));

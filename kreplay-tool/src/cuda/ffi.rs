@@ -179,3 +179,10 @@ pub type CtxGetCurrentFn = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
 /// `cuModuleGetFunction`.
 pub type ModuleGetFunctionFn =
     unsafe extern "C" fn(*mut CUfunction, CUmodule, *const c_char) -> CUresult;
+/// `cuMemMap`.
+pub type MemMapFn = unsafe extern "C" fn(CUdeviceptr, usize, usize, u64, u64) -> CUresult;
+/// `cuMemUnmap`.
+pub type MemUnmapFn = unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult;
+/// `cuMemAllocPitch_v2`.
+pub type MemAllocPitchFn =
+    unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, usize, usize, c_uint) -> CUresult;

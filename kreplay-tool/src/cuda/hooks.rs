@@ -79,16 +79,8 @@ pub unsafe fn mem_alloc(real: MemAllocFn, dptr: *mut CUdeviceptr, size: usize) -
     // SAFETY: passed through.
     let r = unsafe { real(dptr, size) };
     if r == SUCCESS && !dptr.is_null() {
-        let _ = std::panic::catch_unwind(|| {
-            if let Some(t) = cuda_tool()
-                && t.inventory.is_recording()
-            {
-                // SAFETY: the driver wrote the new address.
-                let p = unsafe { *dptr };
-                t.inventory
-                    .record_alloc(p, size as u64, t.driver.current_device());
-            }
-        });
+        // SAFETY: the driver wrote the new address.
+        track(unsafe { *dptr }, size);
     }
     r
 }
@@ -105,6 +97,74 @@ pub unsafe fn mem_free(real: MemFreeFn, dptr: CUdeviceptr) -> CUresult {
     });
     // SAFETY: passed through.
     unsafe { real(dptr) }
+}
+
+/// Wrapper body of `cuMemAllocPitch_v2`: tracked as `pitch * height` bytes.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn mem_alloc_pitch(
+    real: MemAllocPitchFn,
+    dptr: *mut CUdeviceptr,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+    elem: c_uint,
+) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(dptr, pitch, width, height, elem) };
+    if r == SUCCESS && !dptr.is_null() && !pitch.is_null() {
+        // SAFETY: the driver wrote both.
+        let (p, pitch) = unsafe { (*dptr, *pitch) };
+        track(p, pitch.saturating_mul(height));
+    }
+    r
+}
+
+/// Wrapper body of `cuMemMap` (virtual memory management, e.g. PyTorch's expandable
+/// segments): the mapped range is tracked like an allocation until unmapped.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn mem_map(
+    real: MemMapFn,
+    ptr: CUdeviceptr,
+    size: usize,
+    offset: usize,
+    handle: u64,
+    flags: u64,
+) -> CUresult {
+    // SAFETY: passed through.
+    let r = unsafe { real(ptr, size, offset, handle, flags) };
+    if r == SUCCESS {
+        track(ptr, size);
+    }
+    r
+}
+
+/// Wrapper body of `cuMemUnmap`.
+///
+/// # Safety
+/// The application's arguments and the real entry.
+pub unsafe fn mem_unmap(real: MemUnmapFn, ptr: CUdeviceptr, size: usize) -> CUresult {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(t) = cuda_tool() {
+            t.inventory.record_free(ptr);
+        }
+    });
+    // SAFETY: passed through.
+    unsafe { real(ptr, size) }
+}
+
+fn track(p: CUdeviceptr, size: usize) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(t) = cuda_tool()
+            && t.inventory.is_recording()
+        {
+            t.inventory
+                .record_alloc(p, size as u64, t.driver.current_device());
+        }
+    });
 }
 
 fn note_untracked(dptr: *mut CUdeviceptr, size: usize, how: &'static str) {

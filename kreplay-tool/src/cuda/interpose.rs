@@ -232,6 +232,11 @@ hooked!(LAUNCH_EX, w_launch_ex, LaunchKernelExFn, hooks::launch_kernel_ex,
     (cfg: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void));
 hooked!(ALLOC, w_alloc, MemAllocFn, hooks::mem_alloc, (dptr: *mut CUdeviceptr, size: usize));
 hooked!(FREE, w_free, MemFreeFn, hooks::mem_free, (dptr: CUdeviceptr));
+hooked!(MEM_MAP, w_mem_map, MemMapFn, hooks::mem_map,
+    (ptr: CUdeviceptr, size: usize, offset: usize, handle: u64, flags: u64));
+hooked!(MEM_UNMAP, w_mem_unmap, MemUnmapFn, hooks::mem_unmap, (ptr: CUdeviceptr, size: usize));
+hooked!(ALLOC_PITCH, w_alloc_pitch, MemAllocPitchFn, hooks::mem_alloc_pitch,
+    (dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, elem: c_uint));
 hooked!(ALLOC_ASYNC, w_alloc_async, MemAllocAsyncFn, hooks::mem_alloc_async,
     (dptr: *mut CUdeviceptr, size: usize, stream: CUstream));
 hooked!(ALLOC_POOL, w_alloc_pool, MemAllocFromPoolAsyncFn, hooks::mem_alloc_from_pool_async,
@@ -280,6 +285,27 @@ static HOOKED: &[Hooked] = &[
         min_version: 3020,
         slots: &ALLOC,
         wrappers: || wrappers!(w_alloc),
+    },
+    Hooked {
+        base: "cuMemMap",
+        symbols: &["cuMemMap"],
+        min_version: 10020,
+        slots: &MEM_MAP,
+        wrappers: || wrappers!(w_mem_map),
+    },
+    Hooked {
+        base: "cuMemUnmap",
+        symbols: &["cuMemUnmap"],
+        min_version: 10020,
+        slots: &MEM_UNMAP,
+        wrappers: || wrappers!(w_mem_unmap),
+    },
+    Hooked {
+        base: "cuMemAllocPitch",
+        symbols: &["cuMemAllocPitch_v2"],
+        min_version: 3020,
+        slots: &ALLOC_PITCH,
+        wrappers: || wrappers!(w_alloc_pitch),
     },
     Hooked {
         base: "cuMemFree",
@@ -504,6 +530,11 @@ export!(cuLaunchKernelEx, LAUNCH_EX, w_launch_ex,
     (cfg: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void));
 export!(cuMemAlloc_v2, ALLOC, w_alloc, (dptr: *mut CUdeviceptr, size: usize));
 export!(cuMemFree_v2, FREE, w_free, (dptr: CUdeviceptr));
+export!(cuMemMap, MEM_MAP, w_mem_map,
+    (ptr: CUdeviceptr, size: usize, offset: usize, handle: u64, flags: u64));
+export!(cuMemUnmap, MEM_UNMAP, w_mem_unmap, (ptr: CUdeviceptr, size: usize));
+export!(cuMemAllocPitch_v2, ALLOC_PITCH, w_alloc_pitch,
+    (dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, elem: c_uint));
 export!(cuMemAllocAsync, ALLOC_ASYNC, w_alloc_async,
     (dptr: *mut CUdeviceptr, size: usize, stream: CUstream));
 export!(cuMemFreeAsync, FREE_ASYNC, w_free_async, (dptr: CUdeviceptr, stream: CUstream));
