@@ -61,6 +61,20 @@ for f in ptx cubin fatbin; do
   check drv_${f}_nondeterministic "$(col $W/drv_$f.table bump 9)" 1
 done
 
+# PyTorch (shared libcudart, libcuda dlopened): ten in-place `add_` launches replayed three
+# times each; torch_loop.py asserts x == 200 + N at the end, so a pass leaking into the next
+# fails it.
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  $K replay --passes 3 --max-dispatches 10 -o $W/torch.pftrace -- python3 tests/gpu/torch_loop.py 100 > $W/torch.all 2> $W/torch.err
+  rc=$?
+  echo "--- torch"; cat $W/torch.all; tail -3 $W/torch.err
+  check torch_replay_exit "$rc" 0
+  check torch_replay_launches "$(awk '$1=="launches:"{print $2}' $W/torch.all)" 100
+  check torch_replay_passes_total "$(sed -n '/^kernel  *dispatches/,$p' $W/torch.all | awk 'NR>1{s+=$3} END{print s}')" 30
+else
+  echo "SKIPPED torch replay: no PyTorch with CUDA"
+fi
+
 # Restore cost on a large footprint: time per pass, snapshot bytes and restore time.
 for mib in 1024 4096; do
   scenario fp_$mib touch_strided 5 "" $B/replay_cases footprint $mib 10
