@@ -145,7 +145,10 @@ fn memory_mapped_through_virtual_memory_management_is_restored_too() {
         let plain = run(prog, &["vmm"], None, &[]);
         assert_eq!(plain, "y_sum 40952.0\n");
         let (app, rows) = split(&run(prog, &["vmm"], Some(PASSES), &[]));
-        assert_eq!(app, plain, "{prog:?}: y (mapped with cuMemMap) accumulated once");
+        assert_eq!(
+            app, plain,
+            "{prog:?}: y (mapped with cuMemMap) accumulated once"
+        );
         let r = &rows["axpy_inplace"];
         assert_eq!((r["passes"].as_str(), r["declines"].as_str()), ("5", "-"));
         assert_eq!(r["snapshot_bytes"], (2 * 16384 + 4).to_string());
