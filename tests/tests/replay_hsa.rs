@@ -1,0 +1,249 @@
+//! `kreplay replay` on the simulated HSA runtime, the HSA-specific parts: batches of several
+//! submissions handed to the queue interceptor at once, vmem-mapped memory (hipMallocAsync),
+//! the determinism check on a racing kernel, and the tool library loaded twice.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use kreplay_tests::{build_hip_program, kreplay_bin, scratch, workload, workspace_root};
+
+/// One row of the per-kernel table `kreplay replay` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    dispatches: u64,
+    passes: u64,
+    snapshot_bytes: u64,
+    nondet: u64,
+    declines: String,
+}
+
+fn table(stdout: &str) -> HashMap<String, Row> {
+    let mut rows = HashMap::new();
+    let mut lines = stdout.lines().skip_while(|l| !l.starts_with("kernel "));
+    lines.next();
+    for l in lines {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 10 {
+            continue;
+        }
+        rows.insert(
+            f[0].to_owned(),
+            Row {
+                dispatches: f[1].parse().unwrap(),
+                passes: f[2].parse().unwrap(),
+                snapshot_bytes: f[6].parse().unwrap(),
+                nondet: f[8].parse().unwrap(),
+                declines: f[9..].join(" "),
+            },
+        );
+    }
+    rows
+}
+
+/// The program's own output lines (everything before the table).
+fn app_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .take_while(|l| !l.starts_with("kernel ") && !l.starts_with("kreplay: wrote"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn plain_lines(exe: &PathBuf, args: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    let out = Command::new(exe)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run the program");
+    assert!(
+        out.status.success(),
+        "{} failed: {}",
+        exe.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs `kreplay replay OPTS -- EXE ARGS` with `env`; returns (output, stdout, stderr).
+fn replayed(
+    exe: &PathBuf,
+    args: &[&str],
+    opts: &[&str],
+    env: &[(&str, &str)],
+) -> (Output, String, String) {
+    let name = exe.file_name().unwrap().to_string_lossy().into_owned();
+    let trace = scratch("replay_hsa").join(format!("{name}.pftrace"));
+    let out = Command::new(kreplay_bin())
+        .arg("replay")
+        .args(opts)
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(exe)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run kreplay replay");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "kreplay replay {name} failed:\n{stdout}\n{stderr}"
+    );
+    (out, stdout, stderr)
+}
+
+fn batched() -> PathBuf {
+    build_hip_program(
+        &workspace_root().join("tests/tests/replay_hsa/batched.c"),
+        "batched",
+    )
+}
+
+#[test]
+fn submissions_batched_behind_a_busy_interceptor_are_replayed_one_by_one() {
+    // While `hold` is being replayed the application makes 2 bump launches, one two-node graph
+    // launch and 2 more bump launches: one batch of 6 packets, 5 submissions.
+    let exe = batched();
+    let args = ["4096", "2", "2"];
+    let (_, out, err) = replayed(
+        &exe,
+        &args,
+        &["--passes", "3"],
+        &[("KREPLAY_LOG", "kreplay_tool::hsa::intercept=debug")],
+    );
+    assert_eq!(app_lines(&out), plain_lines(&exe, &args, &[]));
+    assert!(out.contains("bumps: 4\n"), "{out}");
+    assert_eq!(
+        err.matches("batch of 6 packets holds 5 submissions")
+            .count(),
+        1,
+        "{err}"
+    );
+    let rows = table(&out);
+    // y is 4096 u32 = 16384 bytes, snapshotted once per replayed dispatch.
+    assert_eq!(
+        rows["bump"],
+        Row {
+            dispatches: 4,
+            passes: 12,
+            snapshot_bytes: 4 * 16384,
+            nondet: 0,
+            declines: "-".into()
+        }
+    );
+    assert_eq!(
+        rows["hold"],
+        Row {
+            dispatches: 1,
+            passes: 3,
+            snapshot_bytes: 16384,
+            nondet: 0,
+            declines: "-".into()
+        }
+    );
+    // The graph launch inside the batch is one two-packet submission: not replayed.
+    assert_eq!(
+        rows["mix"],
+        Row {
+            dispatches: 2,
+            passes: 0,
+            snapshot_bytes: 0,
+            nondet: 0,
+            declines: "2x multi-packet submission".into()
+        }
+    );
+    assert_eq!(err.matches("multi-packet submissions").count(), 1, "{err}");
+}
+
+#[test]
+fn one_launch_per_doorbell_on_a_busy_stream_is_replayed_every_time() {
+    // Eight launches on one stream, made while earlier ones are being replayed: however the
+    // interceptor receives them, each is its own submission and is replayed.
+    let exe = workload("saxpy");
+    let args = ["1", "20000", "8"];
+    let (_, out, _) = replayed(&exe, &args, &["--passes", "3"], &[]);
+    assert_eq!(app_lines(&out), plain_lines(&exe, &args, &[]));
+    assert!(out.contains("launches: 8\n"), "{out}");
+    let r = &table(&out)["saxpy"];
+    // x, y (20000 floats each) and the 8-byte counter, per replayed dispatch.
+    assert_eq!(
+        *r,
+        Row {
+            dispatches: 8,
+            passes: 24,
+            snapshot_bytes: 8 * 160_008,
+            nondet: 0,
+            declines: "-".into()
+        }
+    );
+}
+
+/// The racing kernel's counter address, as racy prints it on stderr.
+fn counter_address(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("counter_address: "))
+        .unwrap_or_else(|| panic!("no counter address in:\n{stderr}"))
+        .to_owned()
+}
+
+#[test]
+fn a_racing_kernel_is_reported_nondeterministic_with_the_first_differing_region() {
+    let exe = workload("racy");
+    let args = ["256", "64"];
+    // Lost updates need workers to overlap, which a loaded host may not give in one run:
+    // up to five runs of eight passes each.
+    let mut found = None;
+    for _ in 0..5 {
+        let (_, out, err) = replayed(&exe, &args, &["--passes", "8"], &[("KRSIM_WORKERS", "4")]);
+        let r = table(&out)["race"].clone();
+        assert_eq!((r.dispatches, r.passes), (1, 8), "{r:?}");
+        if r.nondet > 0 {
+            found = Some((r, err));
+            break;
+        }
+    }
+    let (r, err) = found.expect("no pass of the racing kernel differed in five runs");
+    // One report per dispatch: the first differing pass.
+    assert_eq!(r.nondet, 1, "{r:?}");
+    let addr = counter_address(&err);
+    let reports: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("differs from pass 0"))
+        .collect();
+    assert_eq!(reports.len(), 1, "{err}");
+    assert!(
+        reports[0].ends_with(&format!("in region {addr} at offset 0")),
+        "the counter's allocation, at its first byte: {}",
+        reports[0]
+    );
+}
+
+#[test]
+fn deterministic_kernels_are_not_reported() {
+    // The same racing kernel on one worker is exact; saxpy and the graph-free bumps too.
+    let exe = workload("racy");
+    let (_, out, err) = replayed(
+        &exe,
+        &["64", "64"],
+        &["--passes", "6"],
+        &[("KRSIM_WORKERS", "1")],
+    );
+    assert!(out.contains("counter: 4096\n"), "{out}");
+    assert_eq!(table(&out)["race"].nondet, 0);
+    assert_eq!(table(&out)["race"].passes, 6);
+    assert!(!err.contains("differs from pass 0"), "{err}");
+    let (_, out, _) = replayed(
+        &workload("saxpy"),
+        &["2", "5000", "2"],
+        &["--passes", "4"],
+        &[("KRSIM_WORKERS", "4")],
+    );
+    let r = &table(&out)["saxpy"];
+    assert_eq!((r.dispatches, r.passes, r.nondet), (4, 16, 0), "{r:?}");
+}
