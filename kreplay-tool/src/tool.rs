@@ -27,7 +27,8 @@ pub struct Tool {
     pub inventory: Inventory,
     /// Per-agent replay windows.
     pub gates: Mutex<HashMap<u64, Arc<Gate>>>,
-    /// Live vmem mappings (address -> size).
+    /// Live vmem mappings that are not in the inventory (not coarse-grained GPU memory), address
+    /// -> size: replay is declined while one is live.
     pub vmem: Mutex<HashMap<u64, usize>>,
     /// Kernel names by kernel object.
     pub names: Mutex<HashMap<u64, String>>,

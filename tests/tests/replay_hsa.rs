@@ -247,3 +247,71 @@ fn deterministic_kernels_are_not_reported() {
     let r = &table(&out)["saxpy"];
     assert_eq!((r.dispatches, r.passes, r.nondet), (4, 16, 0), "{r:?}");
 }
+
+fn test_program(name: &str) -> PathBuf {
+    build_hip_program(
+        &workspace_root().join(format!("tests/tests/replay_hsa/{name}.c")),
+        name,
+    )
+}
+
+#[test]
+fn hip_malloc_async_memory_is_snapshotted_and_restored() {
+    // `triple` updates vmem-mapped memory in place: five passes without a restore in between
+    // would leave 3^5-fold values, which the program rejects (exit 1).
+    let exe = test_program("async_inplace");
+    let args = ["3000", "3"];
+    let (_, out, _) = replayed(&exe, &args, &["--passes", "5"], &[]);
+    assert_eq!(app_lines(&out), plain_lines(&exe, &args, &[]));
+    // 3000 u32 = 12000 bytes, mapped in 4 KiB granules: 12288 bytes per dispatch.
+    assert_eq!(
+        table(&out)["triple"],
+        Row {
+            dispatches: 3,
+            passes: 15,
+            snapshot_bytes: 3 * 12288,
+            nondet: 0,
+            declines: "-".into()
+        }
+    );
+    // The sample workload: 20 allocations of 512*(1+i%7)+i%5 u64 each, one live at a time.
+    let exe = workload("malloc_async");
+    let (_, out, _) = replayed(&exe, &["20"], &["--passes", "3"], &[]);
+    assert_eq!(app_lines(&out), plain_lines(&exe, &["20"], &[]));
+    let expected: u64 = (0..20u64)
+        .map(|i| (512 * (1 + i % 7) + i % 5) * 8)
+        .map(|b| b.div_ceil(4096) * 4096)
+        .sum();
+    assert_eq!(expected, 380_928);
+    assert_eq!(
+        table(&out)["stamp"],
+        Row {
+            dispatches: 20,
+            passes: 60,
+            snapshot_bytes: expected,
+            nondet: 0,
+            declines: "-".into()
+        }
+    );
+}
+
+#[test]
+fn a_live_vmem_mapping_that_cannot_be_snapshotted_declines_replay_with_the_reason() {
+    // Three launches; only the one made while a fine-grained vmem mapping is live declines.
+    let exe = test_program("vmem_fine");
+    let (_, out, _) = replayed(&exe, &["2048"], &["--passes", "4"], &[]);
+    assert_eq!(app_lines(&out), plain_lines(&exe, &["2048"], &[]));
+    assert!(out.contains("mapped_word: 1\n"), "{out}");
+    assert_eq!(
+        table(&out)["bump"],
+        Row {
+            dispatches: 3,
+            passes: 8,
+            snapshot_bytes: 2 * 8192,
+            nondet: 0,
+            declines: "1x vmem-mapped memory that cannot be snapshotted is live (1 mappings of \
+                       fine-grained, host or unknown memory)"
+                .into()
+        }
+    );
+}
