@@ -315,3 +315,85 @@ fn a_live_vmem_mapping_that_cannot_be_snapshotted_declines_replay_with_the_reaso
         }
     );
 }
+
+/// The tool library `kreplay replay` injects (next to the kreplay binary, as it looks).
+fn tool_lib() -> PathBuf {
+    let bin = kreplay_bin();
+    let dir = bin.parent().unwrap();
+    [
+        dir.join("libkreplay_tool.so"),
+        dir.join("deps/libkreplay_tool.so"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .unwrap_or_else(|| panic!("no libkreplay_tool.so next to {}", bin.display()))
+}
+
+/// The record count `kreplay replay` reports for its trace.
+fn records_written(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("kreplay: wrote "))
+        .and_then(|l| l.split(" (").nth(1))
+        .and_then(|l| l.strip_suffix(" records)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no record count in:\n{stderr}"))
+}
+
+#[test]
+fn a_tool_library_loaded_twice_wraps_once_and_records_once() {
+    let exe = workload("saxpy");
+    let args = ["1", "100000", "1"];
+    let expected_rows = HashMap::from([(
+        "saxpy".to_owned(),
+        Row {
+            dispatches: 1,
+            passes: 5,
+            snapshot_bytes: 800_008,
+            nondet: 0,
+            declines: "-".into(),
+        },
+    )]);
+    let (_, once_out, once_err) = replayed(&exe, &args, &["--passes", "5"], &[]);
+    assert_eq!(table(&once_out), expected_rows);
+    let once_records = records_written(&once_err);
+    // Debug logging on: the flushes at unload and exit (after the logger's thread-locals are
+    // gone) still write every record.
+    let (_, out, err) = replayed(&exe, &args, &["--passes", "5"], &[("KREPLAY_LOG", "debug")]);
+    assert_eq!(table(&out), expected_rows);
+    assert_eq!(records_written(&err), once_records, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    // A copy of the library at another path (a second instance with its own statics) loaded
+    // first, then kreplay's own: the second finds the first's wrappers and stays idle.
+    let copy_dir = scratch("replay_hsa").join("tool-copy");
+    std::fs::create_dir_all(&copy_dir).unwrap();
+    let copy = copy_dir.join("libkreplay_tool.so");
+    std::fs::copy(tool_lib(), &copy).unwrap();
+    let copy = copy.to_string_lossy().into_owned();
+    // The same path twice: one instance, OnLoad called twice.
+    let same = tool_lib().to_string_lossy().into_owned();
+    for (tools, message) in [
+        (
+            &copy,
+            "another kreplay instance already wrapped this runtime; this one stays idle",
+        ),
+        (
+            &same,
+            "OnLoad called again in this library instance; wrappers already installed",
+        ),
+    ] {
+        let (_, out, err) = replayed(
+            &exe,
+            &args,
+            &["--passes", "5"],
+            &[("HSA_TOOLS_LIB", tools.as_str())],
+        );
+        assert_eq!(app_lines(&out), plain_lines(&exe, &args, &[]), "{tools}");
+        assert!(out.contains("launches: 1\n"), "{out}");
+        assert_eq!(err.matches(message).count(), 1, "{tools}:\n{err}");
+        // One dispatch, five passes, the footprint once: nothing doubled by a second wrapper.
+        assert_eq!(table(&out), expected_rows, "{tools}");
+        assert_eq!(records_written(&err), once_records, "{tools}");
+    }
+}
