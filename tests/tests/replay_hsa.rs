@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use kreplay_tests::{build_hip_program, kreplay_bin, scratch, workload, workspace_root};
+use kreplay_tests::{
+    build_hip_program, decode_trace, kreplay_bin, require_root, scratch, workload, workspace_root,
+};
 
 /// One row of the per-kernel table `kreplay replay` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -395,5 +397,89 @@ fn a_tool_library_loaded_twice_wraps_once_and_records_once() {
         // One dispatch, five passes, the footprint once: nothing doubled by a second wrapper.
         assert_eq!(table(&out), expected_rows, "{tools}");
         assert_eq!(records_written(&err), once_records, "{tools}");
+    }
+}
+
+#[test]
+fn with_probes_one_replay_run_yields_one_trace_with_api_calls_linked_to_dispatches() {
+    require_root!();
+    let exe = workload("saxpy");
+    let args = ["1", "20000", "2"];
+    let trace = scratch("replay_hsa").join("probes.pftrace");
+    let out = Command::new(kreplay_bin())
+        .args(["replay", "--probes", "--passes", "3", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .args(args)
+        .output()
+        .expect("run kreplay replay --probes");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(app_lines(&stdout), plain_lines(&exe, &args, &[]));
+    let r = &table(&stdout)["saxpy"];
+    assert_eq!((r.dispatches, r.passes, r.nondet), (2, 6, 0), "{r:?}");
+    assert!(
+        stderr.contains("from 1 tool and 2 probe streams")
+            && stderr.contains(" 2 dispatches, 2 flows)"),
+        "{stderr}"
+    );
+
+    let d = decode_trace(&trace);
+    assert_eq!(d["errors"], serde_json::json!([]), "decoder errors");
+    let track_of = |kind: &str, name: &str| -> String {
+        let t = d["tracks"].as_object().unwrap();
+        let found: Vec<&String> = t
+            .iter()
+            .filter(|(_, v)| v["kind"] == kind && v["name"] == name)
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(found.len(), 1, "one {kind} track {name:?}: {t:?}");
+        found[0].clone()
+    };
+    let names_at = |track: &str, depth: u64| -> Vec<String> {
+        d["slices"][track]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["depth"] == depth)
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The application thread's API calls, from the probes.
+    let thread = track_of("thread", "saxpy");
+    let launches = names_at(&thread, 0)
+        .into_iter()
+        .filter(|n| n == "hipLaunchKernel")
+        .count();
+    assert_eq!(launches, 2);
+    // The queue's dispatches with their passes, from the tool.
+    let queue_name = d["tracks"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|v| v["name"].as_str())
+        .find(|n| n.starts_with("queue ") && !n.ends_with(" replay"))
+        .expect("a queue track")
+        .to_owned();
+    let queue = track_of("named", &queue_name);
+    assert_eq!(names_at(&queue, 0), ["saxpy", "saxpy"]);
+    let passes: Vec<String> = names_at(&queue, 1)
+        .into_iter()
+        .filter(|n| n.starts_with("pass "))
+        .collect();
+    assert_eq!(
+        passes,
+        ["pass 0", "pass 1", "pass 2", "pass 0", "pass 1", "pass 2"]
+    );
+    // Each launch flows to the dispatch it produced.
+    let flows = d["flows"].as_object().unwrap();
+    assert_eq!(flows.len(), 2, "{flows:?}");
+    for f in flows.values() {
+        assert_eq!(f["from"][0]["name"], "hipLaunchKernel");
+        assert_eq!(f["from"][0]["track"].to_string(), thread);
+        assert_eq!(f["to"][0]["name"], "saxpy");
+        assert_eq!(f["to"][0]["track"].to_string(), queue);
     }
 }

@@ -20,7 +20,7 @@ use super::ffi::{
     hsa_queue_error_callback, hsa_queue_t, hsa_status_t, packet, status,
 };
 use super::hooks::{Forward, arm_forward};
-use super::submissions::{Bounds, register};
+use super::submissions::{Bounds, Origin, register};
 use crate::amd_next;
 use crate::engine::gate::DRAIN_LIMIT;
 use crate::engine::replay::{Outcome, Request, now_ns, replay};
@@ -140,9 +140,9 @@ unsafe extern "C" fn handler(
                 subs.len()
             );
         }
-        for r in subs {
-            let end = r.end;
-            handle(t, ctx, &batch[r], writer);
+        for sub in subs {
+            let end = sub.packets.end;
+            handle(t, ctx, &batch[sub.packets], sub.origin, writer);
             from.set(end);
         }
         true
@@ -166,6 +166,7 @@ fn handle(
     t: &Tool,
     ctx: &QueueCtx,
     batch: &[hsa_kernel_dispatch_packet_t],
+    origin: Option<Origin>,
     writer: hsa_amd_queue_intercept_packet_writer,
 ) {
     let dispatches = batch
@@ -177,10 +178,10 @@ fn handle(
         let name = kernel_name(t, ctx.agent, p.kernel_object);
         let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
         if t.config.passes > 1 && t.config.selects(&name) && under_limit(t) {
-            replay_one(t, ctx, p, name, corr, writer);
+            replay_one(t, ctx, p, name, corr, origin, writer);
             return;
         }
-        pass_through(t, ctx, batch, writer, Some((name, corr)));
+        pass_through(t, ctx, batch, origin, writer, Some((name, corr)));
         return;
     }
     if dispatches > 0 && t.config.passes > 1 && !t.graph_warned.swap(true, Ordering::Relaxed) {
@@ -188,7 +189,7 @@ fn handle(
             "kreplay: multi-packet submissions (HIP graph launches, a barrier packet with its dispatch, several packets rung with one doorbell) are not replayed; they run once (warned once per process)"
         );
     }
-    pass_through(t, ctx, batch, writer, None);
+    pass_through(t, ctx, batch, origin, writer, None);
 }
 
 fn under_limit(t: &Tool) -> bool {
@@ -218,18 +219,22 @@ fn kernel_name(t: &Tool, agent: u64, object: u64) -> String {
     }
 }
 
+/// The dispatch's record: submitted by the thread that rang the doorbell, when it rang (the
+/// handler's thread and `submit` when the ring was not seen).
+#[allow(clippy::too_many_arguments)]
 fn dispatch_record(
     ctx: &QueueCtx,
     p: &hsa_kernel_dispatch_packet_t,
     name: String,
     corr: u64,
+    origin: Option<Origin>,
     submit: u64,
     start: u64,
     end: u64,
 ) -> Record {
     Dispatch {
         pid: std::process::id(),
-        tid: crate::record::current_tid(),
+        tid: origin.map_or_else(crate::record::current_tid, |o| o.tid),
         agent: ctx.agent,
         queue: ctx.queue,
         kernel: name,
@@ -241,7 +246,7 @@ fn dispatch_record(
             u32::from(p.workgroup_size_y),
             u32::from(p.workgroup_size_z),
         ],
-        submit_ns: submit,
+        submit_ns: origin.map_or(submit, |o| o.ts_ns),
         start_ns: start,
         end_ns: end,
     }
@@ -253,6 +258,7 @@ fn pass_through(
     t: &Tool,
     ctx: &QueueCtx,
     batch: &[hsa_kernel_dispatch_packet_t],
+    origin: Option<Origin>,
     writer: hsa_amd_queue_intercept_packet_writer,
     single: Option<(String, u64)>,
 ) {
@@ -280,7 +286,7 @@ fn pass_through(
         gate.enter();
         let app = p.completion_signal;
         let done: Option<Box<dyn FnOnce() + Send>> = id.map(|(name, corr)| {
-            let rec = dispatch_record(ctx, p, name, corr, submit, submit, 0);
+            let rec = dispatch_record(ctx, p, name, corr, origin, submit, submit, 0);
             Box::new(move || {
                 if let Record::Dispatch(mut d) = rec {
                     d.end_ns = now_ns();
@@ -327,6 +333,7 @@ fn replay_one(
     p: hsa_kernel_dispatch_packet_t,
     name: String,
     corr: u64,
+    origin: Option<Origin>,
     writer: hsa_amd_queue_intercept_packet_writer,
 ) {
     let live_vmem = t.vmem.lock().unwrap_or_else(|e| e.into_inner()).len();
@@ -337,13 +344,13 @@ fn replay_one(
                 "vmem-mapped memory that cannot be snapshotted is live ({live_vmem} mappings of fine-grained, host or unknown memory)"
             ),
         );
-        pass_through(t, ctx, &[p], writer, Some((name, corr)));
+        pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
         return;
     }
     let gate = t.gate(ctx.agent);
     if !gate.close(DRAIN_LIMIT, &|deps| super::hooks::deps_blocked(t, deps)) {
         decline(corr, "the agent did not drain".into());
-        pass_through(t, ctx, &[p], writer, Some((name, corr)));
+        pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
         return;
     }
     t.replayed.fetch_add(1, Ordering::Relaxed);
@@ -382,6 +389,7 @@ fn replay_one(
         &p,
         name,
         corr,
+        origin,
         submit,
         if first_start == 0 {
             submit

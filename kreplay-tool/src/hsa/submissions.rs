@@ -7,18 +7,41 @@
 //! arrives batched; a submission of several packets (a HIP graph launch, a barrier + dispatch)
 //! stays declined. Packets past the last doorbell value seen form one submission of unknown
 //! extent (judged as a whole: declined when it holds more than one packet).
+//!
+//! Each doorbell value also keeps who rang it and when: the application thread inside its
+//! launch call. A dispatch is recorded with that thread and time, so the trace links it to its
+//! launch even where the interceptor runs on another thread.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::{Mutex, RwLock};
 
 use super::ffi::{hsa_signal_t, hsa_signal_value_t};
 use crate::tool::tool;
 
+/// Who rang a doorbell: the thread id and CLOCK_MONOTONIC time of the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The ringing thread.
+    pub tid: u32,
+    /// When it rang (ns).
+    pub ts_ns: u64,
+}
+
+/// One submission of a batch: its packets (indices into the batch) and, when its doorbell
+/// write was seen, who rang it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submission {
+    /// Index range into the batch.
+    pub packets: Range<usize>,
+    /// The doorbell write that ended it (`None`: packets past the last value seen).
+    pub origin: Option<Origin>,
+}
+
 /// Doorbell values written to one intercept queue and not yet consumed by its handler.
 #[derive(Default)]
 pub struct Bounds {
-    rung: Mutex<BTreeSet<u64>>,
+    rung: Mutex<BTreeMap<u64, Origin>>,
 }
 
 /// More doorbell values than this pending on one queue (a handler that stopped consuming
@@ -26,40 +49,46 @@ pub struct Bounds {
 const MAX_PENDING: usize = 4096;
 
 impl Bounds {
-    /// Notes a doorbell write of packet id `value`.
-    pub fn rung(&self, value: hsa_signal_value_t) {
+    /// Notes a doorbell write of packet id `value` by `origin`.
+    pub fn rung(&self, value: hsa_signal_value_t, origin: Origin) {
         let Ok(v) = u64::try_from(value) else { return };
-        let mut set = self.rung.lock().unwrap_or_else(|p| p.into_inner());
-        set.insert(v);
-        while set.len() > MAX_PENDING {
-            set.pop_first();
+        let mut map = self.rung.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(v, origin);
+        while map.len() > MAX_PENDING {
+            map.pop_first();
         }
     }
 
-    /// Splits the batch of `count` packets starting at packet id `first` into submissions
-    /// (index ranges into the batch), consuming the doorbell values up to its end.
-    pub fn split(&self, first: u64, count: usize) -> Vec<Range<usize>> {
-        let mut set = self.rung.lock().unwrap_or_else(|p| p.into_inner());
-        split(&mut set, first, count)
+    /// Splits the batch of `count` packets starting at packet id `first` into submissions,
+    /// consuming the doorbell values up to its end.
+    pub fn split(&self, first: u64, count: usize) -> Vec<Submission> {
+        let mut map = self.rung.lock().unwrap_or_else(|p| p.into_inner());
+        split(&mut map, first, count)
     }
 }
 
-/// [`Bounds::split`] on a plain set (unit-testable).
-fn split(set: &mut BTreeSet<u64>, first: u64, count: usize) -> Vec<Range<usize>> {
+/// [`Bounds::split`] on a plain map (unit-testable).
+fn split(map: &mut BTreeMap<u64, Origin>, first: u64, count: usize) -> Vec<Submission> {
     let end = first + count as u64; // exclusive
     let mut out = Vec::new();
     let mut start = 0usize;
-    for &b in set.range(first..end) {
+    for (&b, &origin) in map.range(first..end) {
         let stop = (b - first) as usize + 1;
-        out.push(start..stop);
+        out.push(Submission {
+            packets: start..stop,
+            origin: Some(origin),
+        });
         start = stop;
     }
     if start < count {
-        out.push(start..count);
+        out.push(Submission {
+            packets: start..count,
+            origin: None,
+        });
     }
     // Values below the batch's end are consumed (stale ones from before it included).
-    let keep = set.split_off(&end);
-    *set = keep;
+    let keep = map.split_off(&end);
+    *map = keep;
     out
 }
 
@@ -78,7 +107,13 @@ pub fn register(doorbell: u64, bounds: &'static Bounds) {
 fn note(signal: hsa_signal_t, value: hsa_signal_value_t) {
     let map = DOORBELLS.read().unwrap_or_else(|p| p.into_inner());
     if let Some(b) = map.as_ref().and_then(|m| m.get(&signal.handle)) {
-        b.rung(value);
+        b.rung(
+            value,
+            Origin {
+                tid: crate::record::current_tid(),
+                ts_ns: crate::engine::replay::now_ns(),
+            },
+        );
     }
 }
 
@@ -112,44 +147,77 @@ pub unsafe extern "C" fn store_screlease(signal: hsa_signal_t, value: hsa_signal
 mod tests {
     use super::*;
 
-    fn set(v: &[u64]) -> BTreeSet<u64> {
-        v.iter().copied().collect()
+    fn origin(v: u64) -> Origin {
+        Origin {
+            tid: 7,
+            ts_ns: 1000 + v,
+        }
+    }
+
+    fn rung(v: &[u64]) -> BTreeMap<u64, Origin> {
+        v.iter().map(|&b| (b, origin(b))).collect()
+    }
+
+    fn sub(packets: Range<usize>, bound: Option<u64>) -> Submission {
+        Submission {
+            packets,
+            origin: bound.map(origin),
+        }
     }
 
     #[test]
     fn a_batch_splits_at_each_doorbell_value() {
         // Five one-packet submissions rung 10..=14, handed over as one batch.
-        let mut s = set(&[10, 11, 12, 13, 14]);
-        assert_eq!(split(&mut s, 10, 5), vec![0..1, 1..2, 2..3, 3..4, 4..5]);
-        assert!(s.is_empty());
+        let mut m = rung(&[10, 11, 12, 13, 14]);
+        assert_eq!(
+            split(&mut m, 10, 5),
+            vec![
+                sub(0..1, Some(10)),
+                sub(1..2, Some(11)),
+                sub(2..3, Some(12)),
+                sub(3..4, Some(13)),
+                sub(4..5, Some(14))
+            ]
+        );
+        assert!(m.is_empty());
     }
 
     #[test]
     fn a_graph_launch_between_single_launches_stays_one_submission() {
         // 20: a launch; 21..=24: a four-packet graph rung once at 24; 25: a launch.
-        let mut s = set(&[20, 24, 25]);
-        assert_eq!(split(&mut s, 20, 6), vec![0..1, 1..5, 5..6]);
+        let mut m = rung(&[20, 24, 25]);
+        assert_eq!(
+            split(&mut m, 20, 6),
+            vec![
+                sub(0..1, Some(20)),
+                sub(1..5, Some(24)),
+                sub(5..6, Some(25))
+            ]
+        );
     }
 
     #[test]
     fn packets_past_the_last_doorbell_are_one_submission_and_later_values_are_kept() {
         // Stale value 3 (before the batch) is dropped; 9 is past the batch and kept.
-        let mut s = set(&[3, 5, 9]);
-        assert_eq!(split(&mut s, 4, 4), vec![0..2, 2..4]);
-        assert_eq!(s, set(&[9]));
-        let mut none = BTreeSet::new();
-        assert_eq!(split(&mut none, 0, 3), vec![0..3]);
+        let mut m = rung(&[3, 5, 9]);
+        assert_eq!(
+            split(&mut m, 4, 4),
+            vec![sub(0..2, Some(5)), sub(2..4, None)]
+        );
+        assert_eq!(m, rung(&[9]));
+        let mut none = BTreeMap::new();
+        assert_eq!(split(&mut none, 0, 3), vec![sub(0..3, None)]);
     }
 
     #[test]
     fn pending_values_are_bounded() {
         let b = Bounds::default();
         for v in 0..(MAX_PENDING as i64 + 10) {
-            b.rung(v);
+            b.rung(v, origin(0));
         }
-        b.rung(-1);
-        let s = b.rung.lock().unwrap();
-        assert_eq!(s.len(), MAX_PENDING);
-        assert_eq!(s.first(), Some(&10));
+        b.rung(-1, origin(0));
+        let m = b.rung.lock().unwrap();
+        assert_eq!(m.len(), MAX_PENDING);
+        assert_eq!(m.keys().next(), Some(&10));
     }
 }
