@@ -12,9 +12,10 @@
 //! launch call. A dispatch is recorded with that thread and time, so the trace links it to its
 //! launch even where the interceptor runs on another thread.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::{Mutex, RwLock};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use super::ffi::{hsa_signal_t, hsa_signal_value_t};
 use crate::tool::tool;
@@ -92,21 +93,87 @@ fn split(map: &mut BTreeMap<u64, Origin>, first: u64, count: usize) -> Vec<Submi
     out
 }
 
-/// Intercept queues by doorbell signal handle.
-static DOORBELLS: RwLock<Option<HashMap<u64, &'static Bounds>>> = RwLock::new(None);
+/// Slots of the doorbell table (a power of two): intercept queues a process can have tracked.
+const SLOTS: usize = 4096;
+
+/// Intercept queues by doorbell signal handle: an insert-only open-addressing table, so the
+/// store wrappers — on every signal store of the application — look up with plain atomic
+/// loads (no lock, no shared write) and usually one probe.
+struct DoorbellTable {
+    keys: [AtomicU64; SLOTS],
+    vals: [AtomicPtr<Bounds>; SLOTS],
+}
+
+fn home(handle: u64) -> usize {
+    (handle.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize
+}
+
+impl DoorbellTable {
+    const fn new() -> Self {
+        Self {
+            keys: [const { AtomicU64::new(0) }; SLOTS],
+            vals: [const { AtomicPtr::new(core::ptr::null_mut()) }; SLOTS],
+        }
+    }
+
+    /// Maps `key` to `bounds` (a doorbell handle reused by a later queue is remapped); false
+    /// when the table is full.
+    fn insert(&self, key: u64, bounds: &'static Bounds) -> bool {
+        if key == 0 {
+            return false;
+        }
+        let mut i = home(key);
+        for _ in 0..SLOTS {
+            let cur = self.keys[i].load(Ordering::Acquire);
+            let ours = cur == key
+                || (cur == 0
+                    && self.keys[i]
+                        .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+                        .map_or_else(|k| k == key, |_| true));
+            if ours {
+                self.vals[i].store(bounds as *const Bounds as *mut Bounds, Ordering::Release);
+                return true;
+            }
+            i = (i + 1) & (SLOTS - 1);
+        }
+        false
+    }
+
+    fn get(&self, key: u64) -> Option<&'static Bounds> {
+        if key == 0 {
+            return None;
+        }
+        let mut i = home(key);
+        for _ in 0..SLOTS {
+            let k = self.keys[i].load(Ordering::Acquire);
+            if k == key {
+                let p = self.vals[i].load(Ordering::Acquire);
+                // SAFETY: p is null (the slot is being filled) or a `&'static Bounds` stored
+                // by `insert`, never freed.
+                return unsafe { p.as_ref() };
+            }
+            if k == 0 {
+                return None;
+            }
+            i = (i + 1) & (SLOTS - 1);
+        }
+        None
+    }
+}
+
+static DOORBELLS: DoorbellTable = DoorbellTable::new();
 
 /// Registers the doorbell of a new intercept queue.
 pub fn register(doorbell: u64, bounds: &'static Bounds) {
-    DOORBELLS
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_or_insert_with(HashMap::new)
-        .insert(doorbell, bounds);
+    if !DOORBELLS.insert(doorbell, bounds) {
+        tracing::warn!(
+            "kreplay: more than {SLOTS} intercept queues; this queue's batches are judged whole"
+        );
+    }
 }
 
 fn note(signal: hsa_signal_t, value: hsa_signal_value_t) {
-    let map = DOORBELLS.read().unwrap_or_else(|p| p.into_inner());
-    if let Some(b) = map.as_ref().and_then(|m| m.get(&signal.handle)) {
+    if let Some(b) = DOORBELLS.get(signal.handle) {
         b.rung(
             value,
             Origin {
@@ -207,6 +274,38 @@ mod tests {
         assert_eq!(m, rung(&[9]));
         let mut none = BTreeMap::new();
         assert_eq!(split(&mut none, 0, 3), vec![sub(0..3, None)]);
+    }
+
+    #[test]
+    fn the_doorbell_table_finds_registered_handles_and_nothing_else() {
+        let t = Box::new(DoorbellTable::new());
+        let a: &'static Bounds = Box::leak(Box::default());
+        let b: &'static Bounds = Box::leak(Box::default());
+        assert!(t.get(0x1000).is_none());
+        assert!(!t.insert(0, a), "handle 0 is no signal");
+        // 300 handles, many sharing home slots: each found, others not.
+        for h in 1..=300u64 {
+            assert!(t.insert(h * 0x40, a));
+        }
+        assert!(t.insert(0x2000, b), "a reused handle is remapped");
+        for h in 1..=300u64 {
+            let want = if h * 0x40 == 0x2000 { b } else { a };
+            assert!(std::ptr::eq(t.get(h * 0x40).unwrap(), want), "{h}");
+        }
+        assert!(t.get(0x41).is_none());
+        assert!(t.get(301 * 0x40).is_none());
+    }
+
+    #[test]
+    fn the_doorbell_table_refuses_when_full() {
+        let t = Box::new(DoorbellTable::new());
+        let a: &'static Bounds = Box::leak(Box::default());
+        for h in 1..=SLOTS as u64 {
+            assert!(t.insert(h, a));
+        }
+        assert!(!t.insert(SLOTS as u64 + 1, a));
+        assert!(t.get(SLOTS as u64).is_some());
+        assert!(t.get(SLOTS as u64 + 1).is_none());
     }
 
     #[test]
