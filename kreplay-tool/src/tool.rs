@@ -27,7 +27,8 @@ pub struct Tool {
     pub inventory: Inventory,
     /// Per-agent replay windows.
     pub gates: Mutex<HashMap<u64, Arc<Gate>>>,
-    /// Live vmem mappings (address -> size).
+    /// Live vmem mappings that are not in the inventory (not coarse-grained GPU memory), address
+    /// -> size: replay is declined while one is live.
     pub vmem: Mutex<HashMap<u64, usize>>,
     /// Kernel names by kernel object.
     pub names: Mutex<HashMap<u64, String>>,
@@ -83,15 +84,19 @@ pub unsafe extern "C" fn OnLoad(
     .unwrap_or(false)
 }
 
-/// `OnUnload`: flushes the tool stream and stops recording allocations.
+/// `OnUnload`: flushes the tool stream and stops recording allocations. An instance that
+/// stayed idle (a second copy of the library) has no stream and touches none: its flush would
+/// replace the active instance's file, which has the same name.
 #[unsafe(no_mangle)]
 pub extern "C" fn OnUnload() {
     let _ = std::panic::catch_unwind(|| {
-        if let Some(t) = tool() {
-            t.inventory.shut_down();
-        }
+        let Some(t) = tool() else { return };
+        // Often called from the application's exit path, where logging through `tracing` can
+        // no longer work: the flushes from here on are quiet.
+        crate::record::enter_teardown();
+        t.inventory.shut_down();
         if let Err(e) = crate::record::flush_global() {
-            tracing::warn!("kreplay: flushing the tool stream at unload failed: {e}");
+            eprintln!("kreplay: flushing the tool stream at unload failed: {e}");
         }
     });
 }

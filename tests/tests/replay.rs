@@ -202,19 +202,6 @@ fn threads_dispatching_while_another_replays_all_get_correct_results() {
 }
 
 #[test]
-fn vmem_mapped_memory_declines_replay_with_the_reason() {
-    let args = ["20"];
-    let (_, out) = replayed("malloc_async", &args, &["--passes", "3"], &[]);
-    assert_eq!(app_lines(&out), plain_lines("malloc_async", &args));
-    let r = &table(&out)["stamp"];
-    assert_eq!((r.dispatches, r.passes), (20, 0));
-    assert!(
-        r.declines.starts_with("20x vmem-mapped memory is live"),
-        "{r:?}"
-    );
-}
-
-#[test]
 fn the_kernel_filter_and_the_dispatch_limit_select_what_is_replayed() {
     let args = ["1", "1000", "4"];
     let (_, out) = replayed(

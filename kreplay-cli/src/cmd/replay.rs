@@ -1,6 +1,8 @@
 //! `kreplay replay`: runs a command with kreplay-tool injected (through `HSA_TOOLS_LIB` for
-//! ROCm, `LD_PRELOAD` for CUDA — one library serves both), replaying its kernels, then merges the tool's stream into a Perfetto trace and prints the
-//! per-kernel table.
+//! ROCm, `LD_PRELOAD` for CUDA — one library serves both), replaying its kernels, then merges
+//! the tool's stream into a Perfetto trace and prints the per-kernel table. With `--probes`
+//! the command runs under `kreplay trace` as well, and the probes' streams are merged with the
+//! tool's into the one trace (API slices with flows to the dispatches they produced).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,6 +33,12 @@ pub struct ReplayArgs {
         default_value = "kreplay-replay.pftrace"
     )]
     output: PathBuf,
+    /// Also attach the API probes (as `kreplay trace` does; needs root): the application's
+    /// runtime calls, with flows to their dispatches, go into the same trace. ROCm only: the
+    /// tool is then injected through `HSA_TOOLS_LIB` alone (an `LD_PRELOAD` would land in the
+    /// tracer too).
+    #[arg(long)]
+    probes: bool,
     /// The command (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -84,10 +92,23 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         Ok(v) if !v.trim().is_empty() => format!("{} {v}", lib.display()),
         _ => lib.display().to_string(),
     };
-    let mut cmd = Command::new(&args.command[0]);
-    cmd.args(&args.command[1..])
-        .env("HSA_TOOLS_LIB", tools)
-        .env("LD_PRELOAD", preload)
+    // With probes, `kreplay trace` starts the command (with this environment) and keeps the
+    // probes' streams next to its own trace, in this run's directory.
+    let probe_trace = dir.join("probes.pftrace");
+    let mut cmd = if args.probes {
+        let exe = std::env::current_exe().context("cannot locate the kreplay binary")?;
+        let mut c = Command::new(exe);
+        c.args(["trace", "--quiet", "--keep-streams", "-o"])
+            .arg(&probe_trace)
+            .arg("--")
+            .args(&args.command);
+        c
+    } else {
+        let mut c = Command::new(&args.command[0]);
+        c.args(&args.command[1..]).env("LD_PRELOAD", preload);
+        c
+    };
+    cmd.env("HSA_TOOLS_LIB", tools)
         .env("KREPLAY_PASSES", args.passes.to_string())
         .env("KREPLAY_OUTPUT_DIR", &dir);
     if let Some(k) = &args.kernel {
@@ -115,12 +136,32 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
             "kreplay: the tool wrote no stream (did the command use the HSA or CUDA runtime?)"
         );
     } else {
-        let report = kreplay_cli::merge::merge(&files, &args.output)?;
-        eprintln!(
-            "kreplay: wrote {} ({} records)",
-            args.output.display(),
-            report.records
-        );
+        let probe_files = if args.probes {
+            probe_streams(&dir.join("probes.pftrace.streams"))
+        } else {
+            Vec::new()
+        };
+        let inputs: Vec<PathBuf> = files.iter().chain(&probe_files).cloned().collect();
+        let report = kreplay_cli::merge::merge(&inputs, &args.output)?;
+        let s = &report.stats;
+        if args.probes {
+            eprintln!(
+                "kreplay: wrote {} ({} records from {} tool and {} probe streams: {} slices, {} dispatches, {} flows)",
+                args.output.display(),
+                report.records,
+                files.len(),
+                probe_files.len(),
+                s.slices,
+                s.dispatches,
+                s.flows
+            );
+        } else {
+            eprintln!(
+                "kreplay: wrote {} ({} records)",
+                args.output.display(),
+                report.records
+            );
+        }
     }
     print!(
         "{}",
@@ -128,4 +169,23 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
     );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(status.code().map_or(1, |c| c as u8))
+}
+
+/// The stream files `kreplay trace --keep-streams` left in `dir` (none when it could not run).
+fn probe_streams(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "krs"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if v.is_empty() {
+        eprintln!(
+            "kreplay: warning: the probes left no streams in {}; the trace has the tool's records only",
+            dir.display()
+        );
+    }
+    v.sort();
+    v
 }

@@ -1,5 +1,6 @@
 //! The wrappers over allocation, vmem mapping and async copies. The allocate/free wrappers feed
-//! the inventory (one relaxed load when not recording); vmem mappings are counted so replay is
+//! the inventory (one relaxed load when not recording); vmem mappings of coarse-grained GPU
+//! memory (hipMallocAsync, hipMemMap) feed it too, other mappings are counted so replay is
 //! declined while one is live; async copies hold their agents' replay windows shared from
 //! submission until completion (kreplay's signal, forwarded to the application's).
 
@@ -113,7 +114,9 @@ pub unsafe extern "C" fn memory_free(ptr: *mut c_void) -> hsa_status_t {
     unsafe { next(ptr) }
 }
 
-/// Wrapper of `hsa_amd_vmem_map`: counts live mappings.
+/// Wrapper of `hsa_amd_vmem_map`: a mapping of coarse-grained GPU memory enters the inventory
+/// like an allocation (snapshotted and restored); any other mapping is kept in `Tool::vmem`,
+/// and replay is declined while one is live.
 ///
 /// # Safety
 /// Called by the runtime (through its table) with the arguments of the wrapped function.
@@ -133,15 +136,50 @@ pub unsafe extern "C" fn vmem_map(
     // SAFETY: the application's arguments, passed through.
     let st = unsafe { next(va, size, offset, handle, flags) };
     if st == status::SUCCESS {
-        t.vmem
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(va as u64, size);
+        let _ = std::panic::catch_unwind(|| track_mapping(t, va as u64, size as u64));
     }
     st
 }
 
-/// Wrapper of `hsa_amd_vmem_unmap`.
+/// Records a new mapping `[va, va + size)`: in the inventory when it is trackable memory.
+fn track_mapping(t: &Tool, va: u64, size: u64) {
+    let class = if t.inventory.is_recording() {
+        classify(&t.backend, va, 0, None)
+    } else {
+        Class::Unknown
+    };
+    match class {
+        Class::Tracked { agent, .. } => {
+            t.inventory.record_alloc(va, size, agent);
+        }
+        other => {
+            tracing::debug!("kreplay: vmem mapping {va:#x}+{size} not tracked ({other:?})");
+            t.vmem
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(va, size as usize);
+        }
+    }
+}
+
+/// Forgets every tracked entry overlapping `[va, va + size)`; returns them (base, entry).
+fn untrack_range(t: &Tool, va: u64, size: u64) -> Vec<(u64, crate::engine::inventory::Entry)> {
+    let end = va.saturating_add(size);
+    let gone: Vec<_> = t
+        .inventory
+        .read()
+        .range(..end)
+        .filter(|(b, e)| b.saturating_add(e.size) > va)
+        .map(|(b, e)| (*b, *e))
+        .collect();
+    for (b, _) in &gone {
+        t.inventory.record_free(*b);
+    }
+    gone
+}
+
+/// Wrapper of `hsa_amd_vmem_unmap`: the range leaves the inventory before it is unmapped (a
+/// restore holding the inventory's read lock finishes first); if the unmap fails it returns.
 ///
 /// # Safety
 /// Called by the runtime (through its table) with the arguments of the wrapped function.
@@ -152,14 +190,23 @@ pub unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_
     let Some(next) = amd_next_v2(t, |a| a.hsa_amd_vmem_unmap_fn) else {
         return status::ERROR;
     };
+    let gone =
+        std::panic::catch_unwind(|| untrack_range(t, va as u64, size as u64)).unwrap_or_default();
     // SAFETY: the application's arguments, passed through.
     let st = unsafe { next(va, size) };
-    if st == status::SUCCESS {
-        t.vmem
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(va as u64));
-    }
+    let _ = std::panic::catch_unwind(|| {
+        if st == status::SUCCESS {
+            t.vmem
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&(va as u64));
+        } else {
+            // Still mapped: tracked again (a new generation: a restore in between skips it).
+            for (b, e) in &gone {
+                t.inventory.record_alloc(*b, e.size, e.agent);
+            }
+        }
+    });
     st
 }
 

@@ -7,6 +7,7 @@ use core::mem::offset_of;
 use super::ffi::{AmdExtTable, AmdExtTableV1, CoreApiTable, HsaApiTable};
 use super::hooks;
 use super::intercept;
+use super::submissions;
 use super::tables::{AmdTable, Next, copy_table, put};
 
 /// Copies the core and AMD tables as they are now (before any kreplay wrapper).
@@ -72,6 +73,16 @@ pub unsafe fn install(table: *mut HsaApiTable) -> u32 {
         core,
         offset_of!(CoreApiTable, hsa_queue_create_fn),
         intercept::queue_create as *const c_void,
+    );
+    put_one(
+        core,
+        offset_of!(CoreApiTable, hsa_signal_store_relaxed_fn),
+        submissions::store_relaxed as *const c_void,
+    );
+    put_one(
+        core,
+        offset_of!(CoreApiTable, hsa_signal_store_screlease_fn),
+        submissions::store_screlease as *const c_void,
     );
     // SAFETY: amd is the live AMD table; its major id was checked in save_next.
     let major = unsafe { (*(amd as *const super::ffi::ApiTableVersion)).major_id };

@@ -1,9 +1,13 @@
 //! Queue interception: `hsa_queue_create` becomes `hsa_amd_queue_intercept_create` plus a
-//! handler (as rocprofiler does). The handler replays single-packet, single-dispatch batches
-//! of selected kernels inside the agent's replay window; every other batch takes the normal
-//! path, its dispatches holding the window shared until they complete (kreplay's completion
-//! signal, forwarded to the application's). HIP graph launches (multi-packet batches) are not
-//! replayed; a warning is given once per process.
+//! handler (as rocprofiler does). The handler splits each batch into submissions at the
+//! doorbell values the application wrote ([`super::submissions`]) and handles them in order:
+//! a single-packet, single-dispatch submission of a selected kernel is replayed inside the
+//! agent's replay window (after every earlier packet of the batch has been forwarded and has
+//! completed: the window drains them); every other submission takes the normal path, its
+//! dispatches holding the window shared until they complete (kreplay's completion signal,
+//! forwarded to the application's). Multi-packet submissions — HIP graph launches, a barrier
+//! packet with its dispatch, several dispatches rung with one doorbell — are not replayed; a
+//! warning is given once per process.
 
 use core::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -16,6 +20,7 @@ use super::ffi::{
     hsa_queue_error_callback, hsa_queue_t, hsa_status_t, packet, status,
 };
 use super::hooks::{Forward, arm_forward};
+use super::submissions::{Bounds, Origin, register};
 use crate::amd_next;
 use crate::engine::gate::DRAIN_LIMIT;
 use crate::engine::replay::{Outcome, Request, now_ns, replay};
@@ -24,6 +29,7 @@ use crate::tool::{Tool, tool};
 struct QueueCtx {
     agent: u64,
     queue: u64,
+    bounds: Bounds,
 }
 
 /// Wrapper of `hsa_queue_create`: an intercept queue with kreplay's handler.
@@ -45,8 +51,8 @@ pub unsafe extern "C" fn queue_create(
         return status::ERROR_NOT_INITIALIZED;
     };
     let create = amd_next!(t.backend.next(), hsa_amd_queue_intercept_create_fn);
-    let register = amd_next!(t.backend.next(), hsa_amd_queue_intercept_register_fn);
-    let (Some(create), Some(register)) = (create, register) else {
+    let register_handler = amd_next!(t.backend.next(), hsa_amd_queue_intercept_register_fn);
+    let (Some(create), Some(register_handler)) = (create, register_handler) else {
         let Some(next) = t.backend.next().core.hsa_queue_create_fn else {
             return status::ERROR;
         };
@@ -82,19 +88,22 @@ pub unsafe extern "C" fn queue_create(
     }
     // SAFETY: the runtime wrote the new queue into *queue.
     let q = unsafe { *queue };
-    let ctx = Box::into_raw(Box::new(QueueCtx {
+    // SAFETY: the runtime returned a live queue; its doorbell handle is read once.
+    let doorbell = unsafe { (*q).doorbell_signal.handle };
+    // Leaked on purpose: queues may outlive any point where freeing it would be safe.
+    let ctx: &'static QueueCtx = Box::leak(Box::new(QueueCtx {
         agent: agent.handle,
         queue: q as u64,
+        bounds: Bounds::default(),
     }));
-    // SAFETY: q is the new intercept queue; ctx lives as long as the process (queues may
-    // outlive any point where freeing it would be safe).
-    let rst = unsafe { register(q, Some(handler), ctx as *mut c_void) };
+    // Registered before the handler, so no doorbell write of this queue goes unseen.
+    let _ = std::panic::catch_unwind(|| register(doorbell, &ctx.bounds));
+    // SAFETY: q is the new intercept queue; ctx lives as long as the process.
+    let rst = unsafe { register_handler(q, Some(handler), ctx as *const QueueCtx as *mut c_void) };
     if rst != status::SUCCESS {
         tracing::warn!(
             "kreplay: intercept registration failed ({rst:#x}); this queue is not replayed"
         );
-        // SAFETY: the handler was not registered, so ctx was never handed out.
-        drop(unsafe { Box::from_raw(ctx) });
     }
     st
 }
@@ -106,11 +115,14 @@ fn packet_type(header: u16) -> u16 {
 unsafe extern "C" fn handler(
     pkts: *const c_void,
     count: u64,
-    _user_idx: u64,
+    user_idx: u64,
     data: *mut c_void,
     writer: hsa_amd_queue_intercept_packet_writer,
 ) {
-    let handled = std::panic::catch_unwind(|| {
+    // Packets before `from` were handed to `handle` by a submission that returned; on a panic
+    // the rest is forwarded untouched (as before a submission was judged on its own).
+    let from = std::cell::Cell::new(0usize);
+    let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let (Some(t), false) = (tool(), data.is_null()) else {
             return false;
         };
@@ -120,14 +132,33 @@ unsafe extern "C" fn handler(
         let batch = unsafe {
             std::slice::from_raw_parts(pkts as *const hsa_kernel_dispatch_packet_t, count as usize)
         };
-        handle(t, ctx, batch, writer);
+        let subs = ctx.bounds.split(user_idx, batch.len());
+        if subs.len() > 1 {
+            tracing::debug!(
+                "kreplay: batch of {} packets holds {} submissions",
+                batch.len(),
+                subs.len()
+            );
+        }
+        for sub in subs {
+            let end = sub.packets.end;
+            handle(t, ctx, &batch[sub.packets], sub.origin, writer);
+            from.set(end);
+        }
         true
-    });
+    }));
+    let from = from.get().min(count as usize);
     if !matches!(handled, Ok(true))
         && let Some(w) = writer
+        && from < count as usize
     {
-        // SAFETY: the untouched batch, forwarded as the runtime gave it.
-        unsafe { w(pkts, count) };
+        // SAFETY: the packets not yet handled, forwarded as the runtime gave them (64 bytes each).
+        unsafe {
+            w(
+                (pkts as *const u8).add(from * 64) as *const c_void,
+                count - from as u64,
+            )
+        };
     }
 }
 
@@ -135,6 +166,7 @@ fn handle(
     t: &Tool,
     ctx: &QueueCtx,
     batch: &[hsa_kernel_dispatch_packet_t],
+    origin: Option<Origin>,
     writer: hsa_amd_queue_intercept_packet_writer,
 ) {
     let dispatches = batch
@@ -146,18 +178,18 @@ fn handle(
         let name = kernel_name(t, ctx.agent, p.kernel_object);
         let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
         if t.config.passes > 1 && t.config.selects(&name) && under_limit(t) {
-            replay_one(t, ctx, p, name, corr, writer);
+            replay_one(t, ctx, p, name, corr, origin, writer);
             return;
         }
-        pass_through(t, ctx, batch, writer, Some((name, corr)));
+        pass_through(t, ctx, batch, origin, writer, Some((name, corr)));
         return;
     }
     if dispatches > 0 && t.config.passes > 1 && !t.graph_warned.swap(true, Ordering::Relaxed) {
         tracing::warn!(
-            "kreplay: multi-packet submissions (HIP graph launches, or launches batched behind a busy queue) are not replayed; they run once (warned once per process)"
+            "kreplay: multi-packet submissions (HIP graph launches, a barrier packet with its dispatch, several packets rung with one doorbell) are not replayed; they run once (warned once per process)"
         );
     }
-    pass_through(t, ctx, batch, writer, None);
+    pass_through(t, ctx, batch, origin, writer, None);
 }
 
 fn under_limit(t: &Tool) -> bool {
@@ -187,18 +219,22 @@ fn kernel_name(t: &Tool, agent: u64, object: u64) -> String {
     }
 }
 
+/// The dispatch's record: submitted by the thread that rang the doorbell, when it rang (the
+/// handler's thread and `submit` when the ring was not seen).
+#[allow(clippy::too_many_arguments)]
 fn dispatch_record(
     ctx: &QueueCtx,
     p: &hsa_kernel_dispatch_packet_t,
     name: String,
     corr: u64,
+    origin: Option<Origin>,
     submit: u64,
     start: u64,
     end: u64,
 ) -> Record {
     Dispatch {
         pid: std::process::id(),
-        tid: crate::record::current_tid(),
+        tid: origin.map_or_else(crate::record::current_tid, |o| o.tid),
         agent: ctx.agent,
         queue: ctx.queue,
         kernel: name,
@@ -210,7 +246,7 @@ fn dispatch_record(
             u32::from(p.workgroup_size_y),
             u32::from(p.workgroup_size_z),
         ],
-        submit_ns: submit,
+        submit_ns: origin.map_or(submit, |o| o.ts_ns),
         start_ns: start,
         end_ns: end,
     }
@@ -222,6 +258,7 @@ fn pass_through(
     t: &Tool,
     ctx: &QueueCtx,
     batch: &[hsa_kernel_dispatch_packet_t],
+    origin: Option<Origin>,
     writer: hsa_amd_queue_intercept_packet_writer,
     single: Option<(String, u64)>,
 ) {
@@ -249,7 +286,7 @@ fn pass_through(
         gate.enter();
         let app = p.completion_signal;
         let done: Option<Box<dyn FnOnce() + Send>> = id.map(|(name, corr)| {
-            let rec = dispatch_record(ctx, p, name, corr, submit, submit, 0);
+            let rec = dispatch_record(ctx, p, name, corr, origin, submit, submit, 0);
             Box::new(move || {
                 if let Record::Dispatch(mut d) = rec {
                     d.end_ns = now_ns();
@@ -296,6 +333,7 @@ fn replay_one(
     p: hsa_kernel_dispatch_packet_t,
     name: String,
     corr: u64,
+    origin: Option<Origin>,
     writer: hsa_amd_queue_intercept_packet_writer,
 ) {
     let live_vmem = t.vmem.lock().unwrap_or_else(|e| e.into_inner()).len();
@@ -303,16 +341,16 @@ fn replay_one(
         decline(
             corr,
             format!(
-                "vmem-mapped memory is live ({live_vmem} mappings, hipMallocAsync/hipMemMap): not snapshotted"
+                "vmem-mapped memory that cannot be snapshotted is live ({live_vmem} mappings of fine-grained, host or unknown memory)"
             ),
         );
-        pass_through(t, ctx, &[p], writer, Some((name, corr)));
+        pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
         return;
     }
     let gate = t.gate(ctx.agent);
     if !gate.close(DRAIN_LIMIT, &|deps| super::hooks::deps_blocked(t, deps)) {
         decline(corr, "the agent did not drain".into());
-        pass_through(t, ctx, &[p], writer, Some((name, corr)));
+        pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
         return;
     }
     t.replayed.fetch_add(1, Ordering::Relaxed);
@@ -351,6 +389,7 @@ fn replay_one(
         &p,
         name,
         corr,
+        origin,
         submit,
         if first_start == 0 {
             submit

@@ -6,4 +6,5 @@ pub mod ffi;
 pub mod hooks;
 pub mod install;
 pub mod intercept;
+pub mod submissions;
 pub mod tables;

@@ -21,13 +21,19 @@ pub fn install_exit_flush() -> bool {
 /// handlers run, and a log event would panic and abandon the flush).
 static EXITING: AtomicBool = AtomicBool::new(false);
 
-/// Whether the process is in its exit flush.
+/// Whether the process is in its exit flush (or the tool is unloading).
 pub(super) fn exiting() -> bool {
     EXITING.load(Ordering::Relaxed)
 }
 
-extern "C" fn exit_flush() {
+/// Marks the tool's teardown (`OnUnload`, often called from the application's exit path):
+/// the flushes that follow log nothing through `tracing`.
+pub fn enter_teardown() {
     EXITING.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn exit_flush() {
+    enter_teardown();
     let _ = std::panic::catch_unwind(|| {
         // In a forked child the recorder is disabled: its locks may be held by threads that
         // were not copied, so touch nothing.

@@ -141,13 +141,24 @@ static void retire_packets(sim_queue* q, uint64_t n) {
 static void* processor_main(void* arg) {
   sim_queue* q = arg;
   sim_signal* doorbell = sim_signal_from(q->q.doorbell_signal);
+  /* Intercept queues (like ROCR's, which processes one when its doorbell is written) hand over
+   * only packets up to the highest packet id written to the doorbell so far. */
+  uint32_t rung_seq = atomic_load(&doorbell->seq) - 1u; /* read the value on the first pass */
+  uint64_t rung_end = 0; /* exclusive: packets [read index, rung_end) were rung */
   while (!atomic_load(&q->stop)) {
     uint32_t seq0 = atomic_load(&doorbell->seq);
+    if (q->is_intercept && seq0 != rung_seq) {
+      rung_seq = seq0;
+      int64_t v = atomic_load(&doorbell->value);
+      if (v >= 0 && (uint64_t)v + 1 > rung_end) rung_end = (uint64_t)v + 1;
+    }
     hsa_aql_pkt pkts[64];
     uint64_t first = atomic_load(&q->read_index);
     uint64_t n = 0;
     /* Intercept queues hand whole batches to their handlers; others run one by one. */
-    while (n < (q->is_intercept ? 64u : 1u) && peek_packet(q, n, &pkts[n])) n++;
+    while (n < (q->is_intercept ? 64u : 1u) && (!q->is_intercept || first + n < rung_end) &&
+           peek_packet(q, n, &pkts[n]))
+      n++;
     if (n == 0) {
       /* Sleep until the doorbell rings (bounded: packets published without a doorbell). */
       sim_signal_wait_seq(doorbell, seq0, 2000000ull);
@@ -187,7 +198,8 @@ hsa_status_t sim_queue_create_common(hsa_agent_t agent, uint32_t size, hsa_queue
     pk[i].hdr.header = HSA_PACKET_TYPE_INVALID << HSA_PACKET_HEADER_TYPE;
   }
   hsa_signal_t db;
-  if (sim_hsa_signal_create(0, 0, NULL, &db) != HSA_STATUS_SUCCESS) {
+  /* An intercept queue's doorbell starts below every packet id: nothing is rung yet. */
+  if (sim_hsa_signal_create(intercept ? -1 : 0, 0, NULL, &db) != HSA_STATUS_SUCCESS) {
     free(ring);
     free(q);
     return HSA_STATUS_ERROR_OUT_OF_RESOURCES;

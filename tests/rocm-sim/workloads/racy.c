@@ -3,7 +3,8 @@
  * one after another and the count is exact; with more workers updates get lost, so the
  * output is nondeterministic (for determinism tests). It never fails on a lost update.
  * Usage: racy [workgroups=64] [items_per_group=64]
- * Prints `expected`, `counter` and the checksum of the counter. */
+ * Prints `expected`, `counter` and the checksum of the counter; the counter's device address
+ * goes to stderr (`counter_address: 0x...`), for tests that locate it in a report. */
 #include "workload.h"
 
 KRSIM_KERNEL(race, volatile uint64_t*, counter) {
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   uint64_t* counter;
   HIP_CHECK(hipMalloc((void**)&counter, sizeof(uint64_t)));
   HIP_CHECK(hipMemset(counter, 0, sizeof(uint64_t)));
+  fprintf(stderr, "counter_address: %p\n", (void*)counter);
   HIP_CHECK(race(wl_dim((uint32_t)groups), wl_dim((uint32_t)items), 0, NULL, counter));
   uint64_t value = 0;
   HIP_CHECK(hipMemcpy(&value, counter, sizeof(value), hipMemcpyDeviceToHost));
