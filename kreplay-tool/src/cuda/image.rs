@@ -1,8 +1,10 @@
 //! Reads the names of module-scope variables out of whatever image the application hands the
 //! driver: a cubin (ELF), a fat binary (`0xBA55ED50`, possibly behind the `0x466243B1` wrapper
-//! that nvcc emits), or PTX text. Compressed fat-binary entries cannot be read; such a module's
-//! variables are unknown and replay declines for kernels while it is loaded (never replaying
-//! over memory it cannot restore).
+//! that nvcc emits), or PTX text. Fat-binary entries compressed with zstd (what nvcc's
+//! `-compress-all` and PyTorch's builds produce; flag 0x8000, payload magic `28 b5 2f fd`) are
+//! decompressed first. An entry kreplay still cannot read leaves the module's variables
+//! unknown, and replay declines while it is loaded (never replaying over memory it cannot
+//! restore).
 
 use super::elf::{GlobalSym, ImageError, globals as elf_globals, image_len};
 
@@ -12,6 +14,20 @@ pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 pub const FATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
 /// Largest image kreplay reads (a bad header must not make it walk the address space).
 const MAX_IMAGE: usize = 1 << 30;
+/// Largest decompressed fat-binary entry.
+const MAX_DECOMPRESSED: u64 = 1 << 28;
+/// The zstd frame magic.
+const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+
+/// A zstd-compressed entry's contents, or `None` when it does not decompress.
+fn unzstd(payload: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut src = payload;
+    let dec = ruzstd::decoding::StreamingDecoder::new(&mut src).ok()?;
+    let mut out = Vec::new();
+    dec.take(MAX_DECOMPRESSED).read_to_end(&mut out).ok()?;
+    Some(out)
+}
 
 /// The module-scope variables of a fat binary held in `b`.
 pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
@@ -36,13 +52,21 @@ pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
         if hsize < 16 {
             break;
         }
-        let Some(payload) = b.get(off + hsize..(off + hsize).saturating_add(size).min(end)) else {
+        let Some(stored) = b.get(off + hsize..(off + hsize).saturating_add(size).min(end)) else {
             break;
         };
+        let unpacked = if stored.starts_with(ZSTD_MAGIC) {
+            unzstd(stored)
+        } else {
+            None
+        };
+        let payload = unpacked.as_deref().unwrap_or(stored);
         if payload.starts_with(b"\x7fELF") {
             if let Ok(g) = elf_globals(payload) {
-                let all = elf.get_or_insert_with(Vec::new);
-                all.extend(g);
+                // Every architecture's cubin of one source names the same variables: one
+                // readable cubin is enough (PyTorch's fat binaries hold six, each compressed).
+                elf = Some(g);
+                break;
             }
         } else if kind == 1 && looks_like_ptx(payload) {
             ptx.get_or_insert_with(Vec::new)
@@ -258,8 +282,26 @@ mod nvcc_fixtures {
 
     #[test]
     fn the_fat_binary_is_read_through_its_uncompressed_cubin() {
-        // Its PTX entry is zstd-compressed (magic 28 b5 2f fd): skipped, the cubin suffices.
+        // Its PTX entry is zstd-compressed (magic 28 b5 2f fd); the cubin comes first and suffices.
         assert_eq!(summary(&fatbin_globals(FATBIN).unwrap()), want(true));
+    }
+
+    #[test]
+    fn a_fat_binary_compressed_with_zstd_is_read_after_decompression() {
+        // `nvcc -fatbin -Xfatbin -compress-all`: both the cubin and the PTX are zstd frames.
+        const COMPRESSED: &[u8] =
+            include_bytes!("../../tests/fixtures/module_vars_compressed.fatbin");
+        assert_eq!(summary(&fatbin_globals(COMPRESSED).unwrap()), want(true));
+        // The plain fixture's PTX entry is compressed too, and decompresses to the PTX fixture.
+        let ptx_entry = FATBIN
+            .windows(4)
+            .position(|w| w == ZSTD_MAGIC)
+            .expect("a compressed entry");
+        let text = unzstd(&FATBIN[ptx_entry..]).expect("decompresses");
+        assert_eq!(
+            summary(&ptx_globals(&String::from_utf8_lossy(&text))),
+            want(false)
+        );
     }
 
     #[test]
