@@ -53,22 +53,30 @@ int main(int argc, char **argv) {
 
   CUcontext ctx;
   cuCtxGetCurrent(&ctx);
-  CUpti_Checkpoint cp;
-  memset(&cp, 0, sizeof cp);
-  cp.structSize = CUpti_Checkpoint_STRUCT_SIZE;
-  cp.ctx = ctx;
-  cp.allowOverwrite = 1;
-  double t0 = now_ms();
-  CP(cuptiCheckpointSave(&cp));
-  printf("RESULT cupti_checkpoint_save_ms_%zuMiB %.3f\n", mib, now_ms() - t0);
-  timed("cupti_checkpoint_restore", [&] {
-    touch_strided<<<(unsigned)((touched + 255) / 256), 256>>>(p, words, stride);
-    CK(cudaDeviceSynchronize());
-    CP(cuptiCheckpointRestore(&cp));
-  });
-  unsigned first = 1;
-  CK(cudaMemcpy(&first, p, 4, cudaMemcpyDeviceToHost));
-  printf("cupti_restored_first_word %u\n", first);
-  CP(cuptiCheckpointFree(&cp));
+  // CUPTI's checkpoint twice: with its defaults (the copy in host memory), and with device
+  // memory reserved for the whole footprint (the copy on the device).
+  for (int on_device = 0; on_device < 2; on_device++) {
+    const char *where = on_device ? "device" : "host";
+    CUpti_Checkpoint cp;
+    memset(&cp, 0, sizeof cp);
+    cp.structSize = CUpti_Checkpoint_STRUCT_SIZE;
+    cp.ctx = ctx;
+    cp.allowOverwrite = 1;
+    if (on_device) cp.reserveDeviceMB = 2 * mib + 256;
+    double t0 = now_ms();
+    CP(cuptiCheckpointSave(&cp));
+    printf("RESULT cupti_checkpoint_save_%s_ms_%zuMiB %.3f\n", where, mib, now_ms() - t0);
+    char what[64];
+    snprintf(what, sizeof what, "cupti_checkpoint_restore_%s", where);
+    timed(what, [&] {
+      touch_strided<<<(unsigned)((touched + 255) / 256), 256>>>(p, words, stride);
+      CK(cudaDeviceSynchronize());
+      CP(cuptiCheckpointRestore(&cp));
+    });
+    unsigned first = 1;
+    CK(cudaMemcpy(&first, p, 4, cudaMemcpyDeviceToHost));
+    printf("cupti_%s_restored_first_word %u\n", where, first);
+    CP(cuptiCheckpointFree(&cp));
+  }
   return 0;
 }
