@@ -9,6 +9,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use kreplay_tool::engine::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
+use kreplay_tool::engine::config::SnapshotPolicy;
 use kreplay_tool::engine::inventory::Inventory;
 use kreplay_tool::engine::replay::{Request, replay};
 use kreplay_tool::engine::restore::restore;
@@ -88,6 +89,7 @@ fn best_of<F: FnMut()>(n: usize, mut f: F) -> f64 {
 }
 
 fn main() {
+    let policy = SnapshotPolicy::default();
     let mut md = String::from("# kreplay replay engine\n\n");
     // Throughput: 256 MiB in 16 MiB regions.
     let total = 256 << 20;
@@ -108,7 +110,7 @@ fn main() {
     let mut held = 0;
     for _ in 0..5 {
         let t = Instant::now();
-        let s = snap(&be, &inv, AGENT);
+        let s = snap(&be, &inv, AGENT, &policy);
         snap_s = snap_s.min(t.elapsed().as_secs_f64());
         assert!(s.ok());
         held = be.live.get();
@@ -164,13 +166,14 @@ fn main() {
                 passes: 2,
                 check_determinism: check,
                 correlation: i,
+                policy,
             };
             black_box(replay(&be, &inv, &req, &mut |r| sink.push(r)));
             sink.clear();
         }
         let per = t.elapsed().as_secs_f64() / n as f64;
         let copies = best_of(50, || {
-            let s = snap(&be, &inv, AGENT);
+            let s = snap(&be, &inv, AGENT, &policy);
             black_box(restore(&be, &inv, &s));
         });
         md += &format!(

@@ -151,6 +151,10 @@ fn write_run(dir: &Path) {
             end_ns: 3100,
             bytes: 8192,
             regions: 2,
+            placement: 2,
+            check: 2,
+            chunk_size: 65536,
+            bytes_hashed: 8192,
         }
         .into(),
         ReplayPass {
@@ -168,6 +172,11 @@ fn write_run(dir: &Path) {
             bytes: 4096,
             regions: 1,
             skipped: 1,
+            placement: 2,
+            check: 2,
+            bytes_checked: 8192,
+            dirty_chunks: 1,
+            check_ns: 50,
         }
         .into(),
         ReplayPass {
@@ -199,6 +208,11 @@ fn write_run(dir: &Path) {
             end_ns: 6990,
             bytes: 100,
             regions: 1,
+            // A tool before the chunk fields: no placement/check arguments.
+            placement: 0,
+            check: 0,
+            chunk_size: 0,
+            bytes_hashed: 0,
         }
         .into(),
         // A replay record whose dispatch record is missing.
@@ -368,7 +382,15 @@ fn tool_and_probe_streams_merge_into_one_trace_with_flows() {
     );
     assert_eq!(
         slice(&d, queue, "snapshot", 3000)["args"],
-        json!({"bytes": {"uint": 8192}, "regions": {"uint": 2}, "correlation": {"uint": 1}})
+        json!({
+            "bytes": {"uint": 8192},
+            "regions": {"uint": 2},
+            "correlation": {"uint": 1},
+            "placement": {"string": "pinned"},
+            "check": {"string": "host-hash"},
+            "chunk_size": {"uint": 65536},
+            "bytes_hashed": {"uint": 8192},
+        })
     );
     assert_eq!(
         slice(&d, queue, "restore", 3300)["args"],
@@ -378,6 +400,11 @@ fn tool_and_probe_streams_merge_into_one_trace_with_flows() {
             "regions": {"uint": 1},
             "skipped": {"uint": 1},
             "correlation": {"uint": 1},
+            "placement": {"string": "pinned"},
+            "check": {"string": "host-hash"},
+            "bytes_checked": {"uint": 8192},
+            "dirty_chunks": {"uint": 1},
+            "check_ns": {"uint": 50},
         })
     );
     assert_eq!(
@@ -427,6 +454,11 @@ fn tool_and_probe_streams_merge_into_one_trace_with_flows() {
     let replay = track(&d, "named", "queue 0x9e00 replay", Some(&device[0]));
     assert_eq!(replay.len(), 1);
     assert_eq!(slices(&d, &replay[0]), [s("snapshot", 6960, 30, 0)]);
+    assert_eq!(
+        slice(&d, &replay[0], "snapshot", 6960)["args"],
+        json!({"bytes": {"uint": 100}, "regions": {"uint": 1}, "correlation": {"uint": 2}}),
+        "a record from a tool before the chunk fields gets no mode arguments"
+    );
 
     // The replay record without a dispatch goes on the process's replay track.
     let process = track(&d, "process", "app", None);

@@ -1,11 +1,14 @@
 //! The per-kernel table `kreplay replay` prints, computed from the tool's stream records:
 //! dispatches, passes, min/median/max pass time, snapshot bytes, restore time, declines by
-//! reason, nondeterminism.
+//! reason, nondeterminism; then, for kernels that were restored, how: the snapshot mode
+//! (placement/check/chunk), bytes hashed at snapshot time, bytes checked and restored over
+//! all restores, dirty chunks, check time and mean time per restore. The second table has
+//! fewer than ten columns, so readers of the first that skip short lines skip it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
-use kreplay_common::stream::Record;
+use kreplay_common::stream::{Record, snapshot_mode};
 
 /// One kernel's row.
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
@@ -24,6 +27,30 @@ pub struct KernelRow {
     pub declines: BTreeMap<String, u64>,
     /// Dispatches found nondeterministic.
     pub nondeterministic: u64,
+    /// Snapshot modes seen (`placement/check/chunk`).
+    pub modes: std::collections::BTreeSet<String>,
+    /// Bytes hashed while taking snapshots (sum).
+    pub bytes_hashed: u64,
+    /// Restores run.
+    pub restores: u64,
+    /// Device bytes read to find changed chunks (sum over restores).
+    pub bytes_checked: u64,
+    /// Bytes written back (sum over restores).
+    pub bytes_restored: u64,
+    /// Chunks found changed (sum over restores).
+    pub dirty_chunks: u64,
+    /// Time finding changed chunks in ns (sum over restores).
+    pub check_ns: u64,
+}
+
+/// `64K`, `1M`: a chunk size for the mode column.
+fn size_label(n: u64) -> String {
+    match n {
+        0 => "-".into(),
+        n if n % (1 << 20) == 0 => format!("{}M", n >> 20),
+        n if n % (1 << 10) == 0 => format!("{}K", n >> 10),
+        n => n.to_string(),
+    }
 }
 
 /// Rows by kernel name, from the tool's records.
@@ -52,10 +79,22 @@ pub fn summarize(records: &[Record]) -> BTreeMap<String, KernelRow> {
                 k.passes += 1;
                 k.pass_ns.push(p.end_ns.saturating_sub(p.start_ns));
             }
-            Record::Snapshot(s) => row(&mut rows, &names, s.correlation).snapshot_bytes += s.bytes,
+            Record::Snapshot(s) => {
+                let k = row(&mut rows, &names, s.correlation);
+                k.snapshot_bytes += s.bytes;
+                k.bytes_hashed += s.bytes_hashed;
+                let mode = snapshot_mode::label(s.placement, s.check);
+                k.modes
+                    .insert(format!("{mode}/{}", size_label(s.chunk_size)));
+            }
             Record::Restore(s) => {
-                row(&mut rows, &names, s.correlation).restore_ns +=
-                    s.end_ns.saturating_sub(s.start_ns)
+                let k = row(&mut rows, &names, s.correlation);
+                k.restore_ns += s.end_ns.saturating_sub(s.start_ns);
+                k.restores += 1;
+                k.bytes_checked += s.bytes_checked;
+                k.bytes_restored += s.bytes;
+                k.dirty_chunks += s.dirty_chunks;
+                k.check_ns += s.check_ns;
             }
             Record::Decline(d) => {
                 *row(&mut rows, &names, d.correlation)
@@ -124,13 +163,46 @@ pub fn render(rows: &BTreeMap<String, KernelRow>) -> String {
             }
         );
     }
+    let restored: Vec<_> = rows.iter().filter(|(_, k)| !k.modes.is_empty()).collect();
+    if restored.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<24} {:>28} {:>8} {:>14} {:>14} {:>14} {:>12} {:>10} {:>14}",
+        "restore",
+        "mode",
+        "restores",
+        "bytes_hashed",
+        "bytes_checked",
+        "bytes_restored",
+        "dirty_chunks",
+        "check_us",
+        "us_per_restore"
+    );
+    for (name, k) in restored {
+        let modes: Vec<&str> = k.modes.iter().map(String::as_str).collect();
+        let _ = writeln!(
+            s,
+            "{:<24} {:>28} {:>8} {:>14} {:>14} {:>14} {:>12} {:>10} {:>14}",
+            name,
+            modes.join(","),
+            k.restores,
+            k.bytes_hashed,
+            k.bytes_checked,
+            k.bytes_restored,
+            k.dirty_chunks,
+            us(k.check_ns),
+            us(k.restore_ns.checked_div(k.restores).unwrap_or(0)),
+        );
+    }
     s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kreplay_common::stream::{Decline, Dispatch, ReplayPass};
+    use kreplay_common::stream::{Decline, Dispatch, ReplayPass, Restore, Snapshot};
 
     fn dispatch(corr: u64, kernel: &str) -> Record {
         Dispatch {
@@ -183,8 +255,53 @@ mod tests {
             }
             .into(),
         ];
+        let mut recs = recs;
+        recs.push(
+            Snapshot {
+                correlation: 1,
+                start_ns: 0,
+                end_ns: 1,
+                bytes: 1 << 20,
+                regions: 2,
+                placement: snapshot_mode::PINNED,
+                check: snapshot_mode::HOST_HASH,
+                chunk_size: 64 << 10,
+                bytes_hashed: 1 << 20,
+            }
+            .into(),
+        );
+        for pass in 1..3 {
+            recs.push(
+                Restore {
+                    correlation: 1,
+                    pass,
+                    start_ns: 0,
+                    end_ns: 4000,
+                    bytes: 65536,
+                    regions: 1,
+                    skipped: 0,
+                    placement: snapshot_mode::PINNED,
+                    check: snapshot_mode::HOST_HASH,
+                    bytes_checked: 1 << 20,
+                    dirty_chunks: 1,
+                    check_ns: 3000,
+                }
+                .into(),
+            );
+        }
         let rows = summarize(&recs);
         let s = &rows["saxpy"];
+        assert_eq!(
+            (
+                s.restores,
+                s.bytes_hashed,
+                s.bytes_checked,
+                s.bytes_restored,
+                s.dirty_chunks
+            ),
+            (2, 1 << 20, 2 << 20, 131072, 2)
+        );
+        assert_eq!(s.modes.iter().collect::<Vec<_>>(), ["pinned/host-hash/64K"]);
         assert_eq!(
             (s.dispatches, s.passes, s.pass_ns.clone()),
             (1, 3, vec![1000, 2000, 3000])
@@ -192,6 +309,27 @@ mod tests {
         assert_eq!(rows["fill"].declines.get("vmem"), Some(&1));
         let text = render(&rows);
         assert!(text.contains("1x vmem"));
+        let restore_row: Vec<&str> = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("saxpy"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            restore_row,
+            [
+                "saxpy",
+                "pinned/host-hash/64K",
+                "2",
+                "1048576",
+                "2097152",
+                "131072",
+                "2",
+                "6.0",
+                "4.0"
+            ]
+        );
         assert!(
             text.lines()
                 .any(|l| l.starts_with("saxpy") && l.contains(" 2.0 "))

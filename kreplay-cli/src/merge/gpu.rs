@@ -42,6 +42,8 @@ pub struct GpuNames {
     reason: AnnotationName,
     region: AnnotationName,
     offset: AnnotationName,
+    /// The chunked-restore fields of snapshot and restore slices.
+    pub chunk: super::replay_args::ChunkNames,
 }
 
 impl GpuNames {
@@ -60,6 +62,7 @@ impl GpuNames {
             reason: w.annotation_name("reason"),
             region: w.annotation_name("region"),
             offset: w.annotation_name("offset"),
+            chunk: super::replay_args::ChunkNames::new(w),
         }
     }
 }
@@ -450,7 +453,7 @@ impl GpuNames {
         pass: Option<u32>,
         correlation: u64,
     ) -> Vec<Annotation<'static>> {
-        let mut v = Vec::with_capacity(5);
+        let mut v = Vec::with_capacity(10);
         if let Some(p) = pass {
             v.push(Annotation {
                 name: self.pass,

@@ -8,6 +8,7 @@ pub mod gpu;
 pub mod holdback;
 pub mod live_bytes;
 pub mod render;
+pub mod replay_args;
 
 use std::{
     fs::File,

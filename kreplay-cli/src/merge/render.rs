@@ -227,20 +227,22 @@ impl<W: Write> Renderer<W> {
                 self.child(pid, r.correlation, &name, r.start_ns, r.end_ns, &ann)?;
             }
             Record::Snapshot(r) => {
-                let ann = self
-                    .gpu
-                    .names
-                    .copy_args(r.bytes, r.regions, None, None, r.correlation);
+                let mut ann =
+                    self.gpu
+                        .names
+                        .copy_args(r.bytes, r.regions, None, None, r.correlation);
+                self.gpu.names.chunk.snapshot(&r, &mut ann);
                 self.child(pid, r.correlation, "snapshot", r.start_ns, r.end_ns, &ann)?;
             }
             Record::Restore(r) => {
-                let ann = self.gpu.names.copy_args(
+                let mut ann = self.gpu.names.copy_args(
                     r.bytes,
                     r.regions,
                     Some(r.skipped),
                     Some(r.pass),
                     r.correlation,
                 );
+                self.gpu.names.chunk.restore(&r, &mut ann);
                 self.child(pid, r.correlation, "restore", r.start_ns, r.end_ns, &ann)?;
             }
             Record::Decline(r) => {

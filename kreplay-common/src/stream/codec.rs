@@ -34,6 +34,9 @@ mod tag {
 struct Enc<'a>(&'a mut Vec<u8>);
 
 impl Enc<'_> {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
     fn u16(&mut self, v: u16) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
@@ -65,6 +68,9 @@ struct Dec<'a> {
 }
 
 impl Dec<'_> {
+    fn u8(&mut self) -> Option<u8> {
+        self.take().map(|[b]: [u8; 1]| b)
+    }
     fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
         let (head, rest) = self.b.split_first_chunk::<N>()?;
         self.b = rest;
@@ -148,12 +154,20 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) {
         }
         Record::Snapshot(r) => {
             e.u64s(&[r.correlation, r.start_ns, r.end_ns, r.bytes, r.regions]);
+            // Appended after version 1's fields (readers before them ignore them).
+            e.u8(r.placement);
+            e.u8(r.check);
+            e.u64s(&[r.chunk_size, r.bytes_hashed]);
             tag::SNAPSHOT
         }
         Record::Restore(r) => {
             e.u64(r.correlation);
             e.u32(r.pass);
             e.u64s(&[r.start_ns, r.end_ns, r.bytes, r.regions, r.skipped]);
+            // Appended after version 1's fields (readers before them ignore them).
+            e.u8(r.placement);
+            e.u8(r.check);
+            e.u64s(&[r.bytes_checked, r.dirty_chunks, r.check_ns]);
             tag::RESTORE
         }
         Record::Decline(r) => {
@@ -268,18 +282,28 @@ fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
         .into(),
         tag::SNAPSHOT => {
             let [correlation, start_ns, end_ns, bytes, regions] = d.u64s()?;
+            // Appended fields: absent (0) in records of writers before them.
+            let (placement, check) = (d.u8().unwrap_or(0), d.u8().unwrap_or(0));
+            let [chunk_size, bytes_hashed] = d.u64s().unwrap_or([0; 2]);
             Snapshot {
                 correlation,
                 start_ns,
                 end_ns,
                 bytes,
                 regions,
+                placement,
+                check,
+                chunk_size,
+                bytes_hashed,
             }
             .into()
         }
         tag::RESTORE => {
             let (correlation, pass) = (d.u64()?, d.u32()?);
             let [start_ns, end_ns, bytes, regions, skipped] = d.u64s()?;
+            // Appended fields: absent (0) in records of writers before them.
+            let (placement, check) = (d.u8().unwrap_or(0), d.u8().unwrap_or(0));
+            let [bytes_checked, dirty_chunks, check_ns] = d.u64s().unwrap_or([0; 3]);
             Restore {
                 correlation,
                 pass,
@@ -288,6 +312,11 @@ fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
                 bytes,
                 regions,
                 skipped,
+                placement,
+                check,
+                bytes_checked,
+                dirty_chunks,
+                check_ns,
             }
             .into()
         }

@@ -54,7 +54,7 @@ pub use merge::{DEFAULT_WINDOW, Merged, MergedStreams};
 pub use reader::StreamReader;
 pub use record::{
     ApiCall, Correlation, Decline, Dispatch, Drops, Nondeterministic, ProcessName, Record,
-    ReplayPass, Restore, Snapshot, ThreadName,
+    ReplayPass, Restore, Snapshot, ThreadName, snapshot_mode,
 };
 pub use writer::{DEFAULT_CHUNK_THRESHOLD, StreamWriter};
 

@@ -100,6 +100,14 @@ pub struct Snapshot {
     pub bytes: u64,
     /// Memory regions saved.
     pub regions: u64,
+    /// Where the copies live ([`snapshot_mode`] placement code; 0 from writers before it).
+    pub placement: u8,
+    /// How restores find changed chunks ([`snapshot_mode`] check code; 0: unknown).
+    pub check: u8,
+    /// Chunk size of the dirty check in bytes (0: none).
+    pub chunk_size: u64,
+    /// Bytes hashed while taking the snapshot.
+    pub bytes_hashed: u64,
 }
 
 /// A restore of the snapshot before a replay pass.
@@ -115,10 +123,66 @@ pub struct Restore {
     pub end_ns: u64,
     /// Bytes copied back.
     pub bytes: u64,
-    /// Regions copied back.
+    /// Regions copied back (at least one byte written).
     pub regions: u64,
-    /// Regions skipped because they were unchanged.
+    /// Regions skipped: freed or reallocated since the snapshot, or a failed copy.
     pub skipped: u64,
+    /// Where the snapshot's copies live ([`snapshot_mode`] placement code; 0: unknown).
+    pub placement: u8,
+    /// How changed chunks were found ([`snapshot_mode`] check code; 0: unknown).
+    pub check: u8,
+    /// Device bytes read and hashed or compared to find the changed chunks.
+    pub bytes_checked: u64,
+    /// Chunks found changed (and written back).
+    pub dirty_chunks: u64,
+    /// Time spent finding changed chunks (the rest of the span is copying back).
+    pub check_ns: u64,
+}
+
+/// The codes of [`Snapshot::placement`]/[`Snapshot::check`] (and [`Restore`]'s) and their names.
+pub mod snapshot_mode {
+    /// Written by a tool that did not record it.
+    pub const UNKNOWN: u8 = 0;
+    /// Placement: copies in device memory.
+    pub const DEVICE: u8 = 1;
+    /// Placement: copies in pinned host memory.
+    pub const PINNED: u8 = 2;
+    /// Placement: copies in pageable host memory.
+    pub const PAGEABLE: u8 = 3;
+    /// Check: none, every byte is restored.
+    pub const FULL: u8 = 1;
+    /// Check: device-to-host read, 128-bit xxh3 per chunk on the host.
+    pub const HOST_HASH: u8 = 2;
+    /// Check: 128-bit hash per chunk computed on the device.
+    pub const DEVICE_HASH: u8 = 3;
+    /// Check: exact byte comparison on the device against a device-resident copy.
+    pub const DEVICE_COMPARE: u8 = 4;
+
+    /// The placement's name.
+    pub fn placement_name(code: u8) -> &'static str {
+        match code {
+            DEVICE => "device",
+            PINNED => "pinned",
+            PAGEABLE => "pageable",
+            _ => "?",
+        }
+    }
+
+    /// The check's name.
+    pub fn check_name(code: u8) -> &'static str {
+        match code {
+            FULL => "full",
+            HOST_HASH => "host-hash",
+            DEVICE_HASH => "device-hash",
+            DEVICE_COMPARE => "device-compare",
+            _ => "?",
+        }
+    }
+
+    /// `placement/check`, e.g. `pinned/host-hash`.
+    pub fn label(placement: u8, check: u8) -> String {
+        format!("{}/{}", placement_name(placement), check_name(check))
+    }
 }
 
 /// A dispatch kreplay declined to replay, and why.

@@ -62,6 +62,10 @@ fn one_of_each() -> Vec<Record> {
             end_ns: 33,
             bytes: 1 << 20,
             regions: 4,
+            placement: 2,
+            check: 2,
+            chunk_size: 65536,
+            bytes_hashed: 1 << 20,
         }
         .into(),
         Restore {
@@ -72,6 +76,11 @@ fn one_of_each() -> Vec<Record> {
             bytes: 4096,
             regions: 1,
             skipped: 3,
+            placement: 1,
+            check: 4,
+            bytes_checked: 1 << 20,
+            dirty_chunks: 1,
+            check_ns: 2,
         }
         .into(),
         Decline {
@@ -157,6 +166,44 @@ fn api_call_encodes_to_its_fixed_size() {
     assert_eq!(out.len(), 5 + (4 + 4 + 2) + 3 * 8 + 6 * 8 + 5 * 8 + 8);
     assert_eq!(out[0], 3);
     assert_eq!(u32::from_le_bytes(out[1..5].try_into().unwrap()), 130);
+}
+
+#[test]
+fn a_version_1_restore_body_without_the_chunk_fields_decodes_with_zeros() {
+    let full = Restore {
+        correlation: 5,
+        pass: 1,
+        start_ns: 10,
+        end_ns: 20,
+        bytes: 4096,
+        regions: 1,
+        skipped: 0,
+        placement: snapshot_mode::PINNED,
+        check: snapshot_mode::HOST_HASH,
+        bytes_checked: 8192,
+        dirty_chunks: 1,
+        check_ns: 7,
+    };
+    let mut out = Vec::new();
+    codec::encode(&full.clone().into(), &mut out);
+    // Version 1's body: correlation u64, pass u32, five u64s; the 26 appended bytes cut off.
+    let v1_len = 8 + 4 + 5 * 8;
+    assert_eq!(out.len(), 5 + v1_len + 2 + 3 * 8);
+    out.truncate(5 + v1_len);
+    out[1..5].copy_from_slice(&(v1_len as u32).to_le_bytes());
+    let want = Restore {
+        placement: 0,
+        check: 0,
+        bytes_checked: 0,
+        dirty_chunks: 0,
+        check_ns: 0,
+        ..full
+    };
+    assert_eq!(
+        codec::decode(&out, 0),
+        codec::Decoded::Record(want.into(), out.len())
+    );
+    assert_eq!(snapshot_mode::label(2, 2), "pinned/host-hash");
 }
 
 #[test]

@@ -15,6 +15,9 @@ pub enum BackendError {
     /// A runtime entry the engine needs is missing from the tables it was given.
     #[error("{0} is not available in the runtime's tables")]
     Missing(&'static str),
+    /// An optional capability this backend does not implement.
+    #[error("{0} is not supported by this backend")]
+    Unsupported(&'static str),
 }
 
 /// What the runtime says about an address (`hsa_amd_pointer_info`, `cuPointerGetAttributes`).
@@ -78,4 +81,57 @@ pub trait Backend {
     fn module_variables(&self, agent: u64) -> Result<Vec<ModuleVar>, BackendError>;
     /// Submits `d` once (with the engine's own completion signal) and waits for it.
     fn submit_wait(&self, d: &Self::Dispatch) -> Result<(), BackendError>;
+
+    // Optional capabilities. The defaults say "unsupported"; the engine then falls back to
+    // host memory and host-side hashing. A backend that implements them lets snapshots live
+    // in device memory and the dirty check run on the device (see `engine::placement`).
+
+    /// Allocates `len` bytes of device memory on the replaying agent for a device-resident
+    /// snapshot copy; `None` when unsupported or when the device has no room.
+    fn device_alloc(&self, len: usize) -> Option<u64> {
+        let _ = len;
+        None
+    }
+    /// Frees memory from [`Backend::device_alloc`].
+    fn device_free(&self, ptr: u64) {
+        let _ = ptr;
+    }
+    /// Copies `len` bytes from device address `src` to device address `dst` (synchronous:
+    /// complete when it returns). Only called on backends whose `device_alloc` succeeded.
+    fn copy_d2d(&self, dst: u64, src: u64, len: usize) -> Result<(), BackendError> {
+        let _ = (dst, src, len);
+        Err(BackendError::Unsupported("copy_d2d"))
+    }
+    /// Hashes `[addr, addr + len)` on the device in chunks of `chunk` bytes (the last one
+    /// short when `len` is not a multiple), writing one 128-bit hash per chunk into
+    /// `out[..len.div_ceil(chunk)]`. `Ok(false)`: unsupported, `out` untouched. A call with
+    /// `len == 0` must only report support. The engine compares these hashes only with hashes
+    /// from this same function (snapshot time vs restore time), never with host hashes, so
+    /// the function may be any 128-bit hash the device computes cheaply, as long as it is
+    /// deterministic and its collision probability is documented.
+    fn hash_chunks_on_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        out: &mut [[u64; 2]],
+    ) -> Result<bool, BackendError> {
+        let _ = (addr, len, chunk, out);
+        Ok(false)
+    }
+    /// Compares `len` device bytes at `a` with those at `b` chunk by chunk, setting
+    /// `dirty_out[i]` to whether chunk `i` differs in any byte (exact, no hashing).
+    /// `Ok(false)`: unsupported, `dirty_out` untouched. A call with `len == 0` must only report
+    /// support.
+    fn compare_chunks_on_device(
+        &self,
+        a: u64,
+        b: u64,
+        len: usize,
+        chunk: usize,
+        dirty_out: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        let _ = (a, b, len, chunk, dirty_out);
+        Ok(false)
+    }
 }

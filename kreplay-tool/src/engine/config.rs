@@ -12,12 +12,33 @@ pub const ENV_MAX_DISPATCHES: &str = "KREPLAY_MAX_DISPATCHES";
 /// `0` turns the per-pass determinism check off (default on).
 pub const ENV_CHECK_DETERMINISM: &str = "KREPLAY_CHECK_DETERMINISM";
 
+/// Chunk size of the dirty check, in bytes (suffix K/M/G allowed; a power of two >= 4 KiB).
+pub const ENV_CHUNK_SIZE: &str = "KREPLAY_CHUNK_SIZE";
+/// `dirty` (default): restore only chunks that changed; `full`: restore every byte.
+pub const ENV_RESTORE: &str = "KREPLAY_RESTORE";
+/// Largest snapshot footprint admitted, in bytes (suffix K/M/G); larger ones are declined.
+pub const ENV_SNAPSHOT_BUDGET: &str = "KREPLAY_SNAPSHOT_BUDGET";
+/// Where snapshot copies live: `auto` (default: device, else pinned, else pageable),
+/// `device`, `pinned` or `pageable` (only that one; failing to allocate it declines).
+pub const ENV_SNAPSHOT_PLACEMENT: &str = "KREPLAY_SNAPSHOT_PLACEMENT";
+
+/// Default chunk size: 64 KiB, chosen by the `restore` bench (docs/bench/restore.md): on the
+/// host path smaller chunks cost more per-chunk work and more copy calls for scattered
+/// writes; larger ones restore more clean bytes around each write.
+pub const DEFAULT_CHUNK: usize = 64 << 10;
+/// Smallest chunk size accepted.
+pub const MIN_CHUNK: usize = 4 << 10;
+
 /// Every `KREPLAY_*` variable the tool (or the CLI around it) knows.
 pub const KNOWN: &[&str] = &[
     ENV_PASSES,
     ENV_KERNEL,
     ENV_MAX_DISPATCHES,
     ENV_CHECK_DETERMINISM,
+    ENV_CHUNK_SIZE,
+    ENV_RESTORE,
+    ENV_SNAPSHOT_BUDGET,
+    ENV_SNAPSHOT_PLACEMENT,
     crate::record::ENV_OUTPUT_DIR,
     crate::record::ENV_PER_THREAD,
     crate::record::ENV_PER_THREAD_CAP,
@@ -45,6 +66,71 @@ pub enum ConfigError {
     },
 }
 
+/// Where the engine may put snapshot copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacementPref {
+    /// Device memory if the backend can allocate it, else pinned host, else pageable host.
+    Auto,
+    /// Device memory only.
+    Device,
+    /// Pinned host memory only.
+    Pinned,
+    /// Pageable host memory only.
+    Pageable,
+}
+
+/// How snapshots are taken and restored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotPolicy {
+    /// Chunk size of the dirty check (a power of two >= [`MIN_CHUNK`]).
+    pub chunk: usize,
+    /// Restore only chunks whose contents changed (else every byte).
+    pub dirty_only: bool,
+    /// Largest footprint admitted, in bytes.
+    pub budget: u64,
+    /// Where copies may live.
+    pub placement: PlacementPref,
+}
+
+impl Default for SnapshotPolicy {
+    fn default() -> Self {
+        Self {
+            chunk: DEFAULT_CHUNK,
+            dirty_only: true,
+            budget: default_budget(),
+            placement: PlacementPref::Auto,
+        }
+    }
+}
+
+/// Default budget: half of the machine's physical memory (the snapshot is held once, on the
+/// host unless the device has room), so a replay never pushes the host into swap or OOM.
+pub fn default_budget() -> u64 {
+    // SAFETY: sysconf only reads system configuration values.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || size <= 0 {
+        return 1 << 30;
+    }
+    (pages as u64).saturating_mul(size as u64) / 2
+}
+
+/// Parses `123`, `64K`, `16M`, `2G` (binary units) into bytes.
+pub fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, shift) = match v.as_bytes().last()? {
+        b'k' | b'K' => (&v[..v.len() - 1], 10),
+        b'm' | b'M' => (&v[..v.len() - 1], 20),
+        b'g' | b'G' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
 /// The replay settings.
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
@@ -56,6 +142,8 @@ pub struct ReplayConfig {
     pub max_dispatches: Option<u64>,
     /// Hash what each pass wrote and report differences.
     pub check_determinism: bool,
+    /// Snapshot placement, chunking and budget.
+    pub snapshot: SnapshotPolicy,
 }
 
 impl Default for ReplayConfig {
@@ -65,6 +153,7 @@ impl Default for ReplayConfig {
             kernel: None,
             max_dispatches: None,
             check_determinism: true,
+            snapshot: SnapshotPolicy::default(),
         }
     }
 }
@@ -110,6 +199,40 @@ impl ReplayConfig {
                     "1" => c.check_determinism = true,
                     _ => return Err(bad(ENV_CHECK_DETERMINISM, "must be 0 or 1".into())),
                 },
+                ENV_CHUNK_SIZE => match parse_size(&v) {
+                    Some(n) if n.is_power_of_two() && n >= MIN_CHUNK as u64 && n <= 1 << 30 => {
+                        c.snapshot.chunk = n as usize
+                    }
+                    _ => {
+                        return Err(bad(
+                            ENV_CHUNK_SIZE,
+                            "chunk size must be a power of two from 4K to 1G".into(),
+                        ));
+                    }
+                },
+                ENV_RESTORE => match v.trim() {
+                    "dirty" => c.snapshot.dirty_only = true,
+                    "full" => c.snapshot.dirty_only = false,
+                    _ => return Err(bad(ENV_RESTORE, "must be dirty or full".into())),
+                },
+                ENV_SNAPSHOT_BUDGET => match parse_size(&v) {
+                    Some(n) => c.snapshot.budget = n,
+                    None => return Err(bad(ENV_SNAPSHOT_BUDGET, "not a size".into())),
+                },
+                ENV_SNAPSHOT_PLACEMENT => {
+                    c.snapshot.placement = match v.trim() {
+                        "auto" => PlacementPref::Auto,
+                        "device" => PlacementPref::Device,
+                        "pinned" => PlacementPref::Pinned,
+                        "pageable" => PlacementPref::Pageable,
+                        _ => {
+                            return Err(bad(
+                                ENV_SNAPSHOT_PLACEMENT,
+                                "must be auto, device, pinned or pageable".into(),
+                            ));
+                        }
+                    }
+                }
                 other if KNOWN.contains(&other) => {}
                 other => return Err(ConfigError::Unknown(other.to_owned())),
             }
@@ -156,6 +279,36 @@ mod tests {
                 ..
             })
         ));
+        let c = cfg(&[
+            ("KREPLAY_CHUNK_SIZE", "16K"),
+            ("KREPLAY_RESTORE", "full"),
+            ("KREPLAY_SNAPSHOT_BUDGET", "3M"),
+            ("KREPLAY_SNAPSHOT_PLACEMENT", "pinned"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.snapshot,
+            SnapshotPolicy {
+                chunk: 16384,
+                dirty_only: false,
+                budget: 3 << 20,
+                placement: PlacementPref::Pinned
+            }
+        );
+        for (name, value) in [
+            (ENV_CHUNK_SIZE, "3000"),
+            (ENV_CHUNK_SIZE, "1K"),
+            (ENV_RESTORE, "some"),
+            (ENV_SNAPSHOT_BUDGET, "lots"),
+            (ENV_SNAPSHOT_PLACEMENT, "gpu"),
+        ] {
+            assert!(
+                matches!(cfg(&[(name, value)]), Err(ConfigError::Bad { name: n, .. }) if n == name),
+                "{name}={value}"
+            );
+        }
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("x"), None);
         assert_eq!(
             cfg(&[("KREPLAY_PASES", "2")]).unwrap_err(),
             ConfigError::Unknown("KREPLAY_PASES".into())

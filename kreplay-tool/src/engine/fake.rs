@@ -1,9 +1,13 @@
 //! A fake backend for the engine's tests: device memory in host vectors, module variables,
-//! and failure knobs like the sim's (nth D2H copy, symbol iteration, host allocation size).
+//! and failure knobs like the sim's (nth D2H copy, symbol iteration, host allocation size),
+//! plus the optional device capabilities (device memory for snapshots, device hashing, device
+//! comparison), each switchable, and a hook that forces a chunk's device hash to a constant.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 use super::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
 
@@ -26,8 +30,29 @@ pub struct FakeBackend {
     /// Fail host allocations above this many bytes (0 never).
     pub fail_host_alloc_above: AtomicU64,
     /// Fail module variable enumeration.
-    pub fail_symbols: std::sync::atomic::AtomicBool,
+    pub fail_symbols: AtomicBool,
+    host_peak: AtomicU64,
+    next_device: AtomicU64,
+    device_used: AtomicU64,
+    /// Device bytes `device_alloc` may hand out (0: device allocation unsupported).
+    pub device_room: AtomicU64,
+    /// `hash_chunks_on_device` supported.
+    pub device_hash: AtomicBool,
+    /// `compare_chunks_on_device` supported.
+    pub device_compare: AtomicBool,
+    /// Test hook: the device hash of any chunk containing this address is a constant, so the
+    /// chunk's snapshot-time and restore-time hashes are equal whatever it holds (0: off).
+    pub force_collision_at: AtomicU64,
+    /// Bytes moved host-to-device, device-to-device, and read device-to-host.
+    pub h2d_bytes: AtomicU64,
+    /// See `h2d_bytes`.
+    pub d2d_bytes: AtomicU64,
+    /// See `h2d_bytes`.
+    pub d2h_bytes: AtomicU64,
 }
+
+/// Where the fake puts `device_alloc` memory (far from the tests' allocations).
+const DEVICE_HEAP: u64 = 0x7000_0000_0000;
 
 /// A dispatch on the fake: a closure run on each pass.
 pub type FakeDispatch = Box<dyn Fn(&FakeBackend)>;
@@ -71,6 +96,23 @@ impl FakeBackend {
 
     pub fn host_bytes_live(&self) -> u64 {
         self.host_live.load(Ordering::SeqCst)
+    }
+
+    /// Most pinned host bytes live at once.
+    pub fn host_bytes_peak(&self) -> u64 {
+        self.host_peak.load(Ordering::SeqCst)
+    }
+
+    /// Device bytes held by `device_alloc` now.
+    pub fn device_bytes_live(&self) -> u64 {
+        self.device_used.load(Ordering::SeqCst)
+    }
+
+    /// Turns on device memory (`room` bytes) and the device hash / compare capabilities.
+    pub fn enable_device(&self, room: u64, hash: bool, compare: bool) {
+        self.device_room.store(room, Ordering::SeqCst);
+        self.device_hash.store(hash, Ordering::SeqCst);
+        self.device_compare.store(compare, Ordering::SeqCst);
     }
 
     /// Reads device bytes.
@@ -126,7 +168,8 @@ impl Backend for FakeBackend {
             return None;
         }
         let b = vec![0u8; len].into_boxed_slice();
-        self.host_live.fetch_add(len as u64, Ordering::SeqCst);
+        let live = self.host_live.fetch_add(len as u64, Ordering::SeqCst) + len as u64;
+        self.host_peak.fetch_max(live, Ordering::SeqCst);
         Some(HostBuf {
             ptr: Box::into_raw(b) as *mut u8,
             len,
@@ -147,10 +190,12 @@ impl Backend for FakeBackend {
                 status: 0x1000,
             });
         }
+        self.d2h_bytes.fetch_add(len as u64, Ordering::SeqCst);
         self.copy_d2h_raw(dst, src, len)
     }
 
     fn copy_h2d(&self, dst: u64, src: *const u8, len: usize) -> Result<(), BackendError> {
+        self.h2d_bytes.fetch_add(len as u64, Ordering::SeqCst);
         self.with_range(dst, len, |d| {
             // SAFETY: the caller gives a src of len readable bytes, disjoint from the fake's memory.
             unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), len) }
@@ -187,5 +232,90 @@ impl Backend for FakeBackend {
     fn submit_wait(&self, d: &Self::Dispatch) -> Result<(), BackendError> {
         d(self);
         Ok(())
+    }
+
+    fn device_alloc(&self, len: usize) -> Option<u64> {
+        let room = self.device_room.load(Ordering::SeqCst);
+        let used = self.device_used.load(Ordering::SeqCst);
+        if room == 0 || used + len as u64 > room {
+            return None;
+        }
+        self.device_used.fetch_add(len as u64, Ordering::SeqCst);
+        let at = DEVICE_HEAP
+            + self
+                .next_device
+                .fetch_add(len as u64 + 4096, Ordering::SeqCst);
+        Some(self.add_alloc(at, len, 0, None))
+    }
+
+    fn device_free(&self, ptr: u64) {
+        if let Some(a) = self.mem.lock().unwrap().remove(&ptr) {
+            self.device_used
+                .fetch_sub(a.bytes.len() as u64, Ordering::SeqCst);
+        }
+    }
+
+    fn copy_d2d(&self, dst: u64, src: u64, len: usize) -> Result<(), BackendError> {
+        if self.device_room.load(Ordering::SeqCst) == 0 {
+            return Err(BackendError::Unsupported("copy_d2d"));
+        }
+        self.d2d_bytes.fetch_add(len as u64, Ordering::SeqCst);
+        let bytes = self.with_range(src, len, |s| s.to_vec())?;
+        self.with_range(dst, len, |d| d.copy_from_slice(&bytes))
+    }
+
+    fn hash_chunks_on_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        out: &mut [[u64; 2]],
+    ) -> Result<bool, BackendError> {
+        if !self.device_hash.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        if len == 0 {
+            return Ok(true);
+        }
+        let forced = self.force_collision_at.load(Ordering::SeqCst);
+        self.with_range(addr, len, |s| {
+            for (i, (c, o)) in s.chunks(chunk).zip(out.iter_mut()).enumerate() {
+                let start = addr + (i * chunk) as u64;
+                let h = if forced >= start && forced < start + c.len() as u64 {
+                    0xC011_1DED
+                } else {
+                    // A different function from the host's (seeded): the engine never mixes them.
+                    xxh3_128_with_seed(c, 0x5eed)
+                };
+                *o = [h as u64, (h >> 64) as u64];
+            }
+        })?;
+        Ok(true)
+    }
+
+    fn compare_chunks_on_device(
+        &self,
+        a: u64,
+        b: u64,
+        len: usize,
+        chunk: usize,
+        dirty_out: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        if !self.device_compare.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        if len == 0 {
+            return Ok(true);
+        }
+        let x = self.with_range(a, len, |s| s.to_vec())?;
+        let y = self.with_range(b, len, |s| s.to_vec())?;
+        for ((cx, cy), d) in x
+            .chunks(chunk)
+            .zip(y.chunks(chunk))
+            .zip(dirty_out.iter_mut())
+        {
+            *d = cx != cy;
+        }
+        Ok(true)
     }
 }

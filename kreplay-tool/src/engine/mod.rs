@@ -1,17 +1,21 @@
 //! The replay engine, independent of the GPU runtime: the allocation inventory, pointer
 //! classification, snapshot, restore, the per-agent replay gate and the replay loop, all
-//! driven through the narrow [`backend::Backend`] trait (HSA today, CUDA later).
+//! restoring only the chunks a pass changed, all driven through the narrow [`backend::Backend`] trait (HSA today, CUDA later).
 
 pub mod backend;
+pub mod chunks;
 pub mod classify;
 pub mod config;
 pub mod gate;
 pub mod inventory;
+pub mod placement;
 pub mod replay;
 pub mod restore;
 pub mod snapshot;
 
 #[cfg(test)]
 pub(crate) mod fake;
+#[cfg(test)]
+mod restore_tests;
 #[cfg(test)]
 mod tests;

@@ -5,9 +5,10 @@
 use kreplay_common::stream::{Nondeterministic, Record, ReplayPass, Restore, Snapshot as SnapRec};
 
 use super::backend::Backend;
+use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
 use super::restore::restore;
-use super::snapshot::{Snapshot, snap};
+use super::snapshot::{SnapFailure, Snapshot, snap};
 
 /// Hash granularity of the determinism check: one hash per 4 KiB of each region.
 pub const HASH_CHUNK: usize = 4096;
@@ -51,6 +52,8 @@ pub struct Request<'a, B: Backend> {
     pub check_determinism: bool,
     /// Correlation id for the records.
     pub correlation: u64,
+    /// Snapshot placement, chunking and budget.
+    pub policy: SnapshotPolicy,
 }
 
 /// Per-4-KiB hashes of every region of `snap` as the device holds it now.
@@ -128,11 +131,14 @@ pub fn replay<B: Backend>(
     emit: &mut dyn FnMut(Record),
 ) -> Outcome {
     let t0 = now_ns();
-    let snapshot = snap(backend, inv, req.agent);
+    let snapshot = snap(backend, inv, req.agent, &req.policy);
     let t1 = now_ns();
-    if let Some(f) = &snapshot.failure {
-        return Outcome::Declined(format!("snapshot incomplete: {f}"));
+    match &snapshot.failure {
+        Some(f @ SnapFailure::OverBudget { .. }) => return Outcome::Declined(f.to_string()),
+        Some(f) => return Outcome::Declined(format!("snapshot incomplete: {f}")),
+        None => {}
     }
+    let (placement, check) = (snapshot.placement.code(), snapshot.check.code());
     emit(
         SnapRec {
             correlation: req.correlation,
@@ -140,10 +146,14 @@ pub fn replay<B: Backend>(
             end_ns: t1,
             bytes: snapshot.bytes(),
             regions: snapshot.regions.len() as u64,
+            placement,
+            check,
+            chunk_size: snapshot.chunk as u64,
+            bytes_hashed: snapshot.bytes_hashed,
         }
         .into(),
     );
-    let check = req.check_determinism && req.passes > 1;
+    let hash_passes = req.check_determinism && req.passes > 1;
     let mut first: Option<Vec<Vec<u64>>> = None;
     let mut nondeterministic = false;
     for pass in 0..req.passes {
@@ -166,7 +176,7 @@ pub fn replay<B: Backend>(
             }
             .into(),
         );
-        if check && !nondeterministic {
+        if hash_passes && !nondeterministic {
             match (hash_regions(backend, &snapshot), &first) {
                 (Some(h), None) => first = Some(h),
                 (Some(h), Some(f)) => {
@@ -204,6 +214,11 @@ pub fn replay<B: Backend>(
                     bytes: st.bytes,
                     regions: st.regions,
                     skipped: st.skipped,
+                    placement,
+                    check,
+                    bytes_checked: st.bytes_checked,
+                    dirty_chunks: st.dirty_chunks,
+                    check_ns: st.check_ns,
                 }
                 .into(),
             );

@@ -1,27 +1,39 @@
-//! `restore()`: writes a snapshot back. Tracked regions are re-validated under the inventory
-//! read lock, held across the copy so a concurrent free cannot slip in between: a region that
+//! `restore()`: writes a snapshot back — only the chunks whose contents changed, unless the
+//! snapshot's check is `Full`. Tracked regions are re-validated under the inventory read
+//! lock, held across the copies so a concurrent free cannot slip in between: a region that
 //! was freed, shrunk, or reallocated at the same address (a different generation) since the
-//! snapshot is skipped with a warning. Module variables are always restored. A failed copy is
-//! logged and skipped.
+//! snapshot is skipped with a warning. Module variables are always restored. A failed copy
+//! is logged and skipped; a failed dirty check writes the whole region back (never less).
 
-use super::backend::Backend;
+use super::backend::{Backend, BackendError};
+use super::chunks::{DirtyRuns, chunk_count, hash_chunk};
 use super::inventory::Inventory;
-use super::snapshot::{RegionKind, Snapshot};
+use super::placement::{Check, Store};
+use super::replay::now_ns;
+use super::snapshot::{Region, RegionKind, Snapshot};
 
 /// What one restore did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RestoreStats {
-    /// Regions written back.
+    /// Regions written back (at least one byte).
     pub regions: u64,
     /// Bytes written back.
     pub bytes: u64,
     /// Regions skipped (no longer the captured allocation, or a failed copy).
     pub skipped: u64,
+    /// Device bytes read and hashed or compared to find changed chunks.
+    pub bytes_checked: u64,
+    /// Chunks found changed.
+    pub dirty_chunks: u64,
+    /// Nanoseconds spent finding changed chunks.
+    pub check_ns: u64,
 }
 
-/// Writes every still-valid region of `snap` back to the device.
+/// Writes every still-valid region of `snap` back to the device (only its changed chunks
+/// when the snapshot has a dirty check).
 pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>) -> RestoreStats {
     let mut st = RestoreStats::default();
+    let mut runs = DirtyRuns::default();
     let live = inv.read();
     for r in &snap.regions {
         if let RegionKind::Tracked { generation } = r.kind {
@@ -45,16 +57,122 @@ pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>)
                 }
             }
         }
-        match backend.copy_h2d(r.addr, r.host.ptr, r.size as usize) {
-            Ok(()) => {
-                st.regions += 1;
-                st.bytes += r.size;
+        runs.clear();
+        let t = now_ns();
+        let checked = find_dirty(backend, snap, r, &mut runs);
+        st.check_ns += now_ns() - t;
+        if let Err(e) = &checked {
+            tracing::warn!(
+                "kreplay: dirty check of {:#x} failed: {e}; writing the whole region back",
+                r.addr
+            );
+            runs.clear();
+            runs.mark_all(r.size);
+        }
+        st.bytes_checked += checked.unwrap_or(0);
+        st.dirty_chunks += runs.chunks;
+        let mut written = 0;
+        let mut failed = false;
+        for &(off, len) in runs.finish() {
+            match write_back(backend, r, off, len as usize) {
+                Ok(()) => written += len,
+                Err(e) => {
+                    tracing::warn!("kreplay: restore of {:#x} failed: {e}; skipped", r.addr);
+                    failed = true;
+                    break;
+                }
             }
-            Err(e) => {
-                tracing::warn!("kreplay: restore of {:#x} failed: {e}; skipped", r.addr);
-                st.skipped += 1;
-            }
+        }
+        st.bytes += written;
+        if failed {
+            st.skipped += 1;
+        } else if written > 0 {
+            st.regions += 1;
         }
     }
     st
+}
+
+/// Copies `[off, off + len)` of region `r` from its snapshot copy to the device.
+fn write_back<B: Backend>(
+    backend: &B,
+    r: &Region,
+    off: u64,
+    len: usize,
+) -> Result<(), BackendError> {
+    match &r.store {
+        Store::Device(dev) => backend.copy_d2d(r.addr + off, dev + off, len),
+        host => {
+            let ptr = host.host_ptr().ok_or(BackendError::Missing("host copy"))?;
+            // SAFETY: the copy holds r.size bytes and off + len <= r.size (runs are clipped).
+            backend.copy_h2d(r.addr + off, unsafe { ptr.add(off as usize) }, len)
+        }
+    }
+}
+
+/// Marks the changed chunks of `r` in `runs`; returns the device bytes it read.
+fn find_dirty<B: Backend>(
+    backend: &B,
+    snap: &Snapshot<'_, B>,
+    r: &Region,
+    runs: &mut DirtyRuns,
+) -> Result<u64, BackendError> {
+    let (chunk, size) = (snap.chunk, r.size as usize);
+    match snap.check {
+        Check::Full => {
+            runs.mark_all(r.size);
+            Ok(0)
+        }
+        Check::HostHash => {
+            let Some((buf, len)) = snap
+                .scratch
+                .as_ref()
+                .and_then(|(s, n)| Some((s.host_ptr()?, *n)))
+            else {
+                return Err(BackendError::Missing("hash scratch"));
+            };
+            let mut off = 0;
+            while off < size {
+                let n = (size - off).min(len);
+                backend.copy_d2h(buf, r.addr + off as u64, n)?;
+                // SAFETY: the scratch holds len >= n bytes, just written by the copy.
+                let now = unsafe { std::slice::from_raw_parts(buf, n) };
+                let first = off / chunk;
+                for (i, c) in now.chunks(chunk).enumerate() {
+                    if r.hashes.get(first + i) != Some(&hash_chunk(c)) {
+                        runs.mark(first + i, chunk, r.size);
+                    }
+                }
+                off += n;
+            }
+            Ok(size as u64)
+        }
+        Check::DeviceHash => {
+            let mut now = vec![[0u64; 2]; chunk_count(r.size, chunk)];
+            if !backend.hash_chunks_on_device(r.addr, size, chunk, &mut now)? {
+                return Err(BackendError::Unsupported("hash_chunks_on_device"));
+            }
+            for (i, h) in now.iter().enumerate() {
+                if r.hashes.get(i) != Some(h) {
+                    runs.mark(i, chunk, r.size);
+                }
+            }
+            Ok(size as u64)
+        }
+        Check::DeviceCompare => {
+            let Store::Device(dev) = r.store else {
+                return Err(BackendError::Missing("device copy"));
+            };
+            let mut dirty = vec![false; chunk_count(r.size, chunk)];
+            if !backend.compare_chunks_on_device(r.addr, dev, size, chunk, &mut dirty)? {
+                return Err(BackendError::Unsupported("compare_chunks_on_device"));
+            }
+            for (i, d) in dirty.iter().enumerate() {
+                if *d {
+                    runs.mark(i, chunk, r.size);
+                }
+            }
+            Ok(2 * size as u64)
+        }
+    }
 }

@@ -1,17 +1,31 @@
-//! `snap(agent)`: a host copy of every tracked allocation the agent owns plus the module-scope
-//! variables loaded for it, discovered now (constant memory may be populated after load).
+//! `snap(agent)`: a copy of every tracked allocation the agent owns plus the module-scope
+//! variables loaded for it, discovered now (constant memory may be populated after load),
+//! with a 128-bit hash per chunk when restores will look for changed chunks.
+//!
+//! Admission: the footprint (tracked allocations + writable module variables) is summed
+//! before anything is allocated; over the policy's budget the snapshot is declined with the
+//! numbers. Placement and check are chosen as `engine::placement` describes. Host memory held:
+//! the footprint once (host placements) plus, on the host-hash path, one scratch buffer of
+//! min(largest region, max(chunk, 1 MiB)) bytes reused by every restore, plus 16 bytes of
+//! hash per chunk (0.02% of the footprint at 64 KiB chunks).
 //!
 //! Constant variables are skipped: kernels cannot write them, so a pass cannot change them
 //! and restoring them would only cost bandwidth. Variables with a zero address or size are
 //! skipped; anything over 1 GiB is skipped with a warning (a sanity cap). A snapshot that
-//! cannot be completed — host allocation failure, failed device-to-host copy, failed symbol
+//! cannot be completed — over budget, allocation failure, failed copy, failed symbol
 //! enumeration, metadata allocation failure — has `ok == false` and says which in `failure`.
 
-use super::backend::{Backend, BackendError, HostBuf};
+use super::backend::{Backend, BackendError};
+use super::chunks::{Hash128, chunk_count, hash_into};
+use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
+use super::placement::{Check, Placement, Store};
 
 /// Module variables larger than this are not captured.
 pub const MODULE_VAR_CAP: u64 = 1 << 30;
+/// Bytes read per device-to-host call on the host-hash path (at least one chunk): large
+/// enough that per-call cost is small, small enough to stay in cache while it is hashed.
+pub const HASH_BATCH: usize = 1 << 20;
 
 /// What a region is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +39,7 @@ pub enum RegionKind {
     ModuleVar,
 }
 
-/// One captured region and its host copy.
+/// One captured region and its copy.
 #[derive(Debug)]
 pub struct Region {
     /// Device address.
@@ -34,16 +48,36 @@ pub struct Region {
     pub size: u64,
     /// What it is.
     pub kind: RegionKind,
-    /// The host copy (`size` bytes).
-    pub host: HostBuf,
+    /// The copy (`size` bytes).
+    pub store: Store,
+    /// One hash per chunk (host or device hashes per the snapshot's check; empty otherwise).
+    pub hashes: Vec<Hash128>,
 }
 
 /// Why a snapshot is incomplete.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SnapFailure {
-    /// Host memory for a region's copy could not be allocated.
+    /// The footprint exceeds the configured budget.
+    #[error(
+        "snapshot over budget: footprint {footprint} bytes exceeds KREPLAY_SNAPSHOT_BUDGET {budget} bytes"
+    )]
+    OverBudget {
+        /// Bytes the snapshot would hold.
+        footprint: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// Memory for a region's copy could not be allocated in any allowed placement.
     #[error("host allocation of {size} bytes for region {addr:#x} failed")]
     HostAlloc {
+        /// Region address.
+        addr: u64,
+        /// Region size.
+        size: u64,
+    },
+    /// Device memory for a region's copy could not be allocated (placement `device` only).
+    #[error("device allocation of {size} bytes for region {addr:#x} failed")]
+    DeviceAlloc {
         /// Region address.
         addr: u64,
         /// Region size.
@@ -57,6 +91,14 @@ pub enum SnapFailure {
         /// The failing call.
         source: BackendError,
     },
+    /// A device-to-device copy failed.
+    #[error("device-to-device copy of region {addr:#x} failed: {source}")]
+    CopyD2D {
+        /// Region address.
+        addr: u64,
+        /// The failing call.
+        source: BackendError,
+    },
     /// The module-scope variables could not be enumerated.
     #[error("module variable enumeration failed: {0}")]
     SymbolIteration(BackendError),
@@ -65,7 +107,7 @@ pub enum SnapFailure {
     Metadata,
 }
 
-/// An agent's snapshot; frees its host copies when dropped.
+/// An agent's snapshot; frees its copies and scratch when dropped.
 pub struct Snapshot<'b, B: Backend> {
     backend: &'b B,
     /// Captured regions, tracked allocations first.
@@ -74,6 +116,16 @@ pub struct Snapshot<'b, B: Backend> {
     pub failure: Option<SnapFailure>,
     /// Variables skipped because they exceed [`MODULE_VAR_CAP`].
     pub oversized_vars: u64,
+    /// Where the copies live.
+    pub placement: Placement,
+    /// How restores find changed chunks.
+    pub check: Check,
+    /// Chunk size of the check.
+    pub chunk: usize,
+    /// Bytes hashed while taking the snapshot.
+    pub bytes_hashed: u64,
+    /// The host-hash path's read buffer (reused by every restore) and its length.
+    pub(crate) scratch: Option<(Store, usize)>,
 }
 
 impl<B: Backend> Snapshot<'_, B> {
@@ -86,49 +138,53 @@ impl<B: Backend> Snapshot<'_, B> {
     pub fn bytes(&self) -> u64 {
         self.regions.iter().map(|r| r.size).sum()
     }
+
+    /// The backend the snapshot belongs to.
+    pub fn backend(&self) -> &B {
+        self.backend
+    }
+
+    /// Scratch bytes held (0 unless the check is host hashing).
+    pub fn scratch_len(&self) -> usize {
+        self.scratch.as_ref().map_or(0, |(_, n)| *n)
+    }
 }
 
 impl<B: Backend> Drop for Snapshot<'_, B> {
     fn drop(&mut self) {
         for r in self.regions.drain(..) {
-            self.backend.host_free(r.host);
+            r.store.free(self.backend);
+        }
+        if let Some((s, _)) = self.scratch.take() {
+            s.free(self.backend);
         }
     }
 }
 
-/// Captures `agent`'s tracked allocations and module variables.
-pub fn snap<'b, B: Backend>(backend: &'b B, inv: &Inventory, agent: u64) -> Snapshot<'b, B> {
-    let mut s = Snapshot {
-        backend,
-        regions: Vec::new(),
-        failure: None,
-        oversized_vars: 0,
-    };
+/// What to capture: (address, size, kind) of every region, tracked allocations first.
+type Wanted = Vec<(u64, u64, RegionKind)>;
+
+/// Tracked allocations and writable module variables of `agent`, or why not.
+fn wanted<B: Backend>(
+    backend: &B,
+    inv: &Inventory,
+    agent: u64,
+    oversized: &mut u64,
+) -> Result<Wanted, SnapFailure> {
     let tracked = inv.of_agent(agent);
-    let vars = match backend.module_variables(agent) {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!("kreplay: snapshot declined: module variable enumeration failed: {e}");
-            s.failure = Some(SnapFailure::SymbolIteration(e));
-            return s;
-        }
-    };
-    let mut wanted: Vec<(u64, u64, RegionKind)> = Vec::new();
-    if wanted.try_reserve(tracked.len() + vars.len()).is_err()
-        || s.regions.try_reserve(tracked.len() + vars.len()).is_err()
-    {
-        tracing::warn!("kreplay: snapshot declined: metadata allocation failed");
-        s.failure = Some(SnapFailure::Metadata);
-        return s;
+    let vars = backend.module_variables(agent).map_err(|e| {
+        tracing::warn!("kreplay: snapshot declined: module variable enumeration failed: {e}");
+        SnapFailure::SymbolIteration(e)
+    })?;
+    let mut wanted = Vec::new();
+    if wanted.try_reserve(tracked.len() + vars.len()).is_err() {
+        return Err(SnapFailure::Metadata);
     }
     for (base, e) in tracked {
-        wanted.push((
-            base,
-            e.size,
-            RegionKind::Tracked {
-                generation: e.generation,
-            },
-        ));
+        let kind = RegionKind::Tracked {
+            generation: e.generation,
+        };
+        wanted.push((base, e.size, kind));
     }
     for v in vars {
         if v.addr == 0 || v.size == 0 || v.constant {
@@ -140,33 +196,235 @@ pub fn snap<'b, B: Backend>(backend: &'b B, inv: &Inventory, agent: u64) -> Snap
                 v.name,
                 v.size
             );
-            s.oversized_vars += 1;
+            *oversized += 1;
             continue;
         }
         wanted.push((v.addr, v.size, RegionKind::ModuleVar));
     }
-    for (addr, size, kind) in wanted {
-        let Some(host) = backend.host_alloc(size as usize) else {
-            tracing::warn!(
-                "kreplay: snapshot declined: host allocation of {size} bytes for {addr:#x} failed"
-            );
-            s.failure = Some(SnapFailure::HostAlloc { addr, size });
-            return s;
-        };
-        if let Err(source) = backend.copy_d2h(host.ptr, addr, size as usize) {
-            tracing::warn!(
-                "kreplay: snapshot declined: device-to-host copy of {addr:#x} failed: {source}"
-            );
-            backend.host_free(host);
-            s.failure = Some(SnapFailure::CopyD2H { addr, source });
+    Ok(wanted)
+}
+
+/// Allocates one copy per wanted region in the first placement of `policy` with room; a
+/// partial attempt is freed before the next placement is tried.
+fn allocate<B: Backend>(
+    backend: &B,
+    policy: &SnapshotPolicy,
+    wanted: &Wanted,
+) -> Result<(Placement, Vec<Store>), SnapFailure> {
+    let mut failure = SnapFailure::Metadata;
+    for &p in Placement::order(policy.placement) {
+        let mut stores = Vec::new();
+        if stores.try_reserve(wanted.len()).is_err() {
+            return Err(SnapFailure::Metadata);
+        }
+        for &(addr, size, _) in wanted {
+            match Store::alloc(backend, p, size as usize) {
+                Some(s) => stores.push(s),
+                None => {
+                    failure = if p == Placement::Device {
+                        SnapFailure::DeviceAlloc { addr, size }
+                    } else {
+                        SnapFailure::HostAlloc { addr, size }
+                    };
+                    tracing::debug!("kreplay: {p:?} placement has no room: {failure}");
+                    break;
+                }
+            }
+        }
+        if stores.len() == wanted.len() {
+            return Ok((p, stores));
+        }
+        stores.into_iter().for_each(|s| s.free(backend));
+    }
+    tracing::warn!("kreplay: snapshot declined: {failure}");
+    Err(failure)
+}
+
+/// The best check this backend offers for `placement` (probed with zero-length calls).
+fn choose_check<B: Backend>(backend: &B, policy: &SnapshotPolicy, p: Placement) -> Check {
+    if !policy.dirty_only {
+        return Check::Full;
+    }
+    if p == Placement::Device
+        && backend.compare_chunks_on_device(0, 0, 0, policy.chunk, &mut []) == Ok(true)
+    {
+        return Check::DeviceCompare;
+    }
+    if backend.hash_chunks_on_device(0, 0, policy.chunk, &mut []) == Ok(true) {
+        return Check::DeviceHash;
+    }
+    Check::HostHash
+}
+
+/// Captures `agent`'s tracked allocations and module variables under `policy`.
+pub fn snap<'b, B: Backend>(
+    backend: &'b B,
+    inv: &Inventory,
+    agent: u64,
+    policy: &SnapshotPolicy,
+) -> Snapshot<'b, B> {
+    let mut s = Snapshot {
+        backend,
+        regions: Vec::new(),
+        failure: None,
+        oversized_vars: 0,
+        placement: Placement::Pageable,
+        check: Check::Full,
+        chunk: policy.chunk,
+        bytes_hashed: 0,
+        scratch: None,
+    };
+    let wanted = match wanted(backend, inv, agent, &mut s.oversized_vars) {
+        Ok(w) => w,
+        Err(f) => {
+            s.failure = Some(f);
             return s;
         }
+    };
+    let footprint: u64 = wanted.iter().map(|w| w.1).sum();
+    if footprint > policy.budget {
+        let f = SnapFailure::OverBudget {
+            footprint,
+            budget: policy.budget,
+        };
+        tracing::warn!("kreplay: replay declined: {f}");
+        s.failure = Some(f);
+        return s;
+    }
+    if s.regions.try_reserve(wanted.len()).is_err() {
+        s.failure = Some(SnapFailure::Metadata);
+        return s;
+    }
+    let (placement, stores) = match allocate(backend, policy, &wanted) {
+        Ok(v) => v,
+        Err(f) => {
+            s.failure = Some(f);
+            return s;
+        }
+    };
+    s.placement = placement;
+    s.check = choose_check(backend, policy, placement);
+    let biggest = wanted.iter().map(|w| w.1 as usize).max().unwrap_or(0);
+    if s.check == Check::HostHash {
+        let len = biggest.min(HASH_BATCH.max(policy.chunk));
+        let scratch = Store::alloc(backend, Placement::Pinned, len)
+            .or_else(|| Store::alloc(backend, Placement::Pageable, len));
+        match scratch {
+            Some(st) => s.scratch = Some((st, len)),
+            None => {
+                tracing::warn!("kreplay: no {len}-byte hash scratch; restores write every byte");
+                s.check = Check::Full;
+            }
+        }
+    }
+    let mut stores = stores.into_iter();
+    for (addr, size, kind) in wanted {
+        let Some(store) = stores.next() else { break };
+        // Pushed first so a failure below still frees it with the snapshot.
         s.regions.push(Region {
             addr,
             size,
             kind,
-            host,
+            store,
+            hashes: Vec::new(),
         });
+        if let Err(f) = capture(&mut s) {
+            tracing::warn!("kreplay: snapshot declined: {f}");
+            s.failure = Some(f);
+            stores.for_each(|st| st.free(backend));
+            return s;
+        }
     }
     s
+}
+
+/// Copies (and hashes, per the check) the last region pushed onto `s`.
+fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
+    let backend = s.backend;
+    let (chunk, check) = (s.chunk, s.check);
+    let scratch = s
+        .scratch
+        .as_ref()
+        .and_then(|(st, n)| Some((st.host_ptr()?, *n)));
+    let Some(r) = s.regions.last_mut() else {
+        return Ok(());
+    };
+    let (addr, size) = (r.addr, r.size as usize);
+    let want_hashes = matches!(check, Check::HostHash | Check::DeviceHash);
+    if want_hashes
+        && r.hashes
+            .try_reserve_exact(chunk_count(r.size, chunk))
+            .is_err()
+    {
+        return Err(SnapFailure::Metadata);
+    }
+    match (&r.store, r.store.host_ptr()) {
+        (Store::Device(dev), _) => backend
+            .copy_d2d(*dev, addr, size)
+            .map_err(|source| SnapFailure::CopyD2D { addr, source })?,
+        (_, None) => return Err(SnapFailure::Metadata),
+        (_, Some(ptr)) if check == Check::HostHash => {
+            // Copy in batches and hash each while it is still in cache.
+            let batch = HASH_BATCH.max(chunk);
+            let mut off = 0;
+            while off < size {
+                let n = (size - off).min(batch);
+                // SAFETY: the store holds `size` bytes; [off, off + n) lies inside it.
+                let dst = unsafe { ptr.add(off) };
+                backend
+                    .copy_d2h(dst, addr + off as u64, n)
+                    .map_err(|source| SnapFailure::CopyD2H { addr, source })?;
+                // SAFETY: those n bytes were just written by the copy and stay owned by the store.
+                hash_into(
+                    unsafe { std::slice::from_raw_parts(dst, n) },
+                    chunk,
+                    &mut r.hashes,
+                );
+                off += n;
+            }
+            s.bytes_hashed += size as u64;
+            return Ok(());
+        }
+        (_, Some(ptr)) => backend
+            .copy_d2h(ptr, addr, size)
+            .map_err(|source| SnapFailure::CopyD2H { addr, source })?,
+    }
+    match check {
+        Check::DeviceHash => {
+            r.hashes.resize(chunk_count(r.size, chunk), [0; 2]);
+            match backend.hash_chunks_on_device(addr, size, chunk, &mut r.hashes) {
+                Ok(true) => s.bytes_hashed += size as u64,
+                other => {
+                    tracing::warn!(
+                        "kreplay: device hashing of {addr:#x} failed ({other:?}); restores write every byte"
+                    );
+                    s.check = Check::Full;
+                    s.regions.iter_mut().for_each(|r| r.hashes = Vec::new());
+                }
+            }
+        }
+        Check::HostHash => {
+            // A device-resident copy: read the original through the scratch to hash it.
+            let Some((buf, len)) = scratch else {
+                return Ok(());
+            };
+            let mut off = 0;
+            while off < size {
+                let n = (size - off).min(len);
+                backend
+                    .copy_d2h(buf, addr + off as u64, n)
+                    .map_err(|source| SnapFailure::CopyD2H { addr, source })?;
+                // SAFETY: the scratch holds len >= n bytes, just written by the copy.
+                hash_into(
+                    unsafe { std::slice::from_raw_parts(buf, n) },
+                    chunk,
+                    &mut r.hashes,
+                );
+                off += n;
+            }
+            s.bytes_hashed += size as u64;
+        }
+        Check::Full | Check::DeviceCompare => {}
+    }
+    Ok(())
 }

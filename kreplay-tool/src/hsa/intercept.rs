@@ -372,6 +372,7 @@ fn replay_one(
         passes: t.config.passes,
         check_determinism: t.config.check_determinism,
         correlation: corr,
+        policy: t.config.snapshot,
     };
     let outcome = replay(&t.backend, &t.inventory, &req, &mut emit);
     match outcome {

@@ -1,0 +1,371 @@
+//! Restore-only-what-changed tests on the fake backend: every placement and check, exact
+//! dirty bytes, unchanged writes, a one-byte change in a short last chunk, the forced-collision
+//! hook, admission control and the host memory a snapshot holds.
+
+use std::sync::atomic::Ordering;
+
+use kreplay_common::stream::{Record, Restore, Snapshot as SnapRec, snapshot_mode as m};
+
+use super::config::{PlacementPref, SnapshotPolicy};
+use super::fake::{FakeBackend, FakeDispatch};
+use super::inventory::Inventory;
+use super::replay::Outcome;
+use super::snapshot::snap;
+use super::tests::{COUNTER, GPU, N, X, Y, run_with, saxpy, setup};
+
+/// A 1 MiB buffer (16 chunks of 64 KiB) next to setup()'s x, y and counter.
+const B: u64 = 0x50_0000;
+const B_LEN: usize = 1 << 20;
+const CHUNK: usize = 64 << 10;
+/// Bytes of setup()'s footprint plus B.
+const FOOTPRINT: u64 = (2 * N * 4 + 4 + B_LEN) as u64;
+
+fn with_b() -> (FakeBackend, std::sync::Arc<Inventory>) {
+    let (fake, inv) = setup();
+    fake.add_alloc(B, B_LEN, GPU, Some(4));
+    let pattern: Vec<u8> = (0..B_LEN).map(|i| (i * 7 % 251) as u8).collect();
+    fake.write(B, &pattern);
+    inv.record_alloc(B, B_LEN as u64, GPU);
+    (fake, inv)
+}
+
+fn policy(placement: PlacementPref) -> SnapshotPolicy {
+    SnapshotPolicy {
+        placement,
+        ..SnapshotPolicy::default()
+    }
+}
+
+/// Flips one byte in chunk 3 and writes 8 bytes across the chunk 9/10 boundary of B.
+fn scattered() -> FakeDispatch {
+    Box::new(|f: &FakeBackend| {
+        let at = B + 3 * CHUNK as u64 + 17;
+        let v = f.read(at, 1)[0];
+        f.write(at, &[v ^ 1]);
+        f.write(B + 10 * CHUNK as u64 - 4, &[0xEE; 8]);
+    })
+}
+
+fn restores(recs: &[Record]) -> Vec<Restore> {
+    recs.iter()
+        .filter_map(|r| match r {
+            Record::Restore(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn snapshot_rec(recs: &[Record]) -> SnapRec {
+    recs.iter()
+        .find_map(|r| match r {
+            Record::Snapshot(s) => Some(s.clone()),
+            _ => None,
+        })
+        .expect("a snapshot record")
+}
+
+/// The one-pass result of `scattered` on B.
+fn scattered_once(before: &[u8]) -> Vec<u8> {
+    let mut want = before.to_vec();
+    want[3 * CHUNK + 17] ^= 1;
+    want[10 * CHUNK - 4..10 * CHUNK + 4].fill(0xEE);
+    want
+}
+
+#[test]
+fn every_placement_restores_exactly_the_dirty_chunks() {
+    // (device room, device hash, device compare, preference, placement, check, bytes checked)
+    let cases = [
+        (
+            0,
+            false,
+            false,
+            PlacementPref::Pinned,
+            m::PINNED,
+            m::HOST_HASH,
+            FOOTPRINT,
+        ),
+        (
+            0,
+            false,
+            false,
+            PlacementPref::Pageable,
+            m::PAGEABLE,
+            m::HOST_HASH,
+            FOOTPRINT,
+        ),
+        (
+            0,
+            false,
+            false,
+            PlacementPref::Auto,
+            m::PINNED,
+            m::HOST_HASH,
+            FOOTPRINT,
+        ),
+        (
+            0,
+            true,
+            true,
+            PlacementPref::Auto,
+            m::PINNED,
+            m::DEVICE_HASH,
+            FOOTPRINT,
+        ),
+        (
+            1 << 30,
+            false,
+            false,
+            PlacementPref::Auto,
+            m::DEVICE,
+            m::HOST_HASH,
+            FOOTPRINT,
+        ),
+        (
+            1 << 30,
+            true,
+            false,
+            PlacementPref::Auto,
+            m::DEVICE,
+            m::DEVICE_HASH,
+            FOOTPRINT,
+        ),
+        (
+            1 << 30,
+            true,
+            true,
+            PlacementPref::Device,
+            m::DEVICE,
+            m::DEVICE_COMPARE,
+            2 * FOOTPRINT,
+        ),
+    ];
+    for (room, hash, compare, pref, placement, check, checked) in cases {
+        let label = m::label(placement, check);
+        let (fake, inv) = with_b();
+        fake.enable_device(room, hash, compare);
+        let before = fake.read(B, B_LEN);
+        let (out, recs) = run_with(&fake, &inv, &scattered(), 3, policy(pref));
+        assert_eq!(
+            out,
+            Outcome::Replayed {
+                passes: 3,
+                nondeterministic: false
+            },
+            "{label}"
+        );
+        assert_eq!(fake.read(B, B_LEN), scattered_once(&before), "{label}");
+        let s = snapshot_rec(&recs);
+        assert_eq!(
+            (s.placement, s.check, s.chunk_size, s.bytes),
+            (placement, check, CHUNK as u64, FOOTPRINT),
+            "{label}"
+        );
+        let hashed = if check == m::DEVICE_COMPARE {
+            0
+        } else {
+            FOOTPRINT
+        };
+        assert_eq!(s.bytes_hashed, hashed, "{label}");
+        let rs = restores(&recs);
+        assert_eq!(rs.len(), 2, "{label}");
+        for r in rs {
+            // Chunks 3, 9 and 10 of B; nothing else was written.
+            assert_eq!(
+                (r.bytes, r.dirty_chunks, r.regions, r.skipped),
+                (3 * CHUNK as u64, 3, 1, 0),
+                "{label}"
+            );
+            assert_eq!(
+                (r.placement, r.check, r.bytes_checked),
+                (placement, check, checked)
+            );
+        }
+        // Device copies are taken and written back device-to-device.
+        let d2d = if placement == m::DEVICE {
+            FOOTPRINT + 2 * 3 * CHUNK as u64
+        } else {
+            0
+        };
+        assert_eq!(fake.d2d_bytes.load(Ordering::SeqCst), d2d, "{label}");
+        assert_eq!(fake.host_bytes_live(), 0, "{label}: host copies freed");
+        assert_eq!(fake.device_bytes_live(), 0, "{label}: device copies freed");
+    }
+}
+
+#[test]
+fn a_kernel_that_writes_what_the_buffer_held_restores_nothing() {
+    for (room, compare) in [(0, false), (1 << 30, true)] {
+        let (fake, inv) = with_b();
+        fake.enable_device(room, compare, compare);
+        let same: FakeDispatch = Box::new(|f: &FakeBackend| {
+            let all = f.read(B, B_LEN);
+            f.write(B, &all);
+            let y = f.read(Y, N * 4);
+            f.write(Y, &y);
+        });
+        let (_, recs) = run_with(&fake, &inv, &same, 4, policy(PlacementPref::Auto));
+        let rs = restores(&recs);
+        assert_eq!(rs.len(), 3);
+        assert!(
+            rs.iter()
+                .all(|r| (r.bytes, r.regions, r.dirty_chunks, r.skipped) == (0, 0, 0, 0)),
+            "{rs:?}"
+        );
+    }
+}
+
+#[test]
+fn one_changed_byte_in_a_short_last_chunk_restores_that_chunk_only() {
+    let (fake, inv) = setup();
+    const C: u64 = 0x60_0000;
+    let len = 2 * CHUNK + 100;
+    fake.add_alloc(C, len, GPU, Some(4));
+    inv.record_alloc(C, len as u64, GPU);
+    let d: FakeDispatch = Box::new(move |f: &FakeBackend| f.write(C + len as u64 - 1, &[9]));
+    let (_, recs) = run_with(&fake, &inv, &d, 2, policy(PlacementPref::Auto));
+    let r = &restores(&recs)[0];
+    assert_eq!((r.bytes, r.dirty_chunks, r.regions), (100, 1, 1));
+    assert_eq!(
+        fake.read(C + len as u64 - 1, 1),
+        [9],
+        "the last pass's write stays"
+    );
+}
+
+#[test]
+fn a_forced_hash_collision_is_still_restored_on_the_byte_compare_path() {
+    let (fake, inv) = with_b();
+    fake.enable_device(1 << 30, true, true);
+    fake.force_collision_at
+        .store(B + 3 * CHUNK as u64 + 17, Ordering::SeqCst);
+    let before = fake.read(B, B_LEN);
+    let (_, recs) = run_with(&fake, &inv, &scattered(), 3, policy(PlacementPref::Auto));
+    let r = &restores(&recs)[0];
+    assert_eq!(
+        r.check,
+        m::DEVICE_COMPARE,
+        "device-resident: bytes compared"
+    );
+    assert_eq!((r.bytes, r.dirty_chunks), (3 * CHUNK as u64, 3));
+    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+
+    // The hook is real: where only hashes are compared, the forced chunk looks clean. That
+    // path relies on the 128-bit hash's collision bound (engine::chunks), not on the hook.
+    let (fake, inv) = with_b();
+    fake.enable_device(0, true, false);
+    fake.force_collision_at
+        .store(B + 3 * CHUNK as u64 + 17, Ordering::SeqCst);
+    let (_, recs) = run_with(&fake, &inv, &scattered(), 2, policy(PlacementPref::Auto));
+    let r = &restores(&recs)[0];
+    assert_eq!((r.check, r.dirty_chunks), (m::DEVICE_HASH, 2));
+}
+
+#[test]
+fn over_the_budget_the_replay_is_declined_before_anything_is_allocated() {
+    let (fake, inv) = with_b();
+    fake.enable_device(1 << 30, true, true);
+    let before = fake.read(B, B_LEN);
+    let tight = SnapshotPolicy {
+        budget: FOOTPRINT - 1,
+        ..SnapshotPolicy::default()
+    };
+    let (out, recs) = run_with(&fake, &inv, &scattered(), 3, tight);
+    assert_eq!(
+        out,
+        Outcome::Declined(format!(
+            "snapshot over budget: footprint {FOOTPRINT} bytes exceeds KREPLAY_SNAPSHOT_BUDGET {} bytes",
+            FOOTPRINT - 1
+        ))
+    );
+    assert!(recs.is_empty());
+    assert_eq!(fake.read(B, B_LEN), before, "the dispatch did not run");
+    assert_eq!((fake.host_bytes_peak(), fake.device_bytes_live()), (0, 0));
+    let exact = SnapshotPolicy {
+        budget: FOOTPRINT,
+        ..SnapshotPolicy::default()
+    };
+    let (out, _) = run_with(&fake, &inv, &scattered(), 2, exact);
+    assert!(matches!(out, Outcome::Replayed { passes: 2, .. }));
+}
+
+#[test]
+fn a_snapshot_holds_the_footprint_once_plus_one_bounded_scratch() {
+    let (fake, inv) = with_b();
+    let s = snap(&fake, &inv, GPU, &policy(PlacementPref::Pinned));
+    assert!(s.ok());
+    // The scratch is min(largest region, max(chunk, 1 MiB)) = B's 1 MiB.
+    assert_eq!(s.scratch_len(), B_LEN);
+    assert_eq!(fake.host_bytes_live(), FOOTPRINT + B_LEN as u64);
+    drop(s);
+    let s = snap(&fake, &inv, GPU, &policy(PlacementPref::Pageable));
+    assert_eq!(
+        fake.host_bytes_live(),
+        B_LEN as u64,
+        "only the scratch is pinned"
+    );
+    drop(s);
+    fake.enable_device(1 << 30, true, true);
+    let s = snap(&fake, &inv, GPU, &policy(PlacementPref::Auto));
+    assert_eq!(
+        (
+            fake.host_bytes_live(),
+            fake.device_bytes_live(),
+            s.scratch_len()
+        ),
+        (0, FOOTPRINT, 0),
+        "device-resident, compared on the device: no host memory"
+    );
+    drop(s);
+    // Not enough device room: the partial device attempt is freed, the copies go to pinned.
+    fake.enable_device(FOOTPRINT - 1, true, true);
+    let s = snap(&fake, &inv, GPU, &policy(PlacementPref::Auto));
+    assert_eq!(
+        (fake.device_bytes_live(), fake.host_bytes_live()),
+        (0, FOOTPRINT)
+    );
+    assert_eq!(s.check.code(), m::DEVICE_HASH);
+}
+
+#[test]
+fn a_refused_pinned_allocation_falls_back_to_pageable_and_replays_correctly() {
+    let (fake, inv) = with_b();
+    fake.fail_host_alloc_above.store(1024, Ordering::SeqCst);
+    let before = fake.read(B, B_LEN);
+    let (out, recs) = run_with(&fake, &inv, &scattered(), 3, policy(PlacementPref::Auto));
+    assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
+    assert_eq!(snapshot_rec(&recs).placement, m::PAGEABLE);
+    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+}
+
+#[test]
+fn dirty_and_full_restores_leave_identical_memory() {
+    let regions = [(X, N * 4), (Y, N * 4), (COUNTER, 4), (B, B_LEN)];
+    let mut results = Vec::new();
+    for dirty_only in [true, false] {
+        let (fake, inv) = with_b();
+        let both: FakeDispatch = Box::new(|f: &FakeBackend| {
+            saxpy()(f);
+            scattered()(f);
+        });
+        let p = SnapshotPolicy {
+            dirty_only,
+            ..SnapshotPolicy::default()
+        };
+        let (_, recs) = run_with(&fake, &inv, &both, 4, p);
+        let r = &restores(&recs)[0];
+        let want = if dirty_only {
+            (N * 4 + 4 + 3 * CHUNK) as u64
+        } else {
+            FOOTPRINT
+        };
+        assert_eq!(r.bytes, want, "dirty_only {dirty_only}");
+        results.push(
+            regions
+                .iter()
+                .map(|&(a, n)| fake.read(a, n))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(results[0], results[1]);
+}
