@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::process::{Command, Output};
 
-use kreplay_tests::{kreplay_bin, scratch, workload};
+use kreplay_tests::{kreplay_bin, make_sim, scratch, workload};
 
 /// One row of the per-kernel table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,41 @@ fn table(stdout: &str) -> HashMap<String, Row> {
                 snapshot_bytes: f[6].parse().unwrap(),
                 nondet: f[8].parse().unwrap(),
                 declines,
+            },
+        );
+    }
+    rows
+}
+
+/// One row of the restore table (kernels whose dispatches were restored).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RestoreRow {
+    mode: String,
+    restores: u64,
+    bytes_hashed: u64,
+    bytes_checked: u64,
+    bytes_restored: u64,
+    dirty_chunks: u64,
+}
+
+fn restore_table(stdout: &str) -> HashMap<String, RestoreRow> {
+    let mut rows = HashMap::new();
+    let mut lines = stdout.lines().skip_while(|l| !l.starts_with("restore "));
+    lines.next();
+    for l in lines {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() != 9 {
+            continue;
+        }
+        rows.insert(
+            f[0].to_owned(),
+            RestoreRow {
+                mode: f[1].to_owned(),
+                restores: f[2].parse().unwrap(),
+                bytes_hashed: f[3].parse().unwrap(),
+                bytes_checked: f[4].parse().unwrap(),
+                bytes_restored: f[5].parse().unwrap(),
+                dirty_chunks: f[6].parse().unwrap(),
             },
         );
     }
@@ -140,7 +175,14 @@ fn each_fault_knob_declines_replay_and_the_output_equals_an_unreplayed_run() {
         ),
         ("KRSIM_FAIL_HOST_ALLOC_ABOVE", "4096", "host allocation"),
     ] {
-        let (_, out) = replayed("saxpy", &args, &["--passes", "4"], &[(knob, value)]);
+        // Pinned only: in the default placement a refused pinned allocation falls back to
+        // pageable memory (tested below), so the knob declines only when pinned is required.
+        let (_, out) = replayed(
+            "saxpy",
+            &args,
+            &["--passes", "4", "--snapshot-placement", "pinned"],
+            &[(knob, value)],
+        );
         assert_eq!(app_lines(&out), expected, "{knob}");
         let rows = table(&out);
         assert_eq!(rows.len(), 1, "{knob}: {out}");
@@ -155,6 +197,22 @@ fn each_fault_knob_declines_replay_and_the_output_equals_an_unreplayed_run() {
             "{knob}: {r:?}"
         );
     }
+}
+
+#[test]
+fn a_refused_pinned_allocation_falls_back_to_pageable_memory() {
+    let args = ["1", "50000", "1"];
+    let (_, out) = replayed(
+        "saxpy",
+        &args,
+        &["--passes", "4"],
+        &[("KRSIM_FAIL_HOST_ALLOC_ABOVE", "4096")],
+    );
+    assert_eq!(app_lines(&out), plain_lines("saxpy", &args));
+    assert_eq!(table(&out)["saxpy"].passes, 4, "{out}");
+    let r = &restore_table(&out)["saxpy"];
+    // The hash scratch (min(largest region, 1 MiB) = 200000 bytes) is pageable too.
+    assert_eq!((r.mode.as_str(), r.restores), ("pageable/host-hash/64K", 3));
 }
 
 #[test]
@@ -226,6 +284,130 @@ fn the_kernel_filter_and_the_dispatch_limit_select_what_is_replayed() {
     assert_eq!(table(&out)["saxpy"].passes, 2);
 }
 
+/// `bytepatch` over 4 MiB: one byte at offset 196625 (in 64 KiB chunk 3, 4 KiB chunk 48).
+const PATCH: [&str; 2] = ["4194304", "196625"];
+
+#[test]
+fn a_single_changed_byte_restores_exactly_its_chunk() {
+    make_sim(&["hsa", "hip"]);
+    for (chunk, opts) in [
+        (65536u64, &["--passes", "3"][..]),
+        (4096, &["--passes", "3", "--chunk-size", "4K"][..]),
+    ] {
+        let args = [PATCH[0], PATCH[1], "0xff", "1"];
+        let (_, out) = replayed("bytepatch", &args, opts, &[]);
+        assert_eq!(app_lines(&out), plain_lines("bytepatch", &args));
+        assert!(
+            out.contains(
+                "old: 51
+new: 255
+"
+            ),
+            "{out}"
+        );
+        let t = &table(&out)["patch"];
+        assert_eq!((t.passes, t.snapshot_bytes), (3, 4 << 20));
+        let label = if chunk == 4096 { "4K" } else { "64K" };
+        assert_eq!(
+            restore_table(&out)["patch"],
+            RestoreRow {
+                mode: format!("pinned/host-hash/{label}"),
+                restores: 2,
+                bytes_hashed: 4 << 20,
+                bytes_checked: 2 * (4 << 20),
+                bytes_restored: 2 * chunk,
+                dirty_chunks: 2,
+            },
+            "chunk {chunk}"
+        );
+    }
+}
+
+#[test]
+fn a_kernel_that_writes_the_value_already_there_restores_nothing() {
+    make_sim(&["hsa", "hip"]);
+    let args = [PATCH[0], PATCH[1], "256", "1"];
+    let (_, out) = replayed("bytepatch", &args, &["--passes", "4"], &[]);
+    assert_eq!(app_lines(&out), plain_lines("bytepatch", &args));
+    assert!(
+        out.contains(
+            "old: 51
+new: 51
+"
+        ),
+        "{out}"
+    );
+    let r = &restore_table(&out)["patch"];
+    assert_eq!(
+        (
+            r.restores,
+            r.bytes_checked,
+            r.bytes_restored,
+            r.dirty_chunks
+        ),
+        (3, 3 * (4 << 20), 0, 0)
+    );
+}
+
+#[test]
+fn over_the_snapshot_budget_replay_is_declined_with_the_reason() {
+    make_sim(&["hsa", "hip"]);
+    let args = [PATCH[0], PATCH[1], "0xff", "1"];
+    let (_, out) = replayed(
+        "bytepatch",
+        &args,
+        &["--passes", "3", "--snapshot-budget", "1M"],
+        &[],
+    );
+    assert_eq!(app_lines(&out), plain_lines("bytepatch", &args));
+    assert_eq!(
+        table(&out)["patch"],
+        Row {
+            dispatches: 1,
+            passes: 0,
+            snapshot_bytes: 0,
+            nondet: 0,
+            declines: "1x snapshot over budget: footprint 4194304 bytes exceeds \
+                       KREPLAY_SNAPSHOT_BUDGET 1048576 bytes"
+                .into()
+        }
+    );
+}
+
+#[test]
+fn footprint_restores_exactly_the_chunks_its_kernels_wrote() {
+    // 16 buffers of 4 MiB; each kernel writes one word in every 64th 4 KiB page of its buffer:
+    // 16 words, each in its own 64 KiB chunk, so every restore writes back 16 chunks (1 MiB of
+    // a 64 MiB footprint: 1.6%).
+    let args = ["67108864", "4194304", "64", "2"];
+    let (_, out) = replayed("footprint", &args, &["--passes", "3"], &[]);
+    assert_eq!(app_lines(&out), plain_lines("footprint", &args));
+    assert!(
+        out.contains(
+            "written_bytes: 2048
+"
+        ),
+        "{out}"
+    );
+    let t = &table(&out)["touch"];
+    assert_eq!(t.dispatches, 32);
+    let replayed_dispatches = t.passes / 3;
+    assert!(replayed_dispatches > 0, "{t:?}");
+    let r = &restore_table(&out)["touch"];
+    let restores = 2 * replayed_dispatches;
+    assert_eq!(
+        *r,
+        RestoreRow {
+            mode: "pinned/host-hash/64K".into(),
+            restores,
+            bytes_hashed: replayed_dispatches * (64 << 20),
+            bytes_checked: restores * (64 << 20),
+            bytes_restored: restores * 16 * 65536,
+            dirty_chunks: restores * 16,
+        }
+    );
+}
+
 #[test]
 fn every_workload_prints_the_same_with_and_without_replay() {
     for (name, args) in [
@@ -236,8 +418,17 @@ fn every_workload_prints_the_same_with_and_without_replay() {
         ("churn", &["200", "10"][..]),
         ("footprint", &["16777216", "4194304", "64", "2"][..]),
         ("racy", &["16", "16"][..]),
+        ("bytepatch", &["1048576", "70000", "7", "3"][..]),
     ] {
         let (_, out) = replayed(name, args, &["--passes", "3"], &[("KRSIM_WORKERS", "1")]);
+        // Restoring every byte gives the same results as restoring only changed chunks.
+        let (_, full) = replayed(
+            name,
+            args,
+            &["--passes", "3", "--restore", "full"],
+            &[("KRSIM_WORKERS", "1")],
+        );
+        assert_eq!(app_lines(&full), app_lines(&out), "{name}: full vs dirty");
         let expected: Vec<String> = String::from_utf8_lossy(
             &Command::new(workload(name))
                 .args(args)

@@ -25,6 +25,18 @@ pub struct ReplayArgs {
     /// Replay at most this many dispatches.
     #[arg(long, value_name = "M")]
     max_dispatches: Option<u64>,
+    /// Chunk size of the dirty check (`64K`, `1M`; a power of two from 4K to 1G).
+    #[arg(long, value_name = "SIZE", value_parser = chunk_size)]
+    chunk_size: Option<String>,
+    /// `dirty`: restore only changed chunks; `full`: restore every byte.
+    #[arg(long, value_name = "MODE", value_parser = ["dirty", "full"])]
+    restore: Option<String>,
+    /// Decline replay when the snapshot footprint exceeds this (`512M`, `8G`, bytes).
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    snapshot_budget: Option<String>,
+    /// Where snapshot copies live.
+    #[arg(long, value_name = "WHERE", value_parser = ["auto", "device", "pinned", "pageable"])]
+    snapshot_placement: Option<String>,
     /// Trace file to write.
     #[arg(
         short = 'o',
@@ -42,6 +54,31 @@ pub struct ReplayArgs {
     /// The command (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// Bytes of `123`, `64K`, `16M`, `2G` (binary units).
+fn size_bytes(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, shift) = match v.chars().last()?.to_ascii_uppercase() {
+        'K' => (&v[..v.len() - 1], 10),
+        'M' => (&v[..v.len() - 1], 20),
+        'G' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    num.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+fn size(v: &str) -> Result<String, String> {
+    size_bytes(v)
+        .map(|_| v.to_owned())
+        .ok_or_else(|| format!("{v:?} is not a size (bytes, or with K/M/G)"))
+}
+
+fn chunk_size(v: &str) -> Result<String, String> {
+    match size_bytes(v) {
+        Some(n) if n.is_power_of_two() && (4096..=1 << 30).contains(&n) => Ok(v.to_owned()),
+        _ => Err(format!("{v:?} is not a power of two from 4K to 1G")),
+    }
 }
 
 /// Where the tool library is: `KREPLAY_TOOL_LIB`, or next to the kreplay binary.
@@ -116,6 +153,16 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
     }
     if let Some(m) = args.max_dispatches {
         cmd.env("KREPLAY_MAX_DISPATCHES", m.to_string());
+    }
+    for (var, v) in [
+        ("KREPLAY_CHUNK_SIZE", &args.chunk_size),
+        ("KREPLAY_RESTORE", &args.restore),
+        ("KREPLAY_SNAPSHOT_BUDGET", &args.snapshot_budget),
+        ("KREPLAY_SNAPSHOT_PLACEMENT", &args.snapshot_placement),
+    ] {
+        if let Some(v) = v {
+            cmd.env(var, v);
+        }
     }
     let status = cmd
         .status()
