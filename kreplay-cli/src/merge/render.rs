@@ -231,7 +231,7 @@ impl<W: Write> Renderer<W> {
                     self.gpu
                         .names
                         .copy_args(r.bytes, r.regions, None, None, r.correlation);
-                self.gpu.names.chunk.snapshot(&r, &mut ann);
+                self.gpu.names.chunk.snapshot(r, &mut ann);
                 self.child(pid, r.correlation, "snapshot", r.start_ns, r.end_ns, &ann)?;
             }
             Record::Restore(r) => {
@@ -242,7 +242,7 @@ impl<W: Write> Renderer<W> {
                     Some(r.pass),
                     r.correlation,
                 );
-                self.gpu.names.chunk.restore(&r, &mut ann);
+                self.gpu.names.chunk.restore(r, &mut ann);
                 self.child(pid, r.correlation, "restore", r.start_ns, r.end_ns, &ann)?;
             }
             Record::Decline(r) => {
