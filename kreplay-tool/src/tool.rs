@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::engine::arena::SnapshotArena;
 use crate::engine::config::ReplayConfig;
 use crate::engine::gate::Gate;
 use crate::engine::inventory::Inventory;
@@ -25,6 +26,8 @@ pub struct Tool {
     pub config: ReplayConfig,
     /// Tracked allocations.
     pub inventory: Inventory,
+    /// Snapshot buffers kept between replays (the last footprint, reused when it fits).
+    pub arena: SnapshotArena,
     /// Per-agent replay windows.
     pub gates: Mutex<HashMap<u64, Arc<Gate>>>,
     /// Live vmem mappings that are not in the inventory (not coarse-grained GPU memory), address
@@ -95,6 +98,7 @@ pub extern "C" fn OnUnload() {
         // no longer work: the flushes from here on are quiet.
         crate::record::enter_teardown();
         t.inventory.shut_down();
+        t.arena.clear(&t.backend);
         if let Err(e) = crate::record::flush_global() {
             eprintln!("kreplay: flushing the tool stream at unload failed: {e}");
         }
@@ -173,6 +177,7 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
         backend: HsaBackend::new(next),
         config,
         inventory: Inventory::new(),
+        arena: SnapshotArena::new(),
         gates: Mutex::new(HashMap::new()),
         vmem: Mutex::new(HashMap::new()),
         names: Mutex::new(HashMap::new()),

@@ -32,6 +32,8 @@ pub struct FakeBackend {
     /// Fail module variable enumeration.
     pub fail_symbols: AtomicBool,
     host_peak: AtomicU64,
+    /// Calls of `host_alloc` that returned a buffer.
+    pub host_allocs: AtomicU64,
     next_device: AtomicU64,
     device_used: AtomicU64,
     /// Device bytes `device_alloc` may hand out (0: device allocation unsupported).
@@ -168,6 +170,7 @@ impl Backend for FakeBackend {
             return None;
         }
         let b = vec![0u8; len].into_boxed_slice();
+        self.host_allocs.fetch_add(1, Ordering::SeqCst);
         let live = self.host_live.fetch_add(len as u64, Ordering::SeqCst) + len as u64;
         self.host_peak.fetch_max(live, Ordering::SeqCst);
         Some(HostBuf {

@@ -2,6 +2,7 @@
 //! classification, snapshot, restore, the per-agent replay gate and the replay loop, all
 //! restoring only the chunks a pass changed, all driven through the narrow [`backend::Backend`] trait (HSA today, CUDA later).
 
+pub mod arena;
 pub mod backend;
 pub mod chunks;
 pub mod classify;

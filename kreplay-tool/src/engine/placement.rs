@@ -126,6 +126,15 @@ impl Store {
         }
     }
 
+    /// Where it lives.
+    pub fn placement(&self) -> Placement {
+        match self {
+            Self::Device(_) => Placement::Device,
+            Self::Pinned(_) => Placement::Pinned,
+            Self::Pageable(_) => Placement::Pageable,
+        }
+    }
+
     /// The host address of a host copy (`None` for a device copy).
     pub fn host_ptr(&self) -> Option<*mut u8> {
         match self {

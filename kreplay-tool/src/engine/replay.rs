@@ -4,11 +4,12 @@
 
 use kreplay_common::stream::{Nondeterministic, Record, ReplayPass, Restore, Snapshot as SnapRec};
 
+use super::arena::SnapshotArena;
 use super::backend::Backend;
 use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
 use super::restore::restore;
-use super::snapshot::{SnapFailure, Snapshot, snap};
+use super::snapshot::{SnapFailure, Snapshot, snap_in};
 
 /// Hash granularity of the determinism check: one hash per 4 KiB of each region.
 pub const HASH_CHUNK: usize = 4096;
@@ -54,6 +55,8 @@ pub struct Request<'a, B: Backend> {
     pub correlation: u64,
     /// Snapshot placement, chunking and budget.
     pub policy: SnapshotPolicy,
+    /// Buffers kept between replays (`None`: allocate and free per replay).
+    pub arena: Option<&'a SnapshotArena>,
 }
 
 /// Per-4-KiB hashes of every region of `snap` as the device holds it now.
@@ -64,11 +67,21 @@ fn hash_regions<B: Backend>(backend: &B, snap: &Snapshot<'_, B>) -> Option<Vec<V
         .map(|r| r.size as usize)
         .max()
         .unwrap_or(0);
-    let scratch_len = biggest.min(1 << 20);
-    if scratch_len == 0 {
-        return Some(Vec::new());
-    }
-    let scratch = backend.host_alloc(scratch_len)?;
+    // The snapshot's hash scratch when it has one (no allocation per pass), else our own.
+    let mut own = None;
+    let (ptr, scratch_len) = match snap.scratch_host() {
+        Some(s) => s,
+        None => {
+            let len = biggest.min(1 << 20);
+            if len == 0 {
+                return Some(Vec::new());
+            }
+            let b = backend.host_alloc(len)?;
+            let ptr = b.ptr;
+            own = Some(b);
+            (ptr, len)
+        }
+    };
     let mut out = Vec::with_capacity(snap.regions.len());
     let mut failed = false;
     'regions: for r in &snap.regions {
@@ -76,21 +89,20 @@ fn hash_regions<B: Backend>(backend: &B, snap: &Snapshot<'_, B>) -> Option<Vec<V
         let mut off = 0usize;
         while off < r.size as usize {
             let n = (r.size as usize - off).min(scratch_len);
-            if backend
-                .copy_d2h(scratch.ptr, r.addr + off as u64, n)
-                .is_err()
-            {
+            if backend.copy_d2h(ptr, r.addr + off as u64, n).is_err() {
                 failed = true;
                 break 'regions;
             }
             // SAFETY: scratch holds scratch_len >= n bytes, just written by the copy.
-            let bytes = unsafe { std::slice::from_raw_parts(scratch.ptr, n) };
+            let bytes = unsafe { std::slice::from_raw_parts(ptr, n) };
             hashes.extend(bytes.chunks(HASH_CHUNK).map(fnv1a));
             off += n;
         }
         out.push(hashes);
     }
-    backend.host_free(scratch);
+    if let Some(b) = own {
+        backend.host_free(b);
+    }
     (!failed).then_some(out)
 }
 
@@ -131,7 +143,7 @@ pub fn replay<B: Backend>(
     emit: &mut dyn FnMut(Record),
 ) -> Outcome {
     let t0 = now_ns();
-    let snapshot = snap(backend, inv, req.agent, &req.policy);
+    let snapshot = snap_in(backend, inv, req.agent, &req.policy, req.arena);
     let t1 = now_ns();
     match &snapshot.failure {
         Some(f @ SnapFailure::OverBudget { .. }) => return Outcome::Declined(f.to_string()),

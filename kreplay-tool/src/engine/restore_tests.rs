@@ -6,12 +6,13 @@ use std::sync::atomic::Ordering;
 
 use kreplay_common::stream::{Record, Restore, Snapshot as SnapRec, snapshot_mode as m};
 
+use super::arena::SnapshotArena;
 use super::config::{PlacementPref, SnapshotPolicy};
 use super::fake::{FakeBackend, FakeDispatch};
 use super::inventory::Inventory;
 use super::replay::Outcome;
 use super::snapshot::snap;
-use super::tests::{COUNTER, GPU, N, X, Y, run_with, saxpy, setup};
+use super::tests::{COUNTER, GPU, N, X, Y, run_in, run_with, saxpy, setup};
 
 /// A 1 MiB buffer (16 chunks of 64 KiB) next to setup()'s x, y and counter.
 const B: u64 = 0x50_0000;
@@ -368,4 +369,36 @@ fn dirty_and_full_restores_leave_identical_memory() {
         );
     }
     assert_eq!(results[0], results[1]);
+}
+
+#[test]
+fn an_arena_reuses_the_last_snapshots_buffers_and_holds_the_footprint_once() {
+    let (fake, inv) = with_b();
+    let arena = SnapshotArena::new();
+    let pinned = policy(PlacementPref::Pinned);
+    let before = fake.read(B, B_LEN);
+    run_in(&fake, &inv, &scattered(), 2, pinned, Some(&arena));
+    // Kept: the four copies and the 1 MiB scratch.
+    let kept = FOOTPRINT + B_LEN as u64;
+    assert_eq!((arena.bytes() as u64, fake.host_bytes_live()), (kept, kept));
+    let allocs = fake.host_allocs.load(Ordering::SeqCst);
+    let (out, recs) = run_in(&fake, &inv, &scattered(), 3, pinned, Some(&arena));
+    assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
+    assert_eq!(
+        fake.host_allocs.load(Ordering::SeqCst),
+        allocs,
+        "the same footprint allocates nothing"
+    );
+    // Two replays of the one-byte flip: the flip of the first is undone by the second.
+    assert_eq!(fake.read(B, B_LEN)[3 * CHUNK + 17], before[3 * CHUNK + 17]);
+    // Hashes are this snapshot's: the 0xEE bytes are already there, only the flip is dirty.
+    assert_eq!(restores(&recs)[0].bytes, CHUNK as u64);
+    // A new allocation changes the footprint: the kept buffers are freed, not added to.
+    const D: u64 = 0x70_0000;
+    fake.add_alloc(D, 8192, GPU, Some(4));
+    inv.record_alloc(D, 8192, GPU);
+    run_in(&fake, &inv, &scattered(), 2, pinned, Some(&arena));
+    assert_eq!(fake.host_bytes_live(), kept + 8192);
+    arena.clear(&fake);
+    assert_eq!((arena.bytes(), fake.host_bytes_live()), (0, 0));
 }

@@ -7,7 +7,9 @@
 //! numbers. Placement and check are chosen as `engine::placement` describes. Host memory held:
 //! the footprint once (host placements) plus, on the host-hash path, one scratch buffer of
 //! min(largest region, max(chunk, 1 MiB)) bytes reused by every restore, plus 16 bytes of
-//! hash per chunk (0.02% of the footprint at 64 KiB chunks).
+//! hash per chunk (0.02% of the footprint at 64 KiB chunks). With an arena
+//! (`engine::arena`) the buffers outlive the snapshot and are reused by the next one of the
+//! same shape; the bound is the same.
 //!
 //! Constant variables are skipped: kernels cannot write them, so a pass cannot change them
 //! and restoring them would only cost bandwidth. Variables with a zero address or size are
@@ -15,6 +17,7 @@
 //! cannot be completed — over budget, allocation failure, failed copy, failed symbol
 //! enumeration, metadata allocation failure — has `ok == false` and says which in `failure`.
 
+use super::arena::SnapshotArena;
 use super::backend::{Backend, BackendError};
 use super::chunks::{Hash128, chunk_count, hash_into};
 use super::config::SnapshotPolicy;
@@ -110,6 +113,8 @@ pub enum SnapFailure {
 /// An agent's snapshot; frees its copies and scratch when dropped.
 pub struct Snapshot<'b, B: Backend> {
     backend: &'b B,
+    /// Where the buffers go when the snapshot is dropped (else they are freed).
+    arena: Option<&'b SnapshotArena>,
     /// Captured regions, tracked allocations first.
     pub regions: Vec<Region>,
     /// Why it is incomplete, if it is.
@@ -144,6 +149,13 @@ impl<B: Backend> Snapshot<'_, B> {
         self.backend
     }
 
+    /// The scratch buffer's host address and length, when there is one.
+    pub fn scratch_host(&self) -> Option<(*mut u8, usize)> {
+        self.scratch
+            .as_ref()
+            .and_then(|(s, n)| Some((s.host_ptr()?, *n)))
+    }
+
     /// Scratch bytes held (0 unless the check is host hashing).
     pub fn scratch_len(&self) -> usize {
         self.scratch.as_ref().map_or(0, |(_, n)| *n)
@@ -152,11 +164,16 @@ impl<B: Backend> Snapshot<'_, B> {
 
 impl<B: Backend> Drop for Snapshot<'_, B> {
     fn drop(&mut self) {
-        for r in self.regions.drain(..) {
-            r.store.free(self.backend);
-        }
-        if let Some((s, _)) = self.scratch.take() {
-            s.free(self.backend);
+        let bufs = self
+            .regions
+            .drain(..)
+            .map(|r| (r.store, r.size as usize))
+            .chain(self.scratch.take());
+        for (store, len) in bufs {
+            match self.arena {
+                Some(a) => a.give(store.placement(), len, store),
+                None => store.free(self.backend),
+            }
         }
     }
 }
@@ -256,15 +273,29 @@ fn choose_check<B: Backend>(backend: &B, policy: &SnapshotPolicy, p: Placement) 
     Check::HostHash
 }
 
-/// Captures `agent`'s tracked allocations and module variables under `policy`.
+/// Captures `agent`'s tracked allocations and module variables under `policy`, in fresh
+/// buffers freed when the snapshot is dropped.
 pub fn snap<'b, B: Backend>(
     backend: &'b B,
     inv: &Inventory,
     agent: u64,
     policy: &SnapshotPolicy,
 ) -> Snapshot<'b, B> {
+    snap_in(backend, inv, agent, policy, None)
+}
+
+/// [`snap`], reusing the buffers `arena` keeps when they fit exactly and giving them back
+/// when the snapshot is dropped.
+pub fn snap_in<'b, B: Backend>(
+    backend: &'b B,
+    inv: &Inventory,
+    agent: u64,
+    policy: &SnapshotPolicy,
+    arena: Option<&'b SnapshotArena>,
+) -> Snapshot<'b, B> {
     let mut s = Snapshot {
         backend,
+        arena,
         regions: Vec::new(),
         failure: None,
         oversized_vars: 0,
@@ -295,7 +326,25 @@ pub fn snap<'b, B: Backend>(
         s.failure = Some(SnapFailure::Metadata);
         return s;
     }
-    let (placement, stores) = match allocate(backend, policy, &wanted) {
+    let mut sizes = Vec::new();
+    if sizes.try_reserve(wanted.len()).is_err() {
+        s.failure = Some(SnapFailure::Metadata);
+        return s;
+    }
+    sizes.extend(wanted.iter().map(|w| w.1 as usize));
+    let order = Placement::order(policy.placement);
+    let reused = arena.and_then(|a| a.take_all(order, &sizes));
+    let allocated = match reused {
+        Some(v) => Ok(v),
+        None => {
+            // Nothing kept fits: free it before allocating (the footprint is held once).
+            if let Some(a) = arena {
+                a.clear(backend);
+            }
+            allocate(backend, policy, &wanted)
+        }
+    };
+    let (placement, stores) = match allocated {
         Ok(v) => v,
         Err(f) => {
             s.failure = Some(f);
@@ -307,7 +356,9 @@ pub fn snap<'b, B: Backend>(
     let biggest = wanted.iter().map(|w| w.1 as usize).max().unwrap_or(0);
     if s.check == Check::HostHash {
         let len = biggest.min(HASH_BATCH.max(policy.chunk));
-        let scratch = Store::alloc(backend, Placement::Pinned, len)
+        let scratch = arena
+            .and_then(|a| a.take_host(len))
+            .or_else(|| Store::alloc(backend, Placement::Pinned, len))
             .or_else(|| Store::alloc(backend, Placement::Pageable, len));
         match scratch {
             Some(st) => s.scratch = Some((st, len)),
@@ -316,6 +367,9 @@ pub fn snap<'b, B: Backend>(
                 s.check = Check::Full;
             }
         }
+    }
+    if let Some(a) = arena {
+        a.clear(backend);
     }
     let mut stores = stores.into_iter();
     for (addr, size, kind) in wanted {

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use kreplay_common::stream::Record;
 
+use super::arena::SnapshotArena;
 use super::config::{PlacementPref, SnapshotPolicy};
 use super::fake::{FakeBackend, FakeDispatch};
 use super::inventory::Inventory;
@@ -73,6 +74,18 @@ pub(super) fn run_with(
     passes: u32,
     policy: SnapshotPolicy,
 ) -> (Outcome, Vec<Record>) {
+    run_in(fake, inv, d, passes, policy, None)
+}
+
+/// [`run_with`], keeping snapshot buffers in `arena`.
+pub(super) fn run_in(
+    fake: &FakeBackend,
+    inv: &Inventory,
+    d: &FakeDispatch,
+    passes: u32,
+    policy: SnapshotPolicy,
+    arena: Option<&SnapshotArena>,
+) -> (Outcome, Vec<Record>) {
     let mut recs = Vec::new();
     let req = Request {
         agent: GPU,
@@ -81,6 +94,7 @@ pub(super) fn run_with(
         check_determinism: true,
         correlation: 9,
         policy,
+        arena,
     };
     let out = replay(fake, inv, &req, &mut |r| recs.push(r));
     (out, recs)

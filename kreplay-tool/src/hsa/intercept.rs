@@ -373,6 +373,7 @@ fn replay_one(
         check_determinism: t.config.check_determinism,
         correlation: corr,
         policy: t.config.snapshot,
+        arena: Some(&t.arena),
     };
     let outcome = replay(&t.backend, &t.inventory, &req, &mut emit);
     match outcome {

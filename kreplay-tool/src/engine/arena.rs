@@ -1,0 +1,103 @@
+//! Snapshot buffers kept between replays, so the next snapshot of the same footprint reuses
+//! them instead of allocating fresh memory.
+//!
+//! Why: fresh host memory is faulted in and zeroed by the kernel on its first write; on the
+//! 2-core dev VM copying into a freshly allocated buffer ran at 11–20% of a copy into memory
+//! already touched (docs/bench/restore.md), and pinned allocations cost the runtime's page
+//! registration on top. Kernels are usually replayed many times over the same allocations.
+//!
+//! Policy: a snapshot takes the arena's buffers only when they cover every region exactly
+//! (same placement, same sizes, all or nothing); whatever it does not take is freed before
+//! it allocates anything, and a finished snapshot gives its buffers back. So the memory held
+//! is at most the current footprint once (plus the hash scratch), during and between replays;
+//! between replays it is the last snapshot's footprint. [`SnapshotArena::clear`] frees it.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use super::backend::Backend;
+use super::placement::{Placement, Store};
+
+/// Buffers of finished snapshots: (placement, length, buffer).
+#[derive(Default)]
+pub struct SnapshotArena {
+    free: Mutex<Vec<(Placement, usize, Store)>>,
+}
+
+impl SnapshotArena {
+    /// An empty arena.
+    pub const fn new() -> Self {
+        Self {
+            free: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<(Placement, usize, Store)>> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Buffers of exactly `sizes` (in order) in the first placement of `order` that has them
+    /// all; `None` (and nothing taken) when no placement does.
+    pub fn take_all(
+        &self,
+        order: &[Placement],
+        sizes: &[usize],
+    ) -> Option<(Placement, Vec<Store>)> {
+        let mut free = self.lock();
+        for &p in order {
+            let mut by_len: HashMap<usize, Vec<usize>> = HashMap::new();
+            for (i, (fp, len, _)) in free.iter().enumerate() {
+                if *fp == p {
+                    by_len.entry(*len).or_default().push(i);
+                }
+            }
+            let mut slot_of = vec![usize::MAX; free.len()];
+            let all = sizes.iter().enumerate().all(|(slot, len)| {
+                by_len
+                    .get_mut(len)
+                    .and_then(Vec::pop)
+                    .map(|i| slot_of[i] = slot)
+                    .is_some()
+            });
+            if !all {
+                continue;
+            }
+            let mut out: Vec<Option<Store>> = (0..sizes.len()).map(|_| None).collect();
+            for (i, e) in std::mem::take(&mut *free).into_iter().enumerate() {
+                match out.get_mut(slot_of[i]) {
+                    Some(slot) => *slot = Some(e.2),
+                    None => free.push(e),
+                }
+            }
+            return Some((p, out.into_iter().flatten().collect()));
+        }
+        None
+    }
+
+    /// A host buffer (pinned or pageable) of exactly `len` bytes, if one is kept.
+    pub fn take_host(&self, len: usize) -> Option<Store> {
+        let mut free = self.lock();
+        let i = free
+            .iter()
+            .position(|(p, l, _)| *l == len && *p != Placement::Device)?;
+        Some(free.swap_remove(i).2)
+    }
+
+    /// Keeps `store` (`len` bytes in `p`) for a later snapshot.
+    pub fn give(&self, p: Placement, len: usize, store: Store) {
+        self.lock().push((p, len, store));
+    }
+
+    /// Frees every kept buffer.
+    pub fn clear<B: Backend>(&self, backend: &B) {
+        let all = std::mem::take(&mut *self.lock());
+        for (_, _, s) in all {
+            s.free(backend);
+        }
+    }
+
+    /// Bytes kept.
+    pub fn bytes(&self) -> usize {
+        self.lock().iter().map(|(_, l, _)| l).sum()
+    }
+}
