@@ -205,14 +205,14 @@ fn a_refused_pinned_allocation_falls_back_to_pageable_memory() {
     let (_, out) = replayed(
         "saxpy",
         &args,
-        &["--passes", "4"],
+        &["--passes", "4", "--restore", "dirty"],
         &[("KRSIM_FAIL_HOST_ALLOC_ABOVE", "4096")],
     );
     assert_eq!(app_lines(&out), plain_lines("saxpy", &args));
     assert_eq!(table(&out)["saxpy"].passes, 4, "{out}");
     let r = &restore_table(&out)["saxpy"];
     // The hash scratch (min(largest region, 1 MiB) = 200000 bytes) is pageable too.
-    assert_eq!((r.mode.as_str(), r.restores), ("pageable/host-hash/64K", 3));
+    assert_eq!((r.mode.as_str(), r.restores), ("pageable/host-hash/16K", 3));
 }
 
 #[test]
@@ -284,15 +284,18 @@ fn the_kernel_filter_and_the_dispatch_limit_select_what_is_replayed() {
     assert_eq!(table(&out)["saxpy"].passes, 2);
 }
 
-/// `bytepatch` over 4 MiB: one byte at offset 196625 (in 64 KiB chunk 3, 4 KiB chunk 48).
+/// `bytepatch` over 4 MiB: one byte at offset 196625 (in 16 KiB chunk 12, 4 KiB chunk 48).
 const PATCH: [&str; 2] = ["4194304", "196625"];
 
 #[test]
 fn a_single_changed_byte_restores_exactly_its_chunk() {
     make_sim(&["hsa", "hip"]);
     for (chunk, opts) in [
-        (65536u64, &["--passes", "3"][..]),
-        (4096, &["--passes", "3", "--chunk-size", "4K"][..]),
+        (16384u64, &["--passes", "3", "--restore", "dirty"][..]),
+        (
+            4096,
+            &["--passes", "3", "--restore", "dirty", "--chunk-size", "4K"][..],
+        ),
     ] {
         let args = [PATCH[0], PATCH[1], "0xff", "1"];
         let (_, out) = replayed("bytepatch", &args, opts, &[]);
@@ -307,7 +310,7 @@ new: 255
         );
         let t = &table(&out)["patch"];
         assert_eq!((t.passes, t.snapshot_bytes), (3, 4 << 20));
-        let label = if chunk == 4096 { "4K" } else { "64K" };
+        let label = if chunk == 4096 { "4K" } else { "16K" };
         assert_eq!(
             restore_table(&out)["patch"],
             RestoreRow {
@@ -327,7 +330,12 @@ new: 255
 fn a_kernel_that_writes_the_value_already_there_restores_nothing() {
     make_sim(&["hsa", "hip"]);
     let args = [PATCH[0], PATCH[1], "256", "1"];
-    let (_, out) = replayed("bytepatch", &args, &["--passes", "4"], &[]);
+    let (_, out) = replayed(
+        "bytepatch",
+        &args,
+        &["--passes", "4", "--restore", "dirty"],
+        &[],
+    );
     assert_eq!(app_lines(&out), plain_lines("bytepatch", &args));
     assert!(
         out.contains(
@@ -377,10 +385,15 @@ fn over_the_snapshot_budget_replay_is_declined_with_the_reason() {
 #[test]
 fn footprint_restores_exactly_the_chunks_its_kernels_wrote() {
     // 16 buffers of 4 MiB; each kernel writes one word in every 64th 4 KiB page of its buffer:
-    // 16 words, each in its own 64 KiB chunk, so every restore writes back 16 chunks (1 MiB of
-    // a 64 MiB footprint: 1.6%).
+    // 16 words, each in its own 16 KiB chunk, so every restore writes back 16 chunks (256 KiB
+    // of a 64 MiB footprint: 0.4%).
     let args = ["67108864", "4194304", "64", "2"];
-    let (_, out) = replayed("footprint", &args, &["--passes", "3"], &[]);
+    let (_, out) = replayed(
+        "footprint",
+        &args,
+        &["--passes", "3", "--restore", "dirty"],
+        &[],
+    );
     assert_eq!(app_lines(&out), plain_lines("footprint", &args));
     assert!(
         out.contains(
@@ -398,11 +411,11 @@ fn footprint_restores_exactly_the_chunks_its_kernels_wrote() {
     assert_eq!(
         *r,
         RestoreRow {
-            mode: "pinned/host-hash/64K".into(),
+            mode: "pinned/host-hash/16K".into(),
             restores,
             bytes_hashed: replayed_dispatches * (64 << 20),
             bytes_checked: restores * (64 << 20),
-            bytes_restored: restores * 16 * 65536,
+            bytes_restored: restores * 16 * 16384,
             dirty_chunks: restores * 16,
         }
     );
@@ -420,7 +433,12 @@ fn every_workload_prints_the_same_with_and_without_replay() {
         ("racy", &["16", "16"][..]),
         ("bytepatch", &["1048576", "70000", "7", "3"][..]),
     ] {
-        let (_, out) = replayed(name, args, &["--passes", "3"], &[("KRSIM_WORKERS", "1")]);
+        let (_, out) = replayed(
+            name,
+            args,
+            &["--passes", "3", "--restore", "dirty"],
+            &[("KRSIM_WORKERS", "1")],
+        );
         // Restoring every byte gives the same results as restoring only changed chunks.
         let (_, full) = replayed(
             name,

@@ -28,8 +28,9 @@ pub struct ReplayArgs {
     /// Chunk size of the dirty check (`64K`, `1M`; a power of two from 4K to 1G).
     #[arg(long, value_name = "SIZE", value_parser = chunk_size)]
     chunk_size: Option<String>,
-    /// `dirty`: restore only changed chunks; `full`: restore every byte.
-    #[arg(long, value_name = "MODE", value_parser = ["dirty", "full"])]
+    /// `auto` (default): restore only changed chunks while checking pays; `dirty`: always
+    /// restore only changed chunks; `full`: restore every byte.
+    #[arg(long, value_name = "MODE", value_parser = ["auto", "dirty", "full"])]
     restore: Option<String>,
     /// Decline replay when the snapshot footprint exceeds this (`512M`, `8G`, bytes).
     #[arg(long, value_name = "SIZE", value_parser = size)]

@@ -27,7 +27,8 @@ pub struct KernelRow {
     pub declines: BTreeMap<String, u64>,
     /// Dispatches found nondeterministic.
     pub nondeterministic: u64,
-    /// Snapshot modes seen (`placement/check/chunk`).
+    /// Snapshot modes seen (`placement/check/chunk`), and `placement/full` when restores wrote
+    /// every byte.
     pub modes: std::collections::BTreeSet<String>,
     /// Bytes hashed while taking snapshots (sum).
     pub bytes_hashed: u64,
@@ -63,6 +64,7 @@ pub fn summarize(records: &[Record]) -> BTreeMap<String, KernelRow> {
         })
         .collect();
     let mut rows: BTreeMap<String, KernelRow> = BTreeMap::new();
+    let mut snap_check: HashMap<u64, u8> = HashMap::new();
     fn row<'a>(
         rows: &'a mut BTreeMap<String, KernelRow>,
         names: &HashMap<u64, &str>,
@@ -80,6 +82,7 @@ pub fn summarize(records: &[Record]) -> BTreeMap<String, KernelRow> {
                 k.pass_ns.push(p.end_ns.saturating_sub(p.start_ns));
             }
             Record::Snapshot(s) => {
+                snap_check.insert(s.correlation, s.check);
                 let k = row(&mut rows, &names, s.correlation);
                 k.snapshot_bytes += s.bytes;
                 k.bytes_hashed += s.bytes_hashed;
@@ -91,6 +94,13 @@ pub fn summarize(records: &[Record]) -> BTreeMap<String, KernelRow> {
                 let k = row(&mut rows, &names, s.correlation);
                 k.restore_ns += s.end_ns.saturating_sub(s.start_ns);
                 k.restores += 1;
+                if s.check == snapshot_mode::FULL
+                    && snap_check.get(&s.correlation) != Some(&snapshot_mode::FULL)
+                {
+                    // Every byte written: `full` restores, or adaptive ones that stopped checking.
+                    k.modes
+                        .insert(snapshot_mode::label(s.placement, s.check).to_string());
+                }
                 k.bytes_checked += s.bytes_checked;
                 k.bytes_restored += s.bytes;
                 k.dirty_chunks += s.dirty_chunks;
@@ -334,5 +344,55 @@ mod tests {
             text.lines()
                 .any(|l| l.starts_with("saxpy") && l.contains(" 2.0 "))
         );
+    }
+
+    #[test]
+    fn restores_that_wrote_every_byte_of_a_checked_snapshot_show_as_full() {
+        let restore = |check| -> Record {
+            Restore {
+                correlation: 1,
+                pass: 1,
+                start_ns: 0,
+                end_ns: 10,
+                bytes: 4096,
+                regions: 1,
+                skipped: 0,
+                placement: snapshot_mode::PAGEABLE,
+                check,
+                bytes_checked: 0,
+                dirty_chunks: 1,
+                check_ns: 0,
+            }
+            .into()
+        };
+        let snapshot = |check| -> Record {
+            Snapshot {
+                correlation: 1,
+                start_ns: 0,
+                end_ns: 1,
+                bytes: 4096,
+                regions: 1,
+                placement: snapshot_mode::PAGEABLE,
+                check,
+                chunk_size: 16384,
+                bytes_hashed: 0,
+            }
+            .into()
+        };
+        let checked = vec![
+            dispatch(1, "k"),
+            snapshot(snapshot_mode::HOST_HASH),
+            restore(snapshot_mode::HOST_HASH),
+            restore(snapshot_mode::FULL),
+        ];
+        let modes: Vec<String> = summarize(&checked)["k"].modes.iter().cloned().collect();
+        assert_eq!(modes, ["pageable/full", "pageable/host-hash/16K"]);
+        let full = vec![
+            dispatch(1, "k"),
+            snapshot(snapshot_mode::FULL),
+            restore(snapshot_mode::FULL),
+        ];
+        let modes: Vec<String> = summarize(&full)["k"].modes.iter().cloned().collect();
+        assert_eq!(modes, ["pageable/full/16K"]);
     }
 }

@@ -8,9 +8,9 @@
 //! only if its new contents collide with its snapshot contents. XXH3-128 is not
 //! cryptographic, but for data not crafted against it (a kernel's output is not) its
 //! collisions behave like a random 128-bit function's: P(miss) = 2^-128 per changed chunk
-//! and restore. For scale: restoring a fully dirty 1 TiB footprint in 64 KiB chunks
-//! (2^24 chunks) once a second for a year (2^25 restores) checks 2^49 changed chunks, so
-//! P(any miss) <= 2^49 * 2^-128 = 2^-79 (about 1.7e-24), far below the rate of undetected
+//! and restore. For scale: restoring a fully dirty 1 TiB footprint in 16 KiB chunks
+//! (2^26 chunks) once a second for a year (2^25 restores) checks 2^51 changed chunks, so
+//! P(any miss) <= 2^51 * 2^-128 = 2^-77 (about 6.6e-24), far below the rate of undetected
 //! DRAM or PCIe bit errors over the same traffic. Paths that keep the snapshot in device
 //! memory and can compare on the device compare bytes exactly instead (no hash at all).
 

@@ -2,7 +2,9 @@
 //! runs the dispatch once with its original completion signal); else per pass submit, wait,
 //! hash what the pass wrote, restore (none after the last pass). Records go to `emit`.
 
-use kreplay_common::stream::{Nondeterministic, Record, ReplayPass, Restore, Snapshot as SnapRec};
+use kreplay_common::stream::{
+    Nondeterministic, Record, ReplayPass, Restore, Snapshot as SnapRec, snapshot_mode,
+};
 
 use super::arena::SnapshotArena;
 use super::backend::Backend;
@@ -227,7 +229,11 @@ pub fn replay<B: Backend>(
                     regions: st.regions,
                     skipped: st.skipped,
                     placement,
-                    check,
+                    check: if st.check_skipped {
+                        snapshot_mode::FULL
+                    } else {
+                        check
+                    },
                     bytes_checked: st.bytes_checked,
                     dirty_chunks: st.dirty_chunks,
                     check_ns: st.check_ns,

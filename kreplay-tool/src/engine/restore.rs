@@ -4,6 +4,12 @@
 //! was freed, shrunk, or reallocated at the same address (a different generation) since the
 //! snapshot is skipped with a warning. Module variables are always restored. A failed copy
 //! is logged and skipped; a failed dirty check writes the whole region back (never less).
+//!
+//! Adaptive check: the check reads every byte (on the host path, a device-to-host read and a
+//! hash), so it pays only when reading and hashing is cheaper than writing what it spares.
+//! After a restore that wrote at least [`MEASURE_MIN`] bytes, with the snapshot's policy
+//! adaptive, the measured costs decide ([`check_pays`]); when the check does not pay, later
+//! restores of the same snapshot write every byte (their records say `full`).
 
 use super::backend::{Backend, BackendError};
 use super::chunks::{DirtyRuns, chunk_count, hash_chunk};
@@ -27,12 +33,44 @@ pub struct RestoreStats {
     pub dirty_chunks: u64,
     /// Nanoseconds spent finding changed chunks.
     pub check_ns: u64,
+    /// Nanoseconds spent writing back.
+    pub write_ns: u64,
+    /// The check was skipped (adaptive: it did not pay): every byte was written.
+    pub check_skipped: bool,
+}
+
+/// Bytes a restore must write before its write rate is trusted for the adaptive decision.
+pub const MEASURE_MIN: u64 = 1 << 20;
+
+/// Whether checking pays, from one restore's measurements: checking costs `check_ns` for
+/// `checked` bytes plus writing `written` bytes in `write_ns`; a full restore would write all
+/// `checked` bytes at the same rate. When fewer than [`MEASURE_MIN`] bytes were written, the
+/// rate is estimated from `copy` = (ns, bytes) of the snapshot's own copies (a link moves
+/// about as fast each way); with neither, checking is assumed to pay.
+pub fn check_pays(
+    check_ns: u64,
+    checked: u64,
+    write_ns: u64,
+    written: u64,
+    copy: (u64, u64),
+) -> bool {
+    let per_byte = if written >= MEASURE_MIN {
+        write_ns as f64 / written as f64
+    } else if copy.1 >= MEASURE_MIN {
+        copy.0 as f64 / copy.1 as f64
+    } else {
+        return true;
+    };
+    checked == 0 || (check_ns + write_ns) as f64 <= per_byte * checked as f64
 }
 
 /// Writes every still-valid region of `snap` back to the device (only its changed chunks
 /// when the snapshot has a dirty check).
 pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>) -> RestoreStats {
-    let mut st = RestoreStats::default();
+    let mut st = RestoreStats {
+        check_skipped: snap.skip_check.get(),
+        ..RestoreStats::default()
+    };
     let mut runs = DirtyRuns::default();
     let live = inv.read();
     for r in &snap.regions {
@@ -59,7 +97,12 @@ pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>)
         }
         runs.clear();
         let t = now_ns();
-        let checked = find_dirty(backend, snap, r, &mut runs);
+        let checked = if st.check_skipped {
+            runs.mark_all(r.size);
+            Ok(0)
+        } else {
+            find_dirty(backend, snap, r, &mut runs)
+        };
         st.check_ns += now_ns() - t;
         if let Err(e) = &checked {
             tracing::warn!(
@@ -73,6 +116,7 @@ pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>)
         st.dirty_chunks += runs.chunks;
         let mut written = 0;
         let mut failed = false;
+        let t = now_ns();
         for &(off, len) in runs.finish() {
             match write_back(backend, r, off, len as usize) {
                 Ok(()) => written += len,
@@ -83,12 +127,31 @@ pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>)
                 }
             }
         }
+        st.write_ns += now_ns() - t;
         st.bytes += written;
         if failed {
             st.skipped += 1;
         } else if written > 0 {
             st.regions += 1;
         }
+    }
+    if snap.adaptive
+        && !st.check_skipped
+        && snap.check != Check::Full
+        && !check_pays(
+            st.check_ns,
+            st.bytes_checked,
+            st.write_ns,
+            st.bytes,
+            (snap.copy_ns, snap.copied),
+        )
+    {
+        tracing::debug!(
+            "kreplay: the dirty check ({} ns for {} bytes) costs more than it saves; later restores write every byte",
+            st.check_ns,
+            st.bytes_checked
+        );
+        snap.skip_check.set(true);
     }
     st
 }
@@ -174,5 +237,39 @@ fn find_dirty<B: Backend>(
             }
             Ok(2 * size as u64)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_check_pays_only_when_reading_costs_less_than_the_writes_it_spares() {
+        let mib = 1u64 << 20;
+        let none = (0, 0);
+        // 64 MiB checked in 8 ms, 1 MiB written in 1 ms: a full restore would take 64 ms.
+        assert!(check_pays(8_000_000, 64 * mib, 1_000_000, mib, none));
+        // The host path on a symmetric link: checking 64 MiB costs what writing it does.
+        assert!(!check_pays(64_000_000, 64 * mib, 1_000_000, mib, none));
+        // Everything dirty: the check is pure overhead.
+        assert!(!check_pays(1, 64 * mib, 64_000_000, 64 * mib, none));
+        // Too little written: the snapshot's copy rate (1 ns/byte) stands in for it.
+        assert!(!check_pays(
+            80 * mib,
+            64 * mib,
+            1_000,
+            1,
+            (64 * mib, 64 * mib)
+        ));
+        assert!(check_pays(
+            8 * mib,
+            64 * mib,
+            1_000,
+            1,
+            (64 * mib, 64 * mib)
+        ));
+        // Nothing to measure at all: keep checking.
+        assert!(check_pays(u64::MAX / 4, 64 * mib, 1_000, mib - 1, none));
     }
 }

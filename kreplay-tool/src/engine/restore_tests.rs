@@ -11,6 +11,7 @@ use super::config::{PlacementPref, SnapshotPolicy};
 use super::fake::{FakeBackend, FakeDispatch};
 use super::inventory::Inventory;
 use super::replay::Outcome;
+use super::restore::restore;
 use super::snapshot::snap;
 use super::tests::{COUNTER, GPU, N, X, Y, run_in, run_with, saxpy, setup};
 
@@ -30,9 +31,13 @@ fn with_b() -> (FakeBackend, std::sync::Arc<Inventory>) {
     (fake, inv)
 }
 
+/// `placement`, checking every restore (no adaptive switch: exact counts do not depend on
+/// how fast this machine is).
 fn policy(placement: PlacementPref) -> SnapshotPolicy {
     SnapshotPolicy {
         placement,
+        adaptive: false,
+        chunk: CHUNK,
         ..SnapshotPolicy::default()
     }
 }
@@ -269,7 +274,7 @@ fn over_the_budget_the_replay_is_declined_before_anything_is_allocated() {
     let before = fake.read(B, B_LEN);
     let tight = SnapshotPolicy {
         budget: FOOTPRINT - 1,
-        ..SnapshotPolicy::default()
+        ..policy(PlacementPref::Auto)
     };
     let (out, recs) = run_with(&fake, &inv, &scattered(), 3, tight);
     assert_eq!(
@@ -284,7 +289,7 @@ fn over_the_budget_the_replay_is_declined_before_anything_is_allocated() {
     assert_eq!((fake.host_bytes_peak(), fake.device_bytes_live()), (0, 0));
     let exact = SnapshotPolicy {
         budget: FOOTPRINT,
-        ..SnapshotPolicy::default()
+        ..policy(PlacementPref::Auto)
     };
     let (out, _) = run_with(&fake, &inv, &scattered(), 2, exact);
     assert!(matches!(out, Outcome::Replayed { passes: 2, .. }));
@@ -351,7 +356,7 @@ fn dirty_and_full_restores_leave_identical_memory() {
         });
         let p = SnapshotPolicy {
             dirty_only,
-            ..SnapshotPolicy::default()
+            ..policy(PlacementPref::Auto)
         };
         let (_, recs) = run_with(&fake, &inv, &both, 4, p);
         let r = &restores(&recs)[0];
@@ -401,4 +406,23 @@ fn an_arena_reuses_the_last_snapshots_buffers_and_holds_the_footprint_once() {
     assert_eq!(fake.host_bytes_live(), kept + 8192);
     arena.clear(&fake);
     assert_eq!((arena.bytes(), fake.host_bytes_live()), (0, 0));
+}
+
+#[test]
+fn a_snapshot_whose_check_did_not_pay_restores_every_byte() {
+    let (fake, inv) = with_b();
+    let s = snap(&fake, &inv, GPU, &policy(PlacementPref::Pinned));
+    scattered()(&fake);
+    s.skip_check.set(true);
+    let st = restore(&fake, &inv, &s);
+    assert_eq!(
+        (st.check_skipped, st.bytes, st.bytes_checked, st.regions),
+        (true, FOOTPRINT, 0, 4)
+    );
+    assert_eq!(
+        fake.read(B, B_LEN)[10 * CHUNK - 4..10 * CHUNK + 4],
+        (0..8)
+            .map(|i| ((10 * CHUNK - 4 + i) * 7 % 251) as u8)
+            .collect::<Vec<_>>()
+    );
 }

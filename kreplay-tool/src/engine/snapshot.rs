@@ -7,7 +7,7 @@
 //! numbers. Placement and check are chosen as `engine::placement` describes. Host memory held:
 //! the footprint once (host placements) plus, on the host-hash path, one scratch buffer of
 //! min(largest region, max(chunk, 1 MiB)) bytes reused by every restore, plus 16 bytes of
-//! hash per chunk (0.02% of the footprint at 64 KiB chunks). With an arena
+//! hash per chunk (0.1% of the footprint at the default 16 KiB chunks). With an arena
 //! (`engine::arena`) the buffers outlive the snapshot and are reused by the next one of the
 //! same shape; the bound is the same.
 //!
@@ -23,6 +23,7 @@ use super::chunks::{Hash128, chunk_count, hash_into};
 use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
 use super::placement::{Check, Placement, Store};
+use super::replay::now_ns;
 
 /// Module variables larger than this are not captured.
 pub const MODULE_VAR_CAP: u64 = 1 << 30;
@@ -129,6 +130,16 @@ pub struct Snapshot<'b, B: Backend> {
     pub chunk: usize,
     /// Bytes hashed while taking the snapshot.
     pub bytes_hashed: u64,
+    /// Nanoseconds spent copying regions into the snapshot (not hashing): the adaptive
+    /// check's estimate of a full restore's rate when a restore wrote too little to measure.
+    pub copy_ns: u64,
+    /// Bytes those copies moved.
+    pub copied: u64,
+    /// Whether restores may stop checking when it does not pay (the policy's `adaptive`).
+    pub adaptive: bool,
+    /// Set by a restore that measured the check costing more than a full restore: later
+    /// restores of this snapshot write every byte.
+    pub(crate) skip_check: std::cell::Cell<bool>,
     /// The host-hash path's read buffer (reused by every restore) and its length.
     pub(crate) scratch: Option<(Store, usize)>,
 }
@@ -303,6 +314,10 @@ pub fn snap_in<'b, B: Backend>(
         check: Check::Full,
         chunk: policy.chunk,
         bytes_hashed: 0,
+        copy_ns: 0,
+        copied: 0,
+        adaptive: policy.adaptive,
+        skip_check: std::cell::Cell::new(false),
         scratch: None,
     };
     let wanted = match wanted(backend, inv, agent, &mut s.oversized_vars) {
@@ -412,6 +427,7 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
     {
         return Err(SnapFailure::Metadata);
     }
+    let t = now_ns();
     match (&r.store, r.store.host_ptr()) {
         (Store::Device(dev), _) => backend
             .copy_d2d(*dev, addr, size)
@@ -421,13 +437,16 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
             // Copy in batches and hash each while it is still in cache.
             let batch = HASH_BATCH.max(chunk);
             let mut off = 0;
+            let mut copy_ns = 0;
             while off < size {
                 let n = (size - off).min(batch);
                 // SAFETY: the store holds `size` bytes; [off, off + n) lies inside it.
                 let dst = unsafe { ptr.add(off) };
+                let t = now_ns();
                 backend
                     .copy_d2h(dst, addr + off as u64, n)
                     .map_err(|source| SnapFailure::CopyD2H { addr, source })?;
+                copy_ns += now_ns() - t;
                 // SAFETY: those n bytes were just written by the copy and stay owned by the store.
                 hash_into(
                     unsafe { std::slice::from_raw_parts(dst, n) },
@@ -437,12 +456,16 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
                 off += n;
             }
             s.bytes_hashed += size as u64;
+            s.copy_ns += copy_ns;
+            s.copied += size as u64;
             return Ok(());
         }
         (_, Some(ptr)) => backend
             .copy_d2h(ptr, addr, size)
             .map_err(|source| SnapFailure::CopyD2H { addr, source })?,
     }
+    s.copy_ns += now_ns() - t;
+    s.copied += size as u64;
     match check {
         Check::DeviceHash => {
             r.hashes.resize(chunk_count(r.size, chunk), [0; 2]);

@@ -150,7 +150,7 @@ fn five_passes_leave_memory_and_the_counter_at_their_one_pass_values() {
         })
         .collect();
     assert_eq!((passes, restores.len()), (5, 4));
-    // x is never written; y (one 64 KiB chunk, 12000 bytes) and the counter are.
+    // x is never written; y (12000 bytes: one chunk) and the counter are.
     assert!(
         restores
             .iter()
