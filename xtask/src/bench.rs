@@ -17,6 +17,7 @@ const CARGO_BENCHES: &[(&str, &str)] = &[
     ("kreplay-tool", "contention"),
     ("kreplay-tool", "stress"),
     ("kreplay-tool", "replay"),
+    ("kreplay-tool", "restore"),
 ];
 
 fn machine() -> String {

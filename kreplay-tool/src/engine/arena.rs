@@ -2,9 +2,9 @@
 //! them instead of allocating fresh memory.
 //!
 //! Why: fresh host memory is faulted in and zeroed by the kernel on its first write; on the
-//! 2-core dev VM copying into a freshly allocated buffer ran at 11–20% of a copy into memory
-//! already touched (docs/bench/restore.md), and pinned allocations cost the runtime's page
-//! registration on top. Kernels are usually replayed many times over the same allocations.
+//! 2-core dev VM a snapshot into fresh buffers ran at 52–58% of a memcpy into memory already
+//! touched, and into kept buffers at 97–113% (docs/bench/restore-dev-vm.md, `replay`);
+//! pinned allocations add the runtime's page registration on top. Kernels are usually replayed many times over the same allocations.
 //!
 //! Policy: a snapshot takes the arena's buffers only when they cover every region exactly
 //! (same placement, same sizes, all or nothing); whatever it does not take is freed before

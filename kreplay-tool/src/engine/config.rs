@@ -23,10 +23,12 @@ pub const ENV_SNAPSHOT_BUDGET: &str = "KREPLAY_SNAPSHOT_BUDGET";
 /// `device`, `pinned` or `pageable` (only that one; failing to allocate it declines).
 pub const ENV_SNAPSHOT_PLACEMENT: &str = "KREPLAY_SNAPSHOT_PLACEMENT";
 
-/// Default chunk size: 16 KiB, chosen by the `restore` bench (docs/bench/restore.md): the
-/// check's cost does not depend on the chunk size from 4 KiB to 1 MiB, while scattered writes
-/// restore 4x the bytes at 64 KiB; 16 KiB restores within 3% of 4 KiB's time with a quarter of
-/// its hash metadata (16 bytes per chunk: 0.1% of the footprint) and per-chunk device work.
+/// Default chunk size: 16 KiB, from the `restore` bench (docs/bench/restore-dev-vm.md): the
+/// check costs the same from 4 KiB to 1 MiB chunks (it reads every byte either way), while
+/// scattered writes restore bytes in proportion to the chunk (4x at 64 KiB, 16x at 256 KiB);
+/// 16 KiB restores 4x 4 KiB's bytes with a quarter of its hash metadata (16 bytes per chunk:
+/// 0.1% of the footprint) and a quarter of the copy calls per dirty byte. Backends with a
+/// large per-copy cost (GPU copy calls) may want more: KREPLAY_CHUNK_SIZE.
 pub const DEFAULT_CHUNK: usize = 16 << 10;
 /// Smallest chunk size accepted.
 pub const MIN_CHUNK: usize = 4 << 10;
