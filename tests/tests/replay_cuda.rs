@@ -101,6 +101,8 @@ fn split(stdout: &str) -> (String, HashMap<String, HashMap<String, String>>) {
                 app.push_str(l);
                 app.push('\n');
             }
+            // A blank line ends the per-kernel table (the restore table follows it).
+            Some(_) if l.trim().is_empty() => break,
             Some(h) => {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 let mut row: HashMap<String, String> = h

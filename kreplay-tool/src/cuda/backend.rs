@@ -238,4 +238,37 @@ impl Backend for CudaBackend<'_> {
         self.launched(r)?;
         self.synchronize()
     }
+
+    fn device_alloc(&self, len: usize) -> Option<u64> {
+        self.device_alloc_copy(len)
+    }
+
+    fn device_free(&self, ptr: u64) {
+        self.device_free_copy(ptr)
+    }
+
+    fn copy_d2d(&self, dst: u64, src: u64, len: usize) -> Result<(), BackendError> {
+        self.dtod(dst, src, len)
+    }
+
+    fn hash_chunks_on_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        out: &mut [[u64; 2]],
+    ) -> Result<bool, BackendError> {
+        self.hash_on_device(addr, len, chunk, out)
+    }
+
+    fn compare_chunks_on_device(
+        &self,
+        a: u64,
+        b: u64,
+        len: usize,
+        chunk: usize,
+        dirty_out: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        self.compare_on_device(a, b, len, chunk, dirty_out)
+    }
 }

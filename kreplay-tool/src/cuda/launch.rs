@@ -281,6 +281,10 @@ unsafe fn replay_or_decline(
         passes: t.config.passes,
         check_determinism: t.config.check_determinism,
         correlation: corr,
+        policy: t.config.snapshot,
+        // Fresh snapshot buffers per replay: kept device copies would hold device memory the
+        // application may need between replays.
+        arena: None,
     };
     let outcome = replay(&backend, &t.inventory, &req, &mut emit);
     let result = match outcome {
