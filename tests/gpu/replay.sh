@@ -31,7 +31,7 @@ scenario() { # name expected_kernel expected_passes decline_substring cmd...
   KREPLAY_LOG=${KREPLAY_LOG:-warn} $K replay --passes 5 -o $W/$name.pftrace -- "$@" > $W/$name.all 2> $W/$name.err
   # kreplay prints its per-kernel table on stdout after the program's own output.
   sed '/^kernel  *dispatches/,$d' $W/$name.all > $W/$name.replay
-  sed -n '/^kernel  *dispatches/,$p' $W/$name.all > $W/$name.table
+  sed -n '/^kernel  *dispatches/,/^$/p' $W/$name.all > $W/$name.table
   echo "--- $name"; cat $W/$name.all; grep -v "^ *$" $W/$name.err | tail -6
   check "${name}_output_identical" "$(cat $W/$name.replay)" "$(cat $W/$name.plain)"
   check "${name}_passes" "$(col $W/$name.table "$kernel" 3)" "$passes"
@@ -70,7 +70,7 @@ if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   echo "--- torch"; cat $W/torch.all; tail -3 $W/torch.err
   check torch_replay_exit "$rc" 0
   check torch_replay_launches "$(awk '$1=="launches:"{print $2}' $W/torch.all)" 100
-  check torch_replay_passes_total "$(sed -n '/^kernel  *dispatches/,$p' $W/torch.all | awk 'NR>1{s+=$3} END{print s}')" 30
+  check torch_replay_passes_total "$(sed -n '/^kernel  *dispatches/,/^$/p' $W/torch.all | awk 'NR>1{s+=$3} END{print s}')" 30
 else
   echo "SKIPPED torch replay: no PyTorch with CUDA"
 fi
@@ -80,6 +80,9 @@ for mib in 1024 4096; do
   scenario fp_$mib touch_strided 5 "" $B/replay_cases footprint $mib 10
   echo "RESULT restore_us_total_${mib}MiB_4restores $(col $W/fp_$mib.table touch_strided 8)"
   echo "RESULT snapshot_bytes_${mib}MiB $(col $W/fp_$mib.table touch_strided 7)"
+  # The restore table (after the blank line): mode, restores, bytes hashed/checked/restored,
+  # dirty chunks, check time, time per restore.
+  echo "RESULT restore_row_${mib}MiB $(sed -n '/^restore  *mode/,/^$/p' $W/fp_$mib.all | awk '$1=="touch_strided"')"
 done
 # Ceilings and CUPTI's checkpoint API on the same footprint and dirty fraction.
 # (The checkpoint API lives in libcheckpoint.so beside libcupti.)
