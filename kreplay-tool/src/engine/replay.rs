@@ -12,7 +12,8 @@ use super::arena::SnapshotArena;
 use super::backend::Backend;
 use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
-use super::restore::restore;
+use super::placement::Check;
+use super::restore::{restore, restore_hashing};
 use super::snapshot::{SnapFailure, Snapshot, snap_in};
 
 /// Hash granularity of the determinism check: one XXH3-64 per 4 KiB of each region (a pass
@@ -126,6 +127,43 @@ fn first_difference<B: Backend>(
     None
 }
 
+/// Compares pass `pass`'s block hashes with pass 0's (keeping pass 0's); on a difference
+/// reports it and returns true.
+fn judge<B: Backend>(
+    snap: &Snapshot<'_, B>,
+    pass: u32,
+    hashes: Option<Vec<Vec<u64>>>,
+    first: &mut Option<Vec<Vec<u64>>>,
+    correlation: u64,
+    emit: &mut dyn FnMut(Record),
+) -> bool {
+    let Some(h) = hashes else {
+        tracing::warn!("kreplay: hashing pass {pass} failed; determinism not checked");
+        return false;
+    };
+    let Some(f) = first else {
+        *first = Some(h);
+        return false;
+    };
+    let Some((region, offset)) = first_difference(snap, f, &h) else {
+        return false;
+    };
+    tracing::warn!(
+        "kreplay: pass {pass} differs from pass 0 in region {region:#x} at offset {offset}"
+    );
+    emit(
+        Nondeterministic {
+            correlation,
+            pass,
+            ts_ns: now_ns(),
+            region,
+            offset,
+        }
+        .into(),
+    );
+    true
+}
+
 /// Replays one dispatch; the caller holds the agent's replay window.
 pub fn replay<B: Backend>(
     backend: &B,
@@ -179,35 +217,20 @@ pub fn replay<B: Backend>(
             }
             .into(),
         );
-        if hash_passes && !nondeterministic {
-            match (hash_regions(backend, &snapshot), &first) {
-                (Some(h), None) => first = Some(h),
-                (Some(h), Some(f)) => {
-                    if let Some((region, offset)) = first_difference(&snapshot, f, &h) {
-                        nondeterministic = true;
-                        tracing::warn!(
-                            "kreplay: pass {pass} differs from pass 0 in region {region:#x} at offset {offset}"
-                        );
-                        emit(
-                            Nondeterministic {
-                                correlation: req.correlation,
-                                pass,
-                                ts_ns: now_ns(),
-                                region,
-                                offset,
-                            }
-                            .into(),
-                        );
-                    }
-                }
-                (None, _) => {
-                    tracing::warn!("kreplay: hashing pass {pass} failed; determinism not checked")
-                }
-            }
+        // On the host-hash path the restore's own read also hashes what the pass wrote.
+        let fused = hash_passes
+            && !nondeterministic
+            && pass + 1 < req.passes
+            && snapshot.check == Check::HostHash
+            && !snapshot.skip_check.get();
+        if hash_passes && !nondeterministic && !fused {
+            let h = hash_regions(backend, &snapshot);
+            nondeterministic = judge(&snapshot, pass, h, &mut first, req.correlation, emit);
         }
         if pass + 1 < req.passes {
             let rs = now_ns();
-            let st = restore(backend, inv, &snapshot);
+            let mut blocks = fused.then(Vec::new);
+            let st = restore_hashing(backend, inv, &snapshot, blocks.as_mut());
             emit(
                 Restore {
                     correlation: req.correlation,
@@ -229,6 +252,10 @@ pub fn replay<B: Backend>(
                 }
                 .into(),
             );
+            if fused {
+                nondeterministic =
+                    judge(&snapshot, pass, blocks, &mut first, req.correlation, emit);
+            }
         }
     }
     Outcome::Replayed {

@@ -11,11 +11,13 @@
 //! adaptive, the measured costs decide ([`check_pays`]); when the check does not pay, later
 //! restores of the same snapshot write every byte (their records say `full`).
 
+use xxhash_rust::xxh3::xxh3_64;
+
 use super::backend::{Backend, BackendError};
 use super::chunks::{DirtyRuns, chunk_count, hash_chunk};
 use super::inventory::Inventory;
 use super::placement::{Check, Store};
-use super::replay::now_ns;
+use super::replay::{HASH_CHUNK, now_ns};
 use super::snapshot::{Region, RegionKind, Snapshot};
 
 /// What one restore did.
@@ -67,6 +69,18 @@ pub fn check_pays(
 /// Writes every still-valid region of `snap` back to the device (only its changed chunks
 /// when the snapshot has a dirty check).
 pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>) -> RestoreStats {
+    restore_hashing(backend, inv, snap, None)
+}
+
+/// [`restore`]; with `blocks`, a host-hash check also pushes, per region, the XXH3-64 of every
+/// [`HASH_CHUNK`] bytes it read (the determinism check's hashes of what the pass wrote, taken
+/// from the same read; empty for a region that was skipped or not read on the host).
+pub fn restore_hashing<B: Backend>(
+    backend: &B,
+    inv: &Inventory,
+    snap: &Snapshot<'_, B>,
+    mut blocks: Option<&mut Vec<Vec<u64>>>,
+) -> RestoreStats {
     let mut st = RestoreStats {
         check_skipped: snap.skip_check.get(),
         ..RestoreStats::default()
@@ -74,6 +88,9 @@ pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>)
     let mut runs = DirtyRuns::default();
     let live = inv.read();
     for r in &snap.regions {
+        if let Some(b) = blocks.as_mut() {
+            b.push(Vec::new());
+        }
         if let RegionKind::Tracked { generation } = r.kind {
             match live.get(&r.addr) {
                 Some(e) if e.generation == generation && e.size >= r.size => {}
@@ -101,7 +118,8 @@ pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>)
             runs.mark_all(r.size);
             Ok(0)
         } else {
-            find_dirty(backend, snap, r, &mut runs)
+            let sink = blocks.as_mut().and_then(|b| b.last_mut());
+            find_dirty(backend, snap, r, &mut runs, sink)
         };
         st.check_ns += now_ns() - t;
         if let Err(e) = &checked {
@@ -179,6 +197,7 @@ fn find_dirty<B: Backend>(
     snap: &Snapshot<'_, B>,
     r: &Region,
     runs: &mut DirtyRuns,
+    mut blocks: Option<&mut Vec<u64>>,
 ) -> Result<u64, BackendError> {
     let (chunk, size) = (snap.chunk, r.size as usize);
     match snap.check {
@@ -200,6 +219,9 @@ fn find_dirty<B: Backend>(
                 backend.copy_d2h(buf, r.addr + off as u64, n)?;
                 // SAFETY: the scratch holds len >= n bytes, just written by the copy.
                 let now = unsafe { std::slice::from_raw_parts(buf, n) };
+                if let Some(b) = blocks.as_mut() {
+                    b.extend(now.chunks(HASH_CHUNK).map(xxh3_64));
+                }
                 let first = off / chunk;
                 for (i, c) in now.chunks(chunk).enumerate() {
                     if r.hashes.get(first + i) != Some(&hash_chunk(c)) {
