@@ -9,7 +9,9 @@
 //! hash), so it pays only when reading and hashing is cheaper than writing what it spares.
 //! After a restore that wrote at least [`MEASURE_MIN`] bytes, with the snapshot's policy
 //! adaptive, the measured costs decide ([`check_pays`]); when the check does not pay, later
-//! restores of the same snapshot write every byte (their records say `full`).
+//! restores of the same snapshot write every byte (their records say `full`). A restore whose
+//! read also feeds the determinism check ([`restore_hashing`]) decides nothing: that read
+//! happens either way.
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -81,6 +83,7 @@ pub fn restore_hashing<B: Backend>(
     snap: &Snapshot<'_, B>,
     mut blocks: Option<&mut Vec<Vec<u64>>>,
 ) -> RestoreStats {
+    let hashed_blocks = blocks.is_some();
     let mut st = RestoreStats {
         check_skipped: snap.skip_check.get(),
         ..RestoreStats::default()
@@ -153,7 +156,10 @@ pub fn restore_hashing<B: Backend>(
             st.regions += 1;
         }
     }
+    // With `blocks` the read serves the determinism check too: skipping the check would not
+    // skip the read, so there is nothing to decide.
     if snap.adaptive
+        && !hashed_blocks
         && !st.check_skipped
         && snap.check != Check::Full
         && !check_pays(
