@@ -38,6 +38,10 @@ pub struct ReplayArgs {
     /// Where snapshot copies live.
     #[arg(long, value_name = "WHERE", value_parser = ["auto", "device", "pinned", "pageable"])]
     snapshot_placement: Option<String>,
+    /// How changed chunks of a device-resident snapshot are found: `hash` (default: 128-bit
+    /// chunk hashes on the device, one read of the footprint) or `compare` (exact, two reads).
+    #[arg(long, value_name = "HOW", value_parser = ["hash", "compare"])]
+    device_check: Option<String>,
     /// Trace file to write.
     #[arg(
         short = 'o',
@@ -160,6 +164,7 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         ("KREPLAY_RESTORE", &args.restore),
         ("KREPLAY_SNAPSHOT_BUDGET", &args.snapshot_budget),
         ("KREPLAY_SNAPSHOT_PLACEMENT", &args.snapshot_placement),
+        ("KREPLAY_DEVICE_CHECK", &args.device_check),
     ] {
         if let Some(v) = v {
             cmd.env(var, v);

@@ -98,7 +98,10 @@ impl<'t> CudaBackend<'t> {
         }
     }
 
-    /// Every writable module variable of every loaded module, resolved now.
+    /// Every writable module variable of every loaded module, resolved now. A name the
+    /// driver does not find is placed from its cubin section offset when another variable of
+    /// the same section resolved (the driver loads a section as one block); otherwise the
+    /// enumeration fails and the snapshot is declined.
     pub fn resolve_module_variables(&self) -> Result<Vec<ModuleVar>, BackendError> {
         let modules = self
             .t
@@ -112,19 +115,42 @@ impl<'t> CudaBackend<'t> {
                 .globals
                 .as_ref()
                 .map_err(|_| BackendError::Missing("the names of a module's variables"))?;
+            let call = match m.kind {
+                ModuleKind::Module => "cuModuleGetGlobal_v2",
+                ModuleKind::Library => "cuLibraryGetGlobal",
+            };
+            let mut bases: std::collections::HashMap<u16, u64> = Default::default();
+            let mut missing = Vec::new();
+            let mut found = Vec::new();
             for g in globals {
-                let (addr, size) = match self.resolve(m.kind, m.handle, &g.name) {
-                    Ok(v) => v,
-                    Err(status) => {
-                        return Err(BackendError::Call {
-                            call: match m.kind {
-                                ModuleKind::Module => "cuModuleGetGlobal_v2",
-                                ModuleKind::Library => "cuLibraryGetGlobal",
-                            },
-                            status,
-                        });
+                match self.resolve(m.kind, m.handle, &g.name) {
+                    Ok((addr, size)) => {
+                        if g.section != 0 && addr != 0 {
+                            bases
+                                .entry(g.section)
+                                .or_insert(addr.wrapping_sub(g.offset));
+                        }
+                        found.push((g, addr, size));
                     }
-                };
+                    Err(status) => missing.push((g, status)),
+                }
+            }
+            for (g, status) in missing {
+                match bases.get(&g.section) {
+                    Some(base) if g.section != 0 && g.size > 0 => {
+                        found.push((g, base.wrapping_add(g.offset), g.size as usize))
+                    }
+                    _ => {
+                        tracing::warn!(
+                            "kreplay: module variable {} of module {:#x}: {call} returned {status} and no variable of its section resolved",
+                            g.name,
+                            m.handle
+                        );
+                        return Err(BackendError::Call { call, status });
+                    }
+                }
+            }
+            for (g, addr, size) in found {
                 if addr == 0 || size == 0 {
                     continue;
                 }
@@ -249,6 +275,10 @@ impl Backend for CudaBackend<'_> {
 
     fn copy_d2d(&self, dst: u64, src: u64, len: usize) -> Result<(), BackendError> {
         self.dtod(dst, src, len)
+    }
+
+    fn copy_d2d_runs(&self, runs: &[(u64, u64, usize)]) -> Result<bool, BackendError> {
+        self.copy_runs_on_device(runs)
     }
 
     fn hash_chunks_on_device(

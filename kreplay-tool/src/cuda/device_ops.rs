@@ -23,12 +23,15 @@ const KERNELS_PTX: &str = concat!(include_str!("kernels.ptx"), "\0");
 const BLOCK: u32 = 256;
 /// Most blocks launched (the kernels stride over further chunks).
 const MAX_BLOCKS: u64 = 65_535;
+/// Longest piece one block of the run-copy kernel copies.
+const MAX_RUN_PIECE: usize = 1 << 20;
 
 /// The loaded kernels of one context.
 #[derive(Clone, Copy)]
 pub struct Kernels {
     compare: usize,
     hash: usize,
+    copy_runs: usize,
 }
 
 /// Kernels by context (`None`: loading failed there; not retried).
@@ -75,6 +78,7 @@ impl CudaBackend<'_> {
             Some(Kernels {
                 compare: get(c"kreplay_compare_chunks")?,
                 hash: get(c"kreplay_hash_chunks")?,
+                copy_runs: get(c"kreplay_copy_runs")?,
             })
         })
     }
@@ -235,5 +239,63 @@ impl CudaBackend<'_> {
             *d = *h;
         }
         Ok(true)
+    }
+
+    /// Copies every `(dst, src, len)` device range with one kernel launch (runs split into
+    /// pieces of at most 1 MiB, one block each); `Ok(false)` when the kernels are unavailable.
+    pub fn copy_runs_on_device(&self, runs: &[(u64, u64, usize)]) -> Result<bool, BackendError> {
+        let Some(k) = self.kernels() else {
+            return Ok(false);
+        };
+        let mut table: Vec<u64> = Vec::with_capacity(runs.len() * 3);
+        for &(dst, src, len) in runs {
+            let mut off = 0;
+            while off < len {
+                let n = (len - off).min(MAX_RUN_PIECE);
+                table.extend([dst + off as u64, src + off as u64, n as u64]);
+                off += n;
+            }
+        }
+        let pieces = (table.len() / 3) as u64;
+        if pieces == 0 {
+            return Ok(true);
+        }
+        let d = &self.tool().driver;
+        let bytes = table.len() * 8;
+        let dev = self.device_alloc_copy(bytes).ok_or(BackendError::Call {
+            call: "cuMemAlloc_v2(restore runs)",
+            status: ERROR_OUT_OF_MEMORY,
+        })?;
+        let result = (|| {
+            // SAFETY: dev holds `bytes` bytes; table is that long.
+            check("cuMemcpyHtoD_v2", unsafe {
+                (d.memcpy_htod)(dev, table.as_ptr() as *const c_void, bytes)
+            })?;
+            let (mut t, mut n) = (dev, pieces);
+            let mut args = [
+                &mut t as *mut u64 as *mut c_void,
+                &mut n as *mut u64 as *mut c_void,
+            ];
+            // SAFETY: kreplay's run-copy kernel in this context; args match its parameters.
+            let r = unsafe {
+                (d.launch_kernel)(
+                    k.copy_runs as CUfunction,
+                    pieces.min(MAX_BLOCKS) as u32,
+                    1,
+                    1,
+                    BLOCK,
+                    1,
+                    1,
+                    0,
+                    core::ptr::null_mut(),
+                    args.as_mut_ptr(),
+                    core::ptr::null_mut(),
+                )
+            };
+            check("cuLaunchKernel(kreplay_copy_runs)", r)?;
+            self.synchronize()
+        })();
+        self.device_free_copy(dev);
+        result.map(|()| true)
     }
 }

@@ -13,6 +13,10 @@ pub struct GlobalSym {
     pub size: u64,
     /// `__constant__` (kernels cannot write it: never snapshotted).
     pub constant: bool,
+    /// Index of its section in the cubin (0 when unknown, e.g. from PTX).
+    pub section: u16,
+    /// Its offset in that section (`st_value`).
+    pub offset: u64,
 }
 
 /// Why an image could not be read.
@@ -149,6 +153,7 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
             let name = u32_at(b, e, "st_name")?;
             let info = *b.get(e + 4).ok_or(ImageError::Truncated("st_info"))?;
             let shndx = u16_at(b, e + 6, "st_shndx")?;
+            let value = u64_at(b, e + 8, "st_value")?;
             let size = u64_at(b, e + 16, "st_size")?;
             if info & 0xf != STT_OBJECT || shndx == SHN_UNDEF || shndx >= SHN_LORESERVE {
                 continue;
@@ -173,6 +178,8 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
                 name: n.to_string(),
                 size,
                 constant,
+                section: shndx,
+                offset: value,
             });
         }
     }

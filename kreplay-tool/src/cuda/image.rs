@@ -117,6 +117,8 @@ pub fn ptx_globals(text: &str) -> Vec<GlobalSym> {
                         name: name.to_string(),
                         size: 0,
                         constant: *space == ".const",
+                        section: 0,
+                        offset: 0,
                     });
                 }
             }

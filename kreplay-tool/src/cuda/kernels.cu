@@ -73,3 +73,19 @@ extern "C" __global__ void kreplay_hash_chunks(const unsigned char *base, unsign
     __syncthreads();
   }
 }
+
+// A restore's dirty runs in one launch: run r copies runs[3r + 2] bytes from runs[3r + 1] to
+// runs[3r]. The host splits runs so none is large (one block copies one run).
+extern "C" __global__ void kreplay_copy_runs(const unsigned long long *runs, unsigned long long n) {
+  for (unsigned long long r = blockIdx.x; r < n; r += gridDim.x) {
+    unsigned long long dst = runs[3 * r], src = runs[3 * r + 1], len = runs[3 * r + 2];
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    if (((dst | src | len) & 15) == 0) {
+      for (unsigned long long w = threadIdx.x; w < len / 16; w += blockDim.x)
+        ((uint4 *)d)[w] = ((const uint4 *)s)[w];
+    } else {
+      for (unsigned long long i = threadIdx.x; i < len; i += blockDim.x) d[i] = s[i];
+    }
+  }
+}

@@ -102,6 +102,14 @@ pub trait Backend {
         let _ = (dst, src, len);
         Err(BackendError::Unsupported("copy_d2d"))
     }
+    /// Copies every `(dst, src, len)` range device to device in one operation (complete when
+    /// it returns): a restore's dirty runs, which may number thousands, cost one call instead
+    /// of one synchronous copy each. `Ok(false)`: unsupported (the engine then calls
+    /// [`Backend::copy_d2d`] per range), nothing copied.
+    fn copy_d2d_runs(&self, runs: &[(u64, u64, usize)]) -> Result<bool, BackendError> {
+        let _ = runs;
+        Ok(false)
+    }
     /// Hashes `[addr, addr + len)` on the device in chunks of `chunk` bytes (the last one
     /// short when `len` is not a multiple), writing one 128-bit hash per chunk into
     /// `out[..len.div_ceil(chunk)]`. `Ok(false)`: unsupported, `out` untouched. A call with

@@ -23,6 +23,12 @@ pub const ENV_SNAPSHOT_BUDGET: &str = "KREPLAY_SNAPSHOT_BUDGET";
 /// `device`, `pinned` or `pageable` (only that one; failing to allocate it declines).
 pub const ENV_SNAPSHOT_PLACEMENT: &str = "KREPLAY_SNAPSHOT_PLACEMENT";
 
+/// How a device-resident snapshot finds changed chunks: `hash` (default: the backend's
+/// 128-bit chunk hashes, taken at snapshot time and again before each restore, reading the
+/// footprint once) or `compare` (exact byte comparison with the device copy: no collision at
+/// all, but it reads the footprint twice — as much traffic as copying all of it back).
+pub const ENV_DEVICE_CHECK: &str = "KREPLAY_DEVICE_CHECK";
+
 /// Default chunk size: 16 KiB, from the `restore` bench (docs/bench/restore-dev-vm.md): the
 /// check costs the same from 4 KiB to 1 MiB chunks (it reads every byte either way), while
 /// scattered writes restore bytes in proportion to the chunk (4x at 64 KiB, 16x at 256 KiB);
@@ -43,6 +49,7 @@ pub const KNOWN: &[&str] = &[
     ENV_RESTORE,
     ENV_SNAPSHOT_BUDGET,
     ENV_SNAPSHOT_PLACEMENT,
+    ENV_DEVICE_CHECK,
     crate::record::ENV_OUTPUT_DIR,
     crate::record::ENV_PER_THREAD,
     crate::record::ENV_PER_THREAD_CAP,
@@ -97,6 +104,8 @@ pub struct SnapshotPolicy {
     pub budget: u64,
     /// Where copies may live.
     pub placement: PlacementPref,
+    /// Device-resident copies: compare bytes exactly instead of hashing on the device.
+    pub exact_device_check: bool,
 }
 
 impl Default for SnapshotPolicy {
@@ -107,6 +116,7 @@ impl Default for SnapshotPolicy {
             adaptive: true,
             budget: default_budget(),
             placement: PlacementPref::Auto,
+            exact_device_check: false,
         }
     }
 }
@@ -224,6 +234,11 @@ impl ReplayConfig {
                     "full" => c.snapshot.dirty_only = false,
                     _ => return Err(bad(ENV_RESTORE, "must be auto, dirty or full".into())),
                 },
+                ENV_DEVICE_CHECK => match v.trim() {
+                    "hash" => c.snapshot.exact_device_check = false,
+                    "compare" => c.snapshot.exact_device_check = true,
+                    _ => return Err(bad(ENV_DEVICE_CHECK, "must be hash or compare".into())),
+                },
                 ENV_SNAPSHOT_BUDGET => match parse_size(&v) {
                     Some(n) => c.snapshot.budget = n,
                     None => return Err(bad(ENV_SNAPSHOT_BUDGET, "not a size".into())),
@@ -293,6 +308,7 @@ mod tests {
             ("KREPLAY_RESTORE", "full"),
             ("KREPLAY_SNAPSHOT_BUDGET", "3M"),
             ("KREPLAY_SNAPSHOT_PLACEMENT", "pinned"),
+            ("KREPLAY_DEVICE_CHECK", "compare"),
         ])
         .unwrap();
         assert_eq!(
@@ -302,7 +318,8 @@ mod tests {
                 dirty_only: false,
                 adaptive: true,
                 budget: 3 << 20,
-                placement: PlacementPref::Pinned
+                placement: PlacementPref::Pinned,
+                exact_device_check: true,
             }
         );
         for (name, value) in [
@@ -311,6 +328,7 @@ mod tests {
             (ENV_RESTORE, "some"),
             (ENV_SNAPSHOT_BUDGET, "lots"),
             (ENV_SNAPSHOT_PLACEMENT, "gpu"),
+            (ENV_DEVICE_CHECK, "bytes"),
         ] {
             assert!(
                 matches!(cfg(&[(name, value)]), Err(ConfigError::Bad { name: n, .. }) if n == name),

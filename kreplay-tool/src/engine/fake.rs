@@ -49,6 +49,10 @@ pub struct FakeBackend {
     pub h2d_bytes: AtomicU64,
     /// See `h2d_bytes`.
     pub d2d_bytes: AtomicU64,
+    /// Offers `copy_d2d_runs`.
+    pub device_batch: AtomicBool,
+    /// `copy_d2d_runs` calls made.
+    pub d2d_batches: AtomicU64,
     /// See `h2d_bytes`.
     pub d2h_bytes: AtomicU64,
 }
@@ -265,6 +269,17 @@ impl Backend for FakeBackend {
         self.d2d_bytes.fetch_add(len as u64, Ordering::SeqCst);
         let bytes = self.with_range(src, len, |s| s.to_vec())?;
         self.with_range(dst, len, |d| d.copy_from_slice(&bytes))
+    }
+
+    fn copy_d2d_runs(&self, runs: &[(u64, u64, usize)]) -> Result<bool, BackendError> {
+        if !self.device_batch.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.d2d_batches.fetch_add(1, Ordering::SeqCst);
+        for &(dst, src, len) in runs {
+            self.copy_d2d(dst, src, len)?;
+        }
+        Ok(true)
     }
 
     fn hash_chunks_on_device(

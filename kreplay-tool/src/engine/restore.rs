@@ -138,14 +138,27 @@ pub fn restore_hashing<B: Backend>(
         let mut written = 0;
         let mut failed = false;
         let t = now_ns();
-        for &(off, len) in runs.finish() {
-            match write_back(backend, r, off, len as usize) {
-                Ok(()) => written += len,
-                Err(e) => {
-                    tracing::warn!("kreplay: restore of {:#x} failed: {e}; skipped", r.addr);
-                    failed = true;
-                    break;
+        let dirty = runs.finish();
+        match batched_write_back(backend, r, dirty) {
+            Ok(Some(n)) => written = n,
+            Ok(None) => {
+                for &(off, len) in dirty {
+                    match write_back(backend, r, off, len as usize) {
+                        Ok(()) => written += len,
+                        Err(e) => {
+                            tracing::warn!(
+                                "kreplay: restore of {:#x} failed: {e}; skipped",
+                                r.addr
+                            );
+                            failed = true;
+                            break;
+                        }
+                    }
                 }
+            }
+            Err(e) => {
+                tracing::warn!("kreplay: restore of {:#x} failed: {e}; skipped", r.addr);
+                failed = true;
             }
         }
         st.write_ns += now_ns() - t;
@@ -178,6 +191,28 @@ pub fn restore_hashing<B: Backend>(
         snap.skip_check.set(true);
     }
     st
+}
+
+/// Writes every dirty run of a device-resident region back in one backend call; `Ok(None)`
+/// when the region's copy is not on the device or the backend copies one range at a time.
+fn batched_write_back<B: Backend>(
+    backend: &B,
+    r: &Region,
+    dirty: &[(u64, u64)],
+) -> Result<Option<u64>, BackendError> {
+    let Store::Device(dev) = &r.store else {
+        return Ok(None);
+    };
+    if dirty.len() < 2 {
+        return Ok(None);
+    }
+    let ranges: Vec<(u64, u64, usize)> = dirty
+        .iter()
+        .map(|&(off, len)| (r.addr + off, dev + off, len as usize))
+        .collect();
+    Ok(backend
+        .copy_d2d_runs(&ranges)?
+        .then(|| dirty.iter().map(|&(_, len)| len).sum()))
 }
 
 /// Copies `[off, off + len)` of region `r` from its snapshot copy to the device.

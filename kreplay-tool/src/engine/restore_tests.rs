@@ -145,13 +145,28 @@ fn every_placement_restores_exactly_the_dirty_chunks() {
             m::DEVICE_COMPARE,
             2 * FOOTPRINT,
         ),
+        // The default for a device-resident copy when the device hashes: one read, not two.
+        (
+            1 << 30,
+            true,
+            true,
+            PlacementPref::Device,
+            m::DEVICE,
+            m::DEVICE_HASH,
+            FOOTPRINT,
+        ),
     ];
     for (room, hash, compare, pref, placement, check, checked) in cases {
         let label = m::label(placement, check);
         let (fake, inv) = with_b();
         fake.enable_device(room, hash, compare);
         let before = fake.read(B, B_LEN);
-        let (out, recs) = run_with(&fake, &inv, &scattered(), 3, policy(pref));
+        // KREPLAY_DEVICE_CHECK=compare where the case expects the exact comparison.
+        let pol = SnapshotPolicy {
+            exact_device_check: check == m::DEVICE_COMPARE,
+            ..policy(pref)
+        };
+        let (out, recs) = run_with(&fake, &inv, &scattered(), 3, pol);
         assert_eq!(
             out,
             Outcome::Replayed {
@@ -197,6 +212,26 @@ fn every_placement_restores_exactly_the_dirty_chunks() {
         assert_eq!(fake.host_bytes_live(), 0, "{label}: host copies freed");
         assert_eq!(fake.device_bytes_live(), 0, "{label}: device copies freed");
     }
+}
+
+#[test]
+fn a_device_resident_restore_writes_all_its_dirty_runs_in_one_batch() {
+    let (fake, inv) = with_b();
+    fake.enable_device(1 << 30, true, true);
+    fake.device_batch.store(true, Ordering::SeqCst);
+    let before = fake.read(B, B_LEN);
+    let (out, recs) = run_with(&fake, &inv, &scattered(), 3, policy(PlacementPref::Device));
+    assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
+    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+    // Two runs (chunk 3; chunks 9 and 10) per restore, one batch each, two restores.
+    assert_eq!(fake.d2d_batches.load(Ordering::SeqCst), 2);
+    for r in restores(&recs) {
+        assert_eq!((r.bytes, r.dirty_chunks), (3 * CHUNK as u64, 3));
+    }
+    assert_eq!(
+        fake.d2d_bytes.load(Ordering::SeqCst),
+        FOOTPRINT + 2 * 3 * CHUNK as u64
+    );
 }
 
 #[test]
@@ -246,12 +281,16 @@ fn a_forced_hash_collision_is_still_restored_on_the_byte_compare_path() {
     fake.force_collision_at
         .store(B + 3 * CHUNK as u64 + 17, Ordering::SeqCst);
     let before = fake.read(B, B_LEN);
-    let (_, recs) = run_with(&fake, &inv, &scattered(), 3, policy(PlacementPref::Auto));
+    let exact = SnapshotPolicy {
+        exact_device_check: true,
+        ..policy(PlacementPref::Auto)
+    };
+    let (_, recs) = run_with(&fake, &inv, &scattered(), 3, exact);
     let r = &restores(&recs)[0];
     assert_eq!(
         r.check,
         m::DEVICE_COMPARE,
-        "device-resident: bytes compared"
+        "device-resident, KREPLAY_DEVICE_CHECK=compare: bytes compared"
     );
     assert_eq!((r.bytes, r.dirty_chunks), (3 * CHUNK as u64, 3));
     assert_eq!(fake.read(B, B_LEN), scattered_once(&before));

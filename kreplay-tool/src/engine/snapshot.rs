@@ -273,13 +273,21 @@ fn choose_check<B: Backend>(backend: &B, policy: &SnapshotPolicy, p: Placement) 
     if !policy.dirty_only {
         return Check::Full;
     }
-    if p == Placement::Device
-        && backend.compare_chunks_on_device(0, 0, 0, policy.chunk, &mut []) == Ok(true)
-    {
+    let compare = || {
+        p == Placement::Device
+            && backend.compare_chunks_on_device(0, 0, 0, policy.chunk, &mut []) == Ok(true)
+    };
+    let hash = || backend.hash_chunks_on_device(0, 0, policy.chunk, &mut []) == Ok(true);
+    // A device-resident copy is compared exactly when asked to, or when the device cannot
+    // hash; otherwise hashing reads the footprint once where comparing reads it twice.
+    if policy.exact_device_check && compare() {
         return Check::DeviceCompare;
     }
-    if backend.hash_chunks_on_device(0, 0, policy.chunk, &mut []) == Ok(true) {
+    if hash() {
         return Check::DeviceHash;
+    }
+    if compare() {
+        return Check::DeviceCompare;
     }
     Check::HostHash
 }
