@@ -28,7 +28,7 @@ col() { row "$1" "$2" | awk -v c="$3" '{print $c}'; }
 scenario() { # name expected_kernel expected_passes decline_substring cmd...
   local name=$1 kernel=$2 passes=$3 decl=$4; shift 4
   "$@" > $W/$name.plain 2> $W/$name.plain.err
-  KREPLAY_LOG=${KREPLAY_LOG:-warn} $K replay --passes 5 -o $W/$name.pftrace -- "$@" > $W/$name.all 2> $W/$name.err
+  KREPLAY_LOG=${KREPLAY_LOG:-warn} $K replay --passes 5 ${REPLAY_FLAGS:-} -o $W/$name.pftrace -- "$@" > $W/$name.all 2> $W/$name.err
   # kreplay prints its per-kernel table on stdout after the program's own output.
   sed '/^kernel  *dispatches/,$d' $W/$name.all > $W/$name.replay
   sed -n '/^kernel  *dispatches/,/^$/p' $W/$name.all > $W/$name.table
@@ -75,14 +75,23 @@ else
   echo "SKIPPED torch replay: no PyTorch with CUDA"
 fi
 
-# Restore cost on a large footprint: time per pass, snapshot bytes and restore time.
+# Restore cost on a large footprint, every mode side by side in one run: the footprint
+# program writes one word in every PERMILLE-th 4 KiB page (10: 1% of the pages dirty).
+# Modes: the default (device-resident copy, chunk hashes on the device), exact comparison on
+# the device, a pinned host copy with device hashing, and full restores of either copy.
 for mib in 1024 4096; do
-  scenario fp_$mib touch_strided 5 "" $B/replay_cases footprint $mib 10
-  echo "RESULT restore_us_total_${mib}MiB_4restores $(col $W/fp_$mib.table touch_strided 8)"
-  echo "RESULT snapshot_bytes_${mib}MiB $(col $W/fp_$mib.table touch_strided 7)"
-  # The restore table (after the blank line): mode, restores, bytes hashed/checked/restored,
-  # dirty chunks, check time, time per restore.
-  echo "RESULT restore_row_${mib}MiB $(sed -n '/^restore  *mode/,/^$/p' $W/fp_$mib.all | awk '$1=="touch_strided"')"
+  for permille in 10 1000; do
+    for mode in "default:" "compare:--device-check compare" "pinned:--snapshot-placement pinned" \
+                "full:--restore full" "pinned_full:--snapshot-placement pinned --restore full"; do
+      name=fp_${mib}_${permille}_${mode%%:*}
+      REPLAY_FLAGS="${mode#*:}" scenario $name touch_strided 5 "" $B/replay_cases footprint $mib $permille
+      # The restore table (after the blank line): kernel, mode, restores, bytes hashed,
+      # checked, restored, dirty chunks, check time, time per restore.
+      r=$(sed -n '/^restore  *mode/,/^$/p' $W/$name.all | awk '$1=="touch_strided"')
+      echo "RESULT restore_row_${name} $r"
+      echo "RESULT us_per_restore_${name} $(echo "$r" | awk '{print $NF}')"
+    done
+  done
 done
 # Ceilings and CUPTI's checkpoint API on the same footprint and dirty fraction.
 # (The checkpoint API lives in libcheckpoint.so beside libcupti.)
