@@ -21,7 +21,7 @@ use kreplay_cli::{
 };
 use kreplay_common::{
     api::{NO_ARG, USER_FUNCTION},
-    probe::{CallRecord, Cookie, mode, role},
+    probe::{CallRecord, Cookie, Sample, mode, role},
 };
 
 /// Arguments of `kreplay probe`.
@@ -135,9 +135,12 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
     let mut calls = 0u64;
-    let mut sink = |r: CallRecord| {
-        calls += 1;
-        let _ = print_call(&mut out, &r, &args.symbol, args.json);
+    // A user-named function names no kernel: only call records come.
+    let mut sink = |s: Sample| {
+        if let Sample::Call(r) = s {
+            calls += 1;
+            let _ = print_call(&mut out, &r, &args.symbol, args.json);
+        }
     };
     let started = Instant::now();
     let exit_code = rt.block_on(async {

@@ -20,10 +20,14 @@ use kreplay_cli::{
         attach::Attacher,
         capture::Capture,
         discover::{self, RuntimeLib},
+        kernels::KernelNames,
         summary::Summary,
     },
 };
-use kreplay_common::{api::spec_of, probe::CallRecord};
+use kreplay_common::{
+    api::{ApiKind, spec_of},
+    probe::{CallRecord, NameRecord, Sample},
+};
 
 /// Arguments of `kreplay trace`.
 #[derive(Args, Debug)]
@@ -216,6 +220,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let mut col = Collector {
         capture,
         summary: Summary::default(),
+        kernels: KernelNames::default(),
         io_error: None,
     };
     let started = Instant::now();
@@ -251,11 +256,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             };
             match event {
                 Event::Data => {
-                    intake.drain(&mut |r| col.push(&r));
+                    intake.drain(&mut |s| col.push(&s));
                 }
                 Event::Stop => break,
                 Event::Tick => {
-                    intake.drain(&mut |r| col.push(&r));
+                    intake.drain(&mut |s| col.push(&s));
                     let c = probes.counters()?;
                     if c.lost() > reported_lost {
                         col.capture.drops(kreplay_common::stream::monotonic_ns(), "ring buffer full", c.lost() - reported_lost)?;
@@ -292,7 +297,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 }
             }
         }
-        intake.drain(&mut |r| col.push(&r));
+        intake.drain(&mut |s| col.push(&s));
         anyhow::Ok(code)
     })?;
     // The waiter for a command that is still running (kreplay was stopped first) must not hold
@@ -302,6 +307,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         mut capture,
         summary,
         io_error,
+        ..
     } = col;
     if status && tty {
         eprintln!();
@@ -371,18 +377,49 @@ enum Event {
     Stop,
 }
 
-/// Where call records go: the per-thread streams and the summary.
+/// Where ring-buffer records go: the per-thread streams, the kernel names and the summary.
 struct Collector {
     capture: Capture,
     summary: Summary,
+    kernels: KernelNames,
     io_error: Option<anyhow::Error>,
 }
 
 impl Collector {
-    fn push(&mut self, r: &CallRecord) {
-        self.summary.add(r);
-        if let Err(e) = self.capture.push(r) {
+    fn push(&mut self, s: &Sample) {
+        let r = match s {
+            Sample::Call(r) => self.call(r),
+            Sample::Name(n) => self.name(n),
+        };
+        if let Err(e) = r {
             self.io_error.get_or_insert_with(|| e.into());
         }
+    }
+
+    fn call(&mut self, r: &CallRecord) -> Result<(), kreplay_common::stream::StreamError> {
+        self.summary.add(r);
+        match spec_of(r.api).map(|s| s.kind) {
+            Some(ApiKind::Launch) => {
+                let k = self.kernels.launch(r);
+                if spec_of(r.api).is_some_and(|s| s.kernel_arg != kreplay_common::api::NO_ARG) {
+                    self.summary.add_launch(k.name.as_deref());
+                }
+                if let Some(rec) = k.new_record {
+                    self.capture.kernel_name(r.tid, rec)?;
+                }
+            }
+            Some(ApiKind::Symbol) => {
+                if let Some(rec) = self.kernels.alias(r) {
+                    self.capture.kernel_name(r.tid, rec)?;
+                }
+            }
+            _ => {}
+        }
+        self.capture.push(r)
+    }
+
+    fn name(&mut self, n: &NameRecord) -> Result<(), kreplay_common::stream::StreamError> {
+        let rec = self.kernels.named(n);
+        self.capture.kernel_name(n.tid, rec)
     }
 }
