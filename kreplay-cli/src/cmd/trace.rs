@@ -221,8 +221,16 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         capture,
         summary: Summary::default(),
         kernels: KernelNames::default(),
+        pids: Default::default(),
         io_error: None,
     };
+    // The targets' mappings as of the attach: a launch drained after its process exited still
+    // finds the file its kernel's address lies in.
+    if let Targets::Pids(pids) = &targets {
+        for &pid in pids {
+            col.kernels.remember(pid);
+        }
+    }
     let started = Instant::now();
     let status = !args.quiet;
     let tty = std::io::stderr().is_terminal();
@@ -273,10 +281,14 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                             }
                             for &pid in pids {
                                 attacher.rescan_pid(&mut probes, pid, Scope::Pid(pid));
+                                col.kernels.remember(pid);
                             }
                         }
                         Targets::All => attacher.rescan_all(&mut probes),
-                        Targets::Command(pid) => attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid)),
+                        Targets::Command(pid) => {
+                            attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid));
+                            col.kernels.remember(*pid);
+                        }
                     }
                     // On a terminal the status line updates in place every tick; into a file
                         // or pipe, one line every five seconds.
@@ -382,6 +394,8 @@ struct Collector {
     capture: Capture,
     summary: Summary,
     kernels: KernelNames,
+    /// Processes seen so far.
+    pids: std::collections::HashSet<u32>,
     io_error: Option<anyhow::Error>,
 }
 
@@ -397,6 +411,10 @@ impl Collector {
     }
 
     fn call(&mut self, r: &CallRecord) -> Result<(), kreplay_common::stream::StreamError> {
+        if self.pids.insert(r.pid) {
+            // First sight of a process (--all): its mappings while it is surely alive.
+            self.kernels.remember(r.pid);
+        }
         self.summary.add(r);
         match spec_of(r.api).map(|s| s.kind) {
             Some(ApiKind::Launch) => {

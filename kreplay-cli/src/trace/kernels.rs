@@ -74,6 +74,28 @@ pub fn demangle(raw: &str) -> String {
     raw.to_string()
 }
 
+/// A process's mappings as last read, and whether it shares kreplay's root directory (its
+/// files can then be opened by their own paths after it exits).
+struct ProcMaps {
+    maps: Vec<Mapping>,
+    host_root: bool,
+}
+
+impl ProcMaps {
+    fn read(pid: u32) -> Option<ProcMaps> {
+        let text = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+        let root = fs::read_link(format!("/proc/{pid}/root")).ok();
+        Some(ProcMaps {
+            maps: parse_maps(&text),
+            host_root: root.is_some_and(|r| r == std::path::Path::new("/")),
+        })
+    }
+
+    fn find(&self, addr: u64) -> Option<&Mapping> {
+        self.maps.iter().find(|m| addr >= m.start && addr < m.end)
+    }
+}
+
 /// What a launch call's kernel resolved to.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Resolved {
@@ -89,7 +111,7 @@ pub struct KernelNames {
     names: HashMap<(u32, u64), Arc<str>>,
     /// Handles looked up in the symbols without success (not looked up again).
     misses: HashSet<(u32, u64)>,
-    maps: HashMap<u32, Vec<Mapping>>,
+    maps: HashMap<u32, ProcMaps>,
     /// Symbol tables by the file's (device, inode); `None` when it could not be read.
     tables: HashMap<(u64, u64), Option<SymbolTable>>,
 }
@@ -154,7 +176,7 @@ impl KernelNames {
                 new_record: None,
             };
         }
-        match self.from_symbols(r.pid, handle) {
+        match self.symbol_at(r.pid, handle) {
             Some(raw) => {
                 let name = demangle(&raw);
                 let shared: Arc<str> = Arc::from(name.as_str());
@@ -177,23 +199,32 @@ impl KernelNames {
         }
     }
 
-    /// The symbol at `addr` in the file process `pid` maps there.
-    fn from_symbols(&mut self, pid: u32, addr: u64) -> Option<String> {
-        let find = |maps: &[Mapping]| {
-            maps.iter()
-                .find(|m| addr >= m.start && addr < m.end)
-                .cloned()
-        };
-        let mut hit = self.maps.get(&pid).and_then(|m| find(m));
-        if hit.is_none() {
-            // Not in the mappings read so far: the process may have mapped more since.
-            let text = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-            let maps = parse_maps(&text);
-            hit = find(&maps);
-            self.maps.insert(pid, maps);
+    /// Reads process `pid`'s mappings now, so that its launches can be resolved after it
+    /// exits (records are drained a little after they are made). Called when a process is
+    /// attached and on each rescan.
+    pub fn remember(&mut self, pid: u32) {
+        if let Some(m) = ProcMaps::read(pid) {
+            self.maps.insert(pid, m);
         }
-        let m = hit?;
-        let host = PathBuf::from(format!("/proc/{pid}/root")).join(m.path.trim_start_matches('/'));
+    }
+
+    /// The symbol at `addr` in the file process `pid` maps there.
+    fn symbol_at(&mut self, pid: u32, addr: u64) -> Option<String> {
+        if self.maps.get(&pid).and_then(|m| m.find(addr)).is_none() {
+            // Not in the mappings read so far: the process may have mapped more since.
+            self.remember(pid);
+        }
+        let procmaps = self.maps.get(&pid)?;
+        let m = procmaps.find(addr)?;
+        let through_proc =
+            PathBuf::from(format!("/proc/{pid}/root")).join(m.path.trim_start_matches('/'));
+        let host = match fs::metadata(&through_proc) {
+            Ok(_) => through_proc,
+            // The process is gone; a file of the host's own tree can still be opened.
+            Err(_) if procmaps.host_root => PathBuf::from(&m.path),
+            Err(_) => return None,
+        };
+        let file_off = addr - m.start + m.offset;
         let meta = fs::metadata(&host).ok()?;
         let table = self
             .tables
@@ -205,10 +236,7 @@ impl KernelNames {
                     None
                 }
             });
-        table
-            .as_ref()?
-            .name_at(addr - m.start + m.offset)
-            .map(str::to_string)
+        table.as_ref()?.name_at(file_off).map(str::to_string)
     }
 }
 
