@@ -15,6 +15,8 @@ use serde_json::Value;
 mod all;
 #[path = "trace_parts/devices.rs"]
 mod devices;
+#[path = "trace_parts/dlopen.rs"]
+mod dlopen;
 
 /// The HIP live-bytes track of a thread that never calls hipSetDevice.
 const HIP_LIVE: &str = "live bytes (HIP, device not set during trace)";

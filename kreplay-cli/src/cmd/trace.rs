@@ -162,6 +162,17 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 for lib in libs {
                     attacher.attach(&mut probes, lib, Scope::Pid(*pid))?;
                 }
+                // Runtimes of another family the process may still dlopen by name: probed
+                // now, so their first calls are seen (the rescan alone would miss up to a
+                // tick's worth of them).
+                for lib in discover::dlopen_candidates(*pid)
+                    .into_iter()
+                    .filter(|c| !libs.iter().any(|l| l.family == c.family))
+                {
+                    if let Err(e) = attacher.attach(&mut probes, &lib, Scope::Pid(*pid)) {
+                        tracing::debug!(pid, library = %lib.host_path.display(), error = %e, "not attached ahead of dlopen");
+                    }
+                }
             }
         }
         Targets::All => {
