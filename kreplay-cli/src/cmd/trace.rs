@@ -25,7 +25,7 @@ use kreplay_cli::{
     },
 };
 use kreplay_common::{
-    api::{ApiKind, spec_of},
+    api::{ApiKind, NO_ARG, spec_of},
     probe::{CallRecord, NameRecord, Sample},
 };
 
@@ -427,22 +427,20 @@ impl Collector {
             self.kernels.remember(r.pid);
         }
         self.summary.add(r);
-        match spec_of(r.api).map(|s| s.kind) {
-            Some(ApiKind::Launch) => {
+        let Some(spec) = spec_of(r.api) else {
+            return self.capture.push(r);
+        };
+        let named = match spec.kind {
+            ApiKind::Launch if spec.kernel_arg != NO_ARG => {
                 let k = self.kernels.launch(r);
-                if spec_of(r.api).is_some_and(|s| s.kernel_arg != kreplay_common::api::NO_ARG) {
-                    self.summary.add_launch(k.name.as_deref());
-                }
-                if let Some(rec) = k.new_record {
-                    self.capture.kernel_name(r.tid, rec)?;
-                }
+                self.summary.add_launch(k.name.as_deref());
+                k.new_record
             }
-            Some(ApiKind::Symbol) => {
-                if let Some(rec) = self.kernels.alias(r) {
-                    self.capture.kernel_name(r.tid, rec)?;
-                }
-            }
-            _ => {}
+            ApiKind::Symbol => self.kernels.alias(r),
+            _ => None,
+        };
+        if let Some(rec) = named {
+            self.capture.kernel_name(r.tid, rec)?;
         }
         self.capture.push(r)
     }
