@@ -13,6 +13,8 @@ use serde_json::Value;
 
 #[path = "trace_parts/all.rs"]
 mod all;
+#[path = "trace_parts/cuda.rs"]
+mod cuda;
 #[path = "trace_parts/devices.rs"]
 mod devices;
 #[path = "trace_parts/dlopen.rs"]
