@@ -359,4 +359,36 @@ mod tests {
     fn own_process_maps_no_runtime() {
         assert_eq!(libs_of_pid(std::process::id()).unwrap(), Vec::new());
     }
+
+    #[test]
+    fn dlopen_candidates_come_from_the_targets_own_library_path() {
+        // A process started with LD_LIBRARY_PATH=dir finds dir's runtime library by name; the
+        // library is seen through the process's root, and kreplay's own environment is not
+        // consulted.
+        let dir = std::env::temp_dir().join(format!("kreplay-dlopen-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let lib = dir.join("libcuda.so.1");
+        fs::write(&lib, b"not loaded").unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("LD_LIBRARY_PATH", format!("relative-dir:{}", dir.display()))
+            .spawn()
+            .unwrap();
+        let found = dlopen_candidates(child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let meta = fs::metadata(&lib).unwrap();
+        let ours: Vec<&RuntimeLib> = found
+            .iter()
+            .filter(|l| l.dev_ino == (meta.dev(), meta.ino()))
+            .collect();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(ours.len(), 1, "{found:?}");
+        assert_eq!(ours[0].family, Library::Cuda);
+        assert_eq!(
+            ours[0].host_path,
+            PathBuf::from(format!("/proc/{}/root", child.id()))
+                .join(lib.strip_prefix("/").unwrap())
+        );
+    }
 }
