@@ -301,6 +301,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                             col.kernels.remember(*pid);
                         }
                     }
+                    col.kernels
+                        .forget_exited(|p| Path::new(&format!("/proc/{p}")).exists());
                     // On a terminal the status line updates in place every tick; into a file
                         // or pipe, one line every five seconds.
                     if status && (tty || last_tick.elapsed() >= Duration::from_secs(5)) {

@@ -114,6 +114,8 @@ pub struct KernelNames {
     maps: HashMap<u32, ProcMaps>,
     /// Symbol tables by the file's (device, inode); `None` when it could not be read.
     tables: HashMap<(u64, u64), Option<SymbolTable>>,
+    /// Processes found gone at the last [`KernelNames::forget_exited`].
+    gone: HashSet<u32>,
 }
 
 impl KernelNames {
@@ -206,6 +208,22 @@ impl KernelNames {
         if let Some(m) = ProcMaps::read(pid) {
             self.maps.insert(pid, m);
         }
+    }
+
+    /// Drops what is kept about processes that have exited: those found gone at two calls in
+    /// a row (the records they made before exiting were drained in between). Called on each
+    /// tick, so a long `--all` trace keeps memory for live processes only.
+    pub fn forget_exited(&mut self, alive: impl Fn(u32) -> bool) {
+        let mut pids: HashSet<u32> = self.maps.keys().copied().collect();
+        pids.extend(self.names.keys().map(|k| k.0));
+        let now_gone: HashSet<u32> = pids.into_iter().filter(|&p| !alive(p)).collect();
+        let forget: HashSet<u32> = now_gone.intersection(&self.gone).copied().collect();
+        if !forget.is_empty() {
+            self.maps.retain(|p, _| !forget.contains(p));
+            self.names.retain(|k, _| !forget.contains(&k.0));
+            self.misses.retain(|k| !forget.contains(&k.0));
+        }
+        self.gone = now_gone;
     }
 
     /// The symbol at `addr` in the file process `pid` maps there.
@@ -329,6 +347,31 @@ mod tests {
         let r = call("hipModuleLaunchKernel", [addr, 1, 1, 1, 1, 1], 0);
         assert_eq!(k.launch(&r), Resolved::default());
         assert!(k.misses.contains(&(r.pid, addr)));
+    }
+
+    #[test]
+    fn exited_processes_are_forgotten_at_the_second_look() {
+        let mut k = KernelNames::default();
+        let mut n = NameRecord {
+            ts_ns: 1,
+            handle: 0x10,
+            pid: 4242,
+            tid: 1,
+            api: id_of("hipModuleGetFunction").unwrap(),
+            len: 2,
+            _pad: 0,
+            name: [0; NAME_BYTES],
+        };
+        n.name[0] = b'k';
+        k.named(&n);
+        n.pid = 4343;
+        k.named(&n);
+        let alive = |p: u32| p == 4343;
+        k.forget_exited(alive);
+        assert_eq!(k.names.len(), 2, "kept one more tick");
+        k.forget_exited(alive);
+        let left: Vec<u32> = k.names.keys().map(|key| key.0).collect();
+        assert_eq!(left, [4343]);
     }
 
     #[unsafe(no_mangle)]
