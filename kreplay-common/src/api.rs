@@ -44,6 +44,11 @@ pub enum ApiKind {
     Map = 6,
     /// Anything else (user-named functions).
     Other = 7,
+    /// Names a kernel: a module function lookup or a host-stub registration (the name string is
+    /// read at return, see [`ApiSpec::name_arg`]), or an alias of an already named handle.
+    Symbol = 8,
+    /// Sets the calling thread's current device (argument 0, the device ordinal).
+    Device = 9,
 }
 
 /// Sentinel for "this API has no such argument".
@@ -84,6 +89,17 @@ pub struct ApiSpec {
     pub stack_words: u8,
     /// Where the launch geometry lives, for launches.
     pub geometry: Geometry,
+    /// Argument index of a NUL-terminated name string the BPF program reads at return (kernel
+    /// lookups and registrations), or [`NO_ARG`].
+    pub name_arg: u8,
+    /// Argument index of the handle the name belongs to, or [`NO_ARG`] for "the value the
+    /// out-pointer received".
+    pub handle_arg: u8,
+    /// Argument index of the kernel a launch runs (host stub address or function handle), or
+    /// [`NO_ARG`].
+    pub kernel_arg: u8,
+    /// The function returns `void`: its return register is not a status.
+    pub void_ret: bool,
 }
 
 const fn spec(name: &'static str, library: Library, kind: ApiKind) -> ApiSpec {
@@ -97,6 +113,10 @@ const fn spec(name: &'static str, library: Library, kind: ApiKind) -> ApiSpec {
         stream_arg: NO_ARG,
         stack_words: 0,
         geometry: Geometry::None,
+        name_arg: NO_ARG,
+        handle_arg: NO_ARG,
+        kernel_arg: NO_ARG,
+        void_ret: false,
     }
 }
 
@@ -125,6 +145,22 @@ impl ApiSpec {
         self.geometry = g;
         self
     }
+    const fn name(mut self, i: u8) -> Self {
+        self.name_arg = i;
+        self
+    }
+    const fn handle(mut self, i: u8) -> Self {
+        self.handle_arg = i;
+        self
+    }
+    const fn kernel(mut self, i: u8) -> Self {
+        self.kernel_arg = i;
+        self
+    }
+    const fn void(mut self) -> Self {
+        self.void_ret = true;
+        self
+    }
 }
 
 use ApiKind::*;
@@ -148,14 +184,17 @@ pub const APIS: &[ApiSpec] = &[
     spec("hsa_queue_destroy", Hsa, Queue).ptr(0),
     // HIP (hip_runtime_api.h).
     spec("hipLaunchKernel", Hip, Launch)
+        .kernel(0)
         .stream(7)
         .stack(2)
         .geometry(Geometry::Dim3Pairs(1)),
     spec("hipModuleLaunchKernel", Hip, Launch)
+        .kernel(0)
         .stream(8)
         .stack(5)
         .geometry(Geometry::Scalars(1)),
     spec("hipExtLaunchKernel", Hip, Launch)
+        .kernel(0)
         .stream(7)
         .stack(2)
         .geometry(Geometry::Dim3Pairs(1)),
@@ -172,10 +211,13 @@ pub const APIS: &[ApiSpec] = &[
     spec("hipDeviceSynchronize", Hip, Sync),
     // CUDA driver (cuda.h).
     spec("cuLaunchKernel", Cuda, Launch)
+        .kernel(0)
         .stream(8)
         .stack(5)
         .geometry(Geometry::Scalars(1)),
-    spec("cuLaunchKernelEx", Cuda, Launch).geometry(Geometry::ConfigStruct),
+    spec("cuLaunchKernelEx", Cuda, Launch)
+        .kernel(1)
+        .geometry(Geometry::ConfigStruct),
     spec("cuGraphLaunch", Cuda, Launch).stream(1),
     spec("cuMemAlloc_v2", Cuda, Alloc).out(0).size(1),
     spec("cuMemFree_v2", Cuda, Free).ptr(0),
@@ -204,6 +246,23 @@ pub const APIS: &[ApiSpec] = &[
     spec("cuMemsetD8_v2", Cuda, Copy).ptr(0).size(2),
     spec("cuStreamSynchronize", Cuda, Sync).stream(0),
     spec("cuCtxSynchronize", Cuda, Sync),
+    // Where kernel names come from. `__hipRegisterFunction(modules, hostFunction,
+    // deviceFunction, deviceName, ...)` (hip_runtime_api.h's registration entry, called by a
+    // HIP module's constructor) names the host stub `hipLaunchKernel` gets.
+    spec("__hipRegisterFunction", Hip, Symbol)
+        .name(3)
+        .handle(1)
+        .void(),
+    // hipModuleGetFunction(hipFunction_t* out, hipModule_t, const char* name).
+    spec("hipModuleGetFunction", Hip, Symbol).out(0).name(2),
+    spec("hipSetDevice", Hip, Device),
+    // cuModuleGetFunction(CUfunction* out, CUmodule, const char* name).
+    spec("cuModuleGetFunction", Cuda, Symbol).out(0).name(2),
+    // cuLibraryGetKernel(CUkernel* out, CUlibrary, const char* name): a CUkernel may be
+    // launched as a CUfunction directly (CUDA 12).
+    spec("cuLibraryGetKernel", Cuda, Symbol).out(0).name(2),
+    // cuKernelGetFunction(CUfunction* out, CUkernel): the function gets the kernel's name.
+    spec("cuKernelGetFunction", Cuda, Symbol).out(0).ptr(1),
     // A function named by the user (`kreplay probe`): arguments recorded raw.
     spec("user_function", User, Other),
 ];

@@ -8,7 +8,10 @@
 /// Stack words captured at entry at most (enough for `cuLaunchKernel`'s five stack arguments).
 pub const EXTRA_WORDS: usize = 5;
 
-/// Name of the ring buffer map carrying [`CallRecord`]s.
+/// Bytes of a kernel name a [`NameRecord`] carries at most (NUL included); longer names are cut.
+pub const NAME_BYTES: usize = 256;
+
+/// Name of the ring buffer map carrying [`CallRecord`]s and [`NameRecord`]s.
 pub const EVENTS_MAP: &str = "EVENTS";
 /// Name of the per-CPU counter array (indexes in [`counter`]).
 pub const COUNTERS_MAP: &str = "COUNTERS";
@@ -52,8 +55,10 @@ pub mod mode {
 /// The 64-bit attach cookie: what one attachment of the shared programs needs to know.
 ///
 /// Layout: bits 0–15 API id, 16–23 out-argument index + 1 (0: none), 24–25 extra-capture
-/// mode ([`mode`]), 28–31 number of extra words, 32–39 inventory role (0 none, 1 alloc,
-/// 2 free), 40–47 size-argument index + 1, 48–55 pointer-argument index + 1.
+/// mode ([`mode`]), 26 the function returns void, 28–31 number of extra words, 32–39
+/// inventory role (0 none, 1 alloc, 2 free), 40–47 size-argument index + 1, 48–55
+/// pointer-argument index + 1, 56–59 name-argument index + 1 (0: no name to read), 60–63
+/// handle-argument index + 1 (0: the name belongs to the out-pointer's value).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cookie(pub u64);
 
@@ -95,6 +100,21 @@ impl Cookie {
                 | plus_one(ptr_arg) << 48,
         )
     }
+
+    /// Adds what a naming call needs: the argument holding the name string, the argument
+    /// holding the handle ([`crate::api::NO_ARG`]: the out-pointer's value), and whether the
+    /// function returns void. Indexes above 14 do not fit and leave the cookie unchanged.
+    pub const fn with_name(self, name_arg: u8, handle_arg: u8, void_ret: bool) -> Self {
+        const fn nibble(i: u8) -> u64 {
+            if i == crate::api::NO_ARG || i >= 15 {
+                0
+            } else {
+                i as u64 + 1
+            }
+        }
+        let void = if void_ret { 1u64 << 26 } else { 0 };
+        Cookie(self.0 | void | nibble(name_arg) << 56 | nibble(handle_arg) << 60)
+    }
     /// The API id.
     pub const fn api(self) -> u16 {
         self.0 as u16
@@ -123,6 +143,18 @@ impl Cookie {
     pub const fn ptr_plus_one(self) -> u64 {
         (self.0 >> 48) & 0xff
     }
+    /// Name-argument index + 1, 0 when the call names nothing.
+    pub const fn name_plus_one(self) -> u64 {
+        (self.0 >> 56) & 0xf
+    }
+    /// Handle-argument index + 1, 0 for "the out-pointer's value".
+    pub const fn handle_plus_one(self) -> u64 {
+        (self.0 >> 60) & 0xf
+    }
+    /// The function returns void (no status to check).
+    pub const fn void_ret(self) -> bool {
+        self.0 & (1 << 26) != 0
+    }
 
     /// Builds the cookie for a known API from its [`crate::api::ApiSpec`].
     pub const fn for_spec(id: u16, s: &crate::api::ApiSpec) -> Self {
@@ -136,7 +168,11 @@ impl Cookie {
             crate::api::ApiKind::Free => role::FREE,
             _ => role::NONE,
         };
-        Cookie::new(id, s.out_arg, m, words, r, s.size_arg, s.ptr_arg)
+        Cookie::new(id, s.out_arg, m, words, r, s.size_arg, s.ptr_arg).with_name(
+            s.name_arg,
+            s.handle_arg,
+            s.void_ret,
+        )
     }
 }
 
@@ -192,6 +228,66 @@ pub struct CallRecord {
     pub out: u64,
 }
 
+/// A name a process gave a handle (a kernel function handle or a host stub address), read
+/// from the naming call's string argument when it returned; sent after that call's
+/// [`CallRecord`]. Told apart from a [`CallRecord`] in the ring buffer by its size.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NameRecord {
+    /// CLOCK_MONOTONIC ns at the naming call's return.
+    pub ts_ns: u64,
+    /// The handle named.
+    pub handle: u64,
+    /// Process id (tgid).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// The naming API.
+    pub api: u16,
+    /// Bytes of `name` the helper wrote, NUL included (`NAME_BYTES`: possibly cut).
+    pub len: u16,
+    /// Padding, zero.
+    pub _pad: u32,
+    /// The name, NUL-terminated.
+    pub name: [u8; NAME_BYTES],
+}
+
+impl NameRecord {
+    /// The name's bytes up to its NUL.
+    pub fn name_bytes(&self) -> &[u8] {
+        let n = (self.len as usize).min(NAME_BYTES);
+        let bytes = &self.name[..n];
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        &bytes[..end]
+    }
+}
+
+/// One item of the ring buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sample {
+    /// A completed call.
+    Call(CallRecord),
+    /// A name given to a handle.
+    Name(NameRecord),
+}
+
+impl Sample {
+    /// Decodes an item by its size; `None` for a size that is neither record's.
+    pub fn from_bytes(b: &[u8]) -> Option<Sample> {
+        if b.len() == core::mem::size_of::<NameRecord>() {
+            // SAFETY: the length was checked, NameRecord is plain integers (any bit pattern
+            // is valid), and read_unaligned makes no alignment assumption about the buffer.
+            return Some(Sample::Name(unsafe {
+                core::ptr::read_unaligned(b.as_ptr().cast::<NameRecord>())
+            }));
+        }
+        if b.len() == core::mem::size_of::<CallRecord>() {
+            return CallRecord::from_bytes(b).map(Sample::Call);
+        }
+        None
+    }
+}
+
 /// [`CallRecord::flags`] bit: `out` is valid.
 pub const FLAG_OUT_VALID: u16 = 1;
 
@@ -228,6 +324,8 @@ const _: () = assert!(core::mem::size_of::<EntryState>() == 8 + 48 + 8 * EXTRA_W
 const _: () = assert!(core::mem::size_of::<CallRecord>() == 136);
 const _: () = assert!(core::mem::size_of::<AllocKey>() == 16);
 const _: () = assert!(core::mem::size_of::<AllocInfo>() == 24);
+const _: () = assert!(core::mem::size_of::<NameRecord>() == 32 + NAME_BYTES);
+const _: () = assert!(core::mem::size_of::<NameRecord>() != core::mem::size_of::<CallRecord>());
 
 #[cfg(feature = "user")]
 mod pod {
@@ -242,6 +340,8 @@ mod pod {
     unsafe impl aya::Pod for super::AllocKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::AllocInfo {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::NameRecord {}
 }
 
 impl CallRecord {
@@ -283,7 +383,8 @@ mod tests {
             };
             assert_eq!(c.out_plus_one(), expect_out, "{}", s.name);
         }
-        let q = Cookie::for_spec(id_of("hsa_queue_create").unwrap(), &APIS[8]);
+        let qid = id_of("hsa_queue_create").unwrap();
+        let q = Cookie::for_spec(qid, &APIS[qid as usize]);
         assert_eq!(
             (q.out_plus_one(), q.mode(), q.words()),
             (8, mode::STACK_WORDS, 2)
@@ -297,6 +398,59 @@ mod tests {
         let ex = id_of("cuLaunchKernelEx").unwrap();
         let c = Cookie::for_spec(ex, &APIS[ex as usize]);
         assert_eq!((c.mode(), c.words()), (mode::ARG0_STRUCT, 5));
+        assert_eq!((c.name_plus_one(), c.handle_plus_one()), (0, 0));
+    }
+
+    #[test]
+    fn naming_calls_carry_name_and_handle_in_the_cookie() {
+        let reg = id_of("__hipRegisterFunction").unwrap();
+        let c = Cookie::for_spec(reg, &APIS[reg as usize]);
+        assert_eq!(
+            (
+                c.api(),
+                c.name_plus_one(),
+                c.handle_plus_one(),
+                c.void_ret()
+            ),
+            (reg, 4, 2, true)
+        );
+        let get = id_of("hipModuleGetFunction").unwrap();
+        let c = Cookie::for_spec(get, &APIS[get as usize]);
+        assert_eq!(
+            (c.name_plus_one(), c.handle_plus_one(), c.void_ret()),
+            (3, 0, false)
+        );
+        assert_eq!(c.out_plus_one(), 1);
+    }
+
+    #[test]
+    fn samples_are_told_apart_by_size() {
+        let mut n = NameRecord {
+            ts_ns: 1,
+            handle: 0x1000,
+            pid: 2,
+            tid: 3,
+            api: 4,
+            len: 6,
+            _pad: 0,
+            name: [0; NAME_BYTES],
+        };
+        n.name[..6].copy_from_slice(b"saxpy\0");
+        // SAFETY: NameRecord is plain data; viewing it as bytes for the test is sound.
+        let bytes = unsafe {
+            core::slice::from_raw_parts(
+                (&raw const n).cast::<u8>(),
+                core::mem::size_of::<NameRecord>(),
+            )
+        };
+        let Some(Sample::Name(back)) = Sample::from_bytes(bytes) else {
+            panic!("not a name record")
+        };
+        assert_eq!((back.name_bytes(), back.handle), (&b"saxpy"[..], 0x1000));
+        assert_eq!(Sample::from_bytes(&bytes[..100]), None);
+        n.len = NAME_BYTES as u16;
+        n.name = [b'a'; NAME_BYTES];
+        assert_eq!(n.name_bytes().len(), NAME_BYTES);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use aya_ebpf::{
 };
 use kreplay_common::probe::{
     AllocInfo, AllocKey, CallRecord, Cookie, EXTRA_WORDS, EntryKey, EntryState, FLAG_OUT_VALID,
-    counter, mode, role,
+    NAME_BYTES, NameRecord, counter, mode, role,
 };
 
 /// Completed calls; its size is set by userspace at load time.
@@ -168,6 +168,55 @@ fn try_call_return(ctx: &RetProbeContext) {
         }
         None => bump(counter::RINGBUF_DROPS),
     }
+    if c.name_plus_one() != 0 && (c.void_ret() || ret as u32 == 0) {
+        send_name(c, &state, pid, tid, out, flags, exit_ns);
+    }
+}
+
+/// Sends the name a naming call gave its handle (a kernel lookup's out-pointer value, or a
+/// registration's handle argument): the string is read straight into the ring buffer, at most
+/// `NAME_BYTES` bytes, so the program's stack stays small.
+#[inline(always)]
+fn send_name(c: Cookie, state: &EntryState, pid: u32, tid: u32, out: u64, flags: u16, ts: u64) {
+    let handle = match c.handle_plus_one() {
+        0 if flags & FLAG_OUT_VALID != 0 => out,
+        0 => return,
+        h => arg_at(state, h - 1),
+    };
+    let src = arg_at(state, c.name_plus_one() - 1);
+    if handle == 0 || src == 0 {
+        return;
+    }
+    let Some(mut entry) = EVENTS.reserve::<NameRecord>(0) else {
+        bump(counter::RINGBUF_DROPS);
+        return;
+    };
+    let p = entry.as_mut_ptr();
+    // SAFETY: `p` points at this reservation's NameRecord-sized memory, owned by this program
+    // until it is submitted or discarded; fields are written through raw pointers without
+    // forming references to the uninitialised bytes, and the helper writes at most NAME_BYTES
+    // bytes into `name` and validates the user address itself.
+    let n = unsafe {
+        core::ptr::addr_of_mut!((*p).ts_ns).write(ts);
+        core::ptr::addr_of_mut!((*p).handle).write(handle);
+        core::ptr::addr_of_mut!((*p).pid).write(pid);
+        core::ptr::addr_of_mut!((*p).tid).write(tid);
+        core::ptr::addr_of_mut!((*p).api).write(c.api());
+        core::ptr::addr_of_mut!((*p)._pad).write(0);
+        aya_ebpf::helpers::generated::bpf_probe_read_user_str(
+            core::ptr::addr_of_mut!((*p).name).cast(),
+            NAME_BYTES as u32,
+            src as *const core::ffi::c_void,
+        )
+    };
+    if n <= 0 {
+        bump(counter::READ_FAULTS);
+        entry.discard(0);
+        return;
+    }
+    // SAFETY: as above.
+    unsafe { core::ptr::addr_of_mut!((*p).len).write(n as u16) };
+    entry.submit(0);
 }
 
 /// An empty entry program: the bare cost of a uprobe, the baseline of the overhead benchmarks.

@@ -16,6 +16,9 @@ use kreplay_common::{
 use kreplay_tests::{decode_trace, kreplay_bin, scratch};
 use serde_json::{Value, json};
 
+#[path = "merge_parts/kernels.rs"]
+mod kernels;
+
 const PID: u32 = 500;
 const MAIN: u32 = 501;
 const WORKER: u32 = 502;

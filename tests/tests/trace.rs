@@ -11,6 +11,18 @@ use std::{
 use kreplay_tests::{decode_trace, kreplay_bin, monotonic_ns, require_root, scratch, workload};
 use serde_json::Value;
 
+#[path = "trace_parts/all.rs"]
+mod all;
+#[path = "trace_parts/cuda.rs"]
+mod cuda;
+#[path = "trace_parts/devices.rs"]
+mod devices;
+#[path = "trace_parts/dlopen.rs"]
+mod dlopen;
+
+/// The HIP live-bytes track of a thread that never calls hipSetDevice.
+const HIP_LIVE: &str = "live bytes (HIP, device not set during trace)";
+
 fn out_path(name: &str) -> PathBuf {
     let p = scratch("trace").join(format!("{name}.pftrace"));
     let _ = std::fs::remove_file(&p);
@@ -147,7 +159,7 @@ fn saxpy_under_trace_has_every_call_once() {
         ])
     );
     // The HIP layer's live bytes go up by each buffer and back to zero after the frees.
-    let hip = counter_values(&d, "live bytes (HIP)");
+    let hip = counter_values(&d, HIP_LIVE);
     assert_eq!(hip.len() as u64, 4 * nbuf);
     assert_eq!(*hip.iter().max().unwrap(), (2 * nbuf * 2000 * 4) as i64);
     assert_eq!(*hip.last().unwrap(), 0);
@@ -161,6 +173,23 @@ fn saxpy_under_trace_has_every_call_once() {
     assert_eq!(launch["args"]["grid"]["string"], "8x1x1", "{launch}");
     assert_eq!(launch["args"]["block"]["string"], "256x1x1", "{launch}");
     assert_eq!(launch["args"]["ret"]["int"], 0);
+    // Every launch names its kernel; the summary counts them by name.
+    let kernels: Vec<&Value> = d["slices"][&threads[0].0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"] == "hipLaunchKernel")
+        .map(|s| &s["args"]["kernel"]["string"])
+        .collect();
+    assert_eq!(
+        kernels,
+        vec![&Value::from("saxpy"); (nbuf * iters) as usize]
+    );
+    let row = stderr
+        .lines()
+        .find(|l| l.starts_with("saxpy "))
+        .expect(&stderr);
+    assert_eq!(row.split_whitespace().nth(1), Some("12"), "{row}");
 }
 
 #[test]
@@ -216,10 +245,7 @@ fn leaks_show_in_the_counter_and_the_summary() {
     assert!(stdout.contains(&format!("leaked: {leaked}")), "{stdout}");
     let d = decode_trace(&out);
     assert_valid(&d);
-    assert_eq!(
-        *counter_values(&d, "live bytes (HIP)").last().unwrap(),
-        leaked as i64
-    );
+    assert_eq!(*counter_values(&d, HIP_LIVE).last().unwrap(), leaked as i64);
     let line = stderr
         .lines()
         .find(|l| l.contains("(HIP):"))
@@ -311,7 +337,7 @@ fn attach_by_pid_sees_exactly_the_calls_made_after_attach() {
         hip_only(&counts(&d, &threads[0].0)),
         expect(&[("hipFree", 25), ("hipMalloc", 25)])
     );
-    assert_eq!(*counter_values(&d, "live bytes (HIP)").last().unwrap(), 0);
+    assert_eq!(*counter_values(&d, HIP_LIVE).last().unwrap(), 0);
 }
 
 #[test]

@@ -20,10 +20,14 @@ use kreplay_cli::{
         attach::Attacher,
         capture::Capture,
         discover::{self, RuntimeLib},
+        kernels::KernelNames,
         summary::Summary,
     },
 };
-use kreplay_common::{api::spec_of, probe::CallRecord};
+use kreplay_common::{
+    api::{ApiKind, NO_ARG, spec_of},
+    probe::{CallRecord, NameRecord, Sample},
+};
 
 /// Arguments of `kreplay trace`.
 #[derive(Args, Debug)]
@@ -158,6 +162,17 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 for lib in libs {
                     attacher.attach(&mut probes, lib, Scope::Pid(*pid))?;
                 }
+                // Runtimes of another family the process may still dlopen by name: probed
+                // now, so their first calls are seen (the rescan alone would miss up to a
+                // tick's worth of them).
+                for lib in discover::dlopen_candidates(*pid)
+                    .into_iter()
+                    .filter(|c| !libs.iter().any(|l| l.family == c.family))
+                {
+                    if let Err(e) = attacher.attach(&mut probes, &lib, Scope::Pid(*pid)) {
+                        tracing::debug!(pid, library = %lib.host_path.display(), error = %e, "not attached ahead of dlopen");
+                    }
+                }
             }
         }
         Targets::All => {
@@ -216,8 +231,17 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let mut col = Collector {
         capture,
         summary: Summary::default(),
+        kernels: KernelNames::default(),
+        pids: Default::default(),
         io_error: None,
     };
+    // The targets' mappings as of the attach: a launch drained after its process exited still
+    // finds the file its kernel's address lies in.
+    if let Targets::Pids(pids) = &targets {
+        for &pid in pids {
+            col.kernels.remember(pid);
+        }
+    }
     let started = Instant::now();
     let status = !args.quiet;
     let tty = std::io::stderr().is_terminal();
@@ -251,11 +275,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             };
             match event {
                 Event::Data => {
-                    intake.drain(&mut |r| col.push(&r));
+                    intake.drain(&mut |s| col.push(&s));
                 }
                 Event::Stop => break,
                 Event::Tick => {
-                    intake.drain(&mut |r| col.push(&r));
+                    intake.drain(&mut |s| col.push(&s));
                     let c = probes.counters()?;
                     if c.lost() > reported_lost {
                         col.capture.drops(kreplay_common::stream::monotonic_ns(), "ring buffer full", c.lost() - reported_lost)?;
@@ -268,11 +292,17 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                             }
                             for &pid in pids {
                                 attacher.rescan_pid(&mut probes, pid, Scope::Pid(pid));
+                                col.kernels.remember(pid);
                             }
                         }
                         Targets::All => attacher.rescan_all(&mut probes),
-                        Targets::Command(pid) => attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid)),
+                        Targets::Command(pid) => {
+                            attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid));
+                            col.kernels.remember(*pid);
+                        }
                     }
+                    col.kernels
+                        .forget_exited(|p| Path::new(&format!("/proc/{p}")).exists());
                     // On a terminal the status line updates in place every tick; into a file
                         // or pipe, one line every five seconds.
                     if status && (tty || last_tick.elapsed() >= Duration::from_secs(5)) {
@@ -292,7 +322,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 }
             }
         }
-        intake.drain(&mut |r| col.push(&r));
+        intake.drain(&mut |s| col.push(&s));
         anyhow::Ok(code)
     })?;
     // The waiter for a command that is still running (kreplay was stopped first) must not hold
@@ -302,6 +332,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         mut capture,
         summary,
         io_error,
+        ..
     } = col;
     if status && tty {
         eprintln!();
@@ -371,18 +402,53 @@ enum Event {
     Stop,
 }
 
-/// Where call records go: the per-thread streams and the summary.
+/// Where ring-buffer records go: the per-thread streams, the kernel names and the summary.
 struct Collector {
     capture: Capture,
     summary: Summary,
+    kernels: KernelNames,
+    /// Processes seen so far.
+    pids: std::collections::HashSet<u32>,
     io_error: Option<anyhow::Error>,
 }
 
 impl Collector {
-    fn push(&mut self, r: &CallRecord) {
-        self.summary.add(r);
-        if let Err(e) = self.capture.push(r) {
+    fn push(&mut self, s: &Sample) {
+        let r = match s {
+            Sample::Call(r) => self.call(r),
+            Sample::Name(n) => self.name(n),
+        };
+        if let Err(e) = r {
             self.io_error.get_or_insert_with(|| e.into());
         }
+    }
+
+    fn call(&mut self, r: &CallRecord) -> Result<(), kreplay_common::stream::StreamError> {
+        if self.pids.insert(r.pid) {
+            // First sight of a process (--all): its mappings while it is surely alive.
+            self.kernels.remember(r.pid);
+        }
+        self.summary.add(r);
+        let Some(spec) = spec_of(r.api) else {
+            return self.capture.push(r);
+        };
+        let named = match spec.kind {
+            ApiKind::Launch if spec.kernel_arg != NO_ARG => {
+                let k = self.kernels.launch(r);
+                self.summary.add_launch(k.name.as_deref());
+                k.new_record
+            }
+            ApiKind::Symbol => self.kernels.alias(r),
+            _ => None,
+        };
+        if let Some(rec) = named {
+            self.capture.kernel_name(r.tid, rec)?;
+        }
+        self.capture.push(r)
+    }
+
+    fn name(&mut self, n: &NameRecord) -> Result<(), kreplay_common::stream::StreamError> {
+        let rec = self.kernels.named(n);
+        self.capture.kernel_name(n.tid, rec)
     }
 }

@@ -1,7 +1,8 @@
 //! Rendering merged stream records as Perfetto tracks, slices, counters and markers.
 //!
 //! Probe records (`ApiCall`) become slices named after the API on their thread's track,
-//! with the arguments that API has as debug annotations; allocations and frees drive a
+//! with the arguments that API has as debug annotations, launches with their kernel's name
+//! (`kernel`, from `KernelName` records); allocations and frees drive a
 //! per-process live-bytes counter; drop records become visible markers. Tool records
 //! (dispatches, replay passes, snapshots, restores, declines, nondeterminism) go on GPU queue
 //! tracks ([`super::gpu`]). A flow joins each launch slice to the dispatch it produced: the
@@ -11,6 +12,7 @@
 use std::{
     collections::{HashMap, VecDeque},
     io::Write,
+    rc::Rc,
 };
 
 use kreplay_common::{
@@ -61,6 +63,7 @@ struct Names {
     count: AnnotationName,
     source: AnnotationName,
     external_id: AnnotationName,
+    kernel: AnnotationName,
 }
 
 /// Turns merged records into a trace.
@@ -83,6 +86,8 @@ pub struct Renderer<W: Write> {
     /// dispatch never came ([`FORGET_AFTER_NS`] later): memory stays bounded by time, not trace
     /// length.
     externals_age: VecDeque<(u64, u32, u64)>,
+    /// Kernel names by (pid, handle), from `KernelName` records: launch slices carry them.
+    kernel_names: HashMap<(u32, u64), Rc<str>>,
     /// What rendering did so far.
     pub stats: RenderStats,
 }
@@ -109,6 +114,7 @@ impl<W: Write> Renderer<W> {
             count: w.annotation_name("count"),
             source: w.annotation_name("source"),
             external_id: w.annotation_name("external_id"),
+            kernel: w.annotation_name("kernel"),
         };
         let counter_seq = w.sequence();
         let gpu = Gpu::new(&mut w);
@@ -127,6 +133,7 @@ impl<W: Write> Renderer<W> {
             hold: Holdback::default(),
             externals: HashMap::new(),
             externals_age: VecDeque::new(),
+            kernel_names: HashMap::new(),
             stats: RenderStats::default(),
         }
     }
@@ -147,6 +154,10 @@ impl<W: Write> Renderer<W> {
             }
             Record::ThreadName(t) => {
                 self.thread_names.insert((pid, t.tid), t.name.clone());
+            }
+            Record::KernelName(k) => {
+                self.kernel_names
+                    .insert((k.pid, k.handle), Rc::from(k.name.as_str()));
             }
             Record::ApiCall(c) => {
                 let seq = if late {
@@ -414,7 +425,20 @@ impl<W: Write> Renderer<W> {
                 c.extra.get(i - 6).copied().unwrap_or(0)
             }
         };
-        let mut ann: Vec<Annotation<'_>> = Vec::with_capacity(8);
+        let kernel = (spec.kernel_arg != NO_ARG)
+            .then(|| {
+                self.kernel_names
+                    .get(&(c.pid, arg(spec.kernel_arg)))
+                    .cloned()
+            })
+            .flatten();
+        let mut ann: Vec<Annotation<'_>> = Vec::with_capacity(9);
+        if let Some(k) = &kernel {
+            ann.push(Annotation {
+                name: n.kernel,
+                value: Value::Str(k),
+            });
+        }
         let geometry: Option<([u64; 3], [u64; 3])> = match spec.geometry {
             Geometry::None => None,
             Geometry::Dim3Pairs(i) => Some((

@@ -34,6 +34,9 @@ pub struct SymbolTable {
     offsets: HashMap<String, u64>,
     /// First bytes of each function (for prologue inspection), keyed like `offsets`.
     prologues: HashMap<String, [u8; 16]>,
+    /// File offset → the first function or data name found there (dynamic symbols first),
+    /// for resolving an address in a process back to its symbol.
+    names: HashMap<u64, String>,
 }
 
 impl SymbolTable {
@@ -56,11 +59,15 @@ impl SymbolTable {
             .collect();
         let mut table = SymbolTable::default();
         for sym in file.dynamic_symbols().chain(file.symbols()) {
-            if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
+            let text = sym.kind() == SymbolKind::Text;
+            if !(text || sym.kind() == SymbolKind::Data)
+                || !sym.is_definition()
+                || sym.address() == 0
+            {
                 continue;
             }
             let Ok(name) = sym.name() else { continue };
-            if table.offsets.contains_key(name) {
+            if text && table.offsets.contains_key(name) {
                 continue;
             }
             let addr = sym.address();
@@ -71,11 +78,24 @@ impl SymbolTable {
                 continue;
             };
             let file_off = addr - vaddr + off;
+            // Data symbols only name addresses (a compiler's kernel handle variable); they
+            // are never probed.
+            if !text {
+                table
+                    .names
+                    .entry(file_off)
+                    .or_insert_with(|| name.to_string());
+                continue;
+            }
             let mut prologue = [0u8; 16];
             let start = file_off as usize;
             if let Some(bytes) = data.get(start..start + 16) {
                 prologue.copy_from_slice(bytes);
             }
+            table
+                .names
+                .entry(file_off)
+                .or_insert_with(|| name.to_string());
             table.offsets.insert(name.to_string(), file_off);
             table.prologues.insert(name.to_string(), prologue);
         }
@@ -85,6 +105,11 @@ impl SymbolTable {
     /// The file offset of function `name`, if the library defines it.
     pub fn offset(&self, name: &str) -> Option<u64> {
         self.offsets.get(name).copied()
+    }
+
+    /// The function or data object that starts at file offset `off`, if any does.
+    pub fn name_at(&self, off: u64) -> Option<&str> {
+        self.names.get(&off).map(String::as_str)
     }
 
     /// The first 16 bytes of function `name`.
@@ -122,6 +147,10 @@ mod tests {
         let len = fs::metadata(libc).unwrap().len();
         assert!(off > 0 && off < len, "offset {off:#x} outside {len:#x}");
         assert!(table.offset("no_such_function_kreplay").is_none());
+        // The reverse lookup finds a function at its offset, and nothing one byte in.
+        let name = table.name_at(off).expect("a name at getpid's offset");
+        assert_eq!(table.offset(name), Some(off));
+        assert_eq!(table.name_at(off + 1), None);
     }
 
     #[test]

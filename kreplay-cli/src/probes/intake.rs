@@ -1,6 +1,6 @@
-//! Pulling call records out of the BPF ring buffer without busy-waiting.
+//! Pulling call and name records out of the BPF ring buffer without busy-waiting.
 use aya::maps::{MapData, RingBuf};
-use kreplay_common::probe::CallRecord;
+use kreplay_common::probe::{CallRecord, Sample};
 use tokio::io::{Interest, unix::AsyncFd};
 
 /// The ring buffer registered with tokio's reactor.
@@ -9,7 +9,7 @@ pub struct Intake {
     /// Most records handed out by one drain: the ring's capacity, so a drain ends even while
     /// producers keep writing (they would otherwise keep it going forever).
     batch: usize,
-    /// Items shorter than a record (never expected; counted, not trusted).
+    /// Items of neither record's size (never expected; counted, not trusted).
     pub malformed: u64,
 }
 
@@ -30,12 +30,12 @@ impl Intake {
     }
 
     /// Hands the records available now to `sink`, at most one ring's worth; returns how many.
-    pub fn drain(&mut self, sink: &mut impl FnMut(CallRecord)) -> usize {
+    pub fn drain(&mut self, sink: &mut impl FnMut(Sample)) -> usize {
         let ring = self.fd.get_mut();
         let mut n = 0;
         for _ in 0..self.batch {
             let Some(item) = ring.next() else { break };
-            match CallRecord::from_bytes(&item) {
+            match Sample::from_bytes(&item) {
                 Some(r) => {
                     sink(r);
                     n += 1;
@@ -54,10 +54,7 @@ impl Intake {
     }
 
     /// Waits until the ring buffer has data, then drains it.
-    pub async fn next_batch(
-        &mut self,
-        sink: &mut impl FnMut(CallRecord),
-    ) -> std::io::Result<usize> {
+    pub async fn next_batch(&mut self, sink: &mut impl FnMut(Sample)) -> std::io::Result<usize> {
         let mut guard = self.fd.readable_mut().await?;
         guard.clear_ready();
         drop(guard);

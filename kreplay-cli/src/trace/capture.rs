@@ -13,7 +13,8 @@ use std::{
 use kreplay_common::{
     probe::CallRecord,
     stream::{
-        ApiCall, Drops, ProcessName, Record, StreamError, StreamHeader, StreamKind, StreamWriter,
+        ApiCall, Drops, KernelName, ProcessName, Record, StreamError, StreamHeader, StreamKind,
+        StreamWriter,
     },
 };
 
@@ -71,26 +72,36 @@ impl Capture {
         self.threads.len()
     }
 
-    /// Appends one call to its thread's stream, creating the stream on first sight.
-    pub fn push(&mut self, r: &CallRecord) -> Result<(), StreamError> {
-        let key = (r.pid, r.tid);
+    /// Appends a kernel's name to the stream of the thread that named it (or launched it).
+    pub fn kernel_name(&mut self, tid: u32, k: KernelName) -> Result<(), StreamError> {
+        self.thread(k.pid, tid)?.push(&Record::KernelName(k))
+    }
+
+    /// The stream of thread `tid` of `pid`, created (with the names) on first sight.
+    fn thread(&mut self, pid: u32, tid: u32) -> Result<&mut StreamWriter<File>, StreamError> {
+        let key = (pid, tid);
         if !self.threads.contains_key(&key) {
-            let path = self.dir.join(format!("probes-{}-{}.krs", r.pid, r.tid));
-            let mut w = StreamWriter::create(&path, &StreamHeader::new(StreamKind::Probes, r.pid))?
+            let path = self.dir.join(format!("probes-{pid}-{tid}.krs"));
+            let mut w = StreamWriter::create(&path, &StreamHeader::new(StreamKind::Probes, pid))?
                 .with_chunk_threshold(CHUNK_BYTES);
             w.push(&Record::ProcessName(ProcessName {
-                pid: r.pid,
-                name: process_name(r.pid),
+                pid,
+                name: process_name(pid),
             }))?;
-            let thread = comm(&format!("/proc/{}/task/{}/comm", r.pid, r.tid))
-                .unwrap_or_else(|| format!("thread {}", r.tid));
+            let thread = comm(&format!("/proc/{pid}/task/{tid}/comm"))
+                .unwrap_or_else(|| format!("thread {tid}"));
             w.push(&Record::ThreadName(kreplay_common::stream::ThreadName {
-                tid: r.tid,
+                tid,
                 name: thread,
             }))?;
             self.threads.insert(key, w);
         }
-        let w = self.threads.get_mut(&key).expect("inserted above");
+        Ok(self.threads.get_mut(&key).expect("inserted above"))
+    }
+
+    /// Appends one call to its thread's stream, creating the stream on first sight.
+    pub fn push(&mut self, r: &CallRecord) -> Result<(), StreamError> {
+        let w = self.thread(r.pid, r.tid)?;
         w.push(&Record::ApiCall(ApiCall {
             pid: r.pid,
             tid: r.tid,

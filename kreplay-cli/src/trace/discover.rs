@@ -132,11 +132,48 @@ pub fn all_pids() -> Vec<u32> {
 /// file in its LD_LIBRARY_PATH, the loader cache's directories and the standard directories,
 /// plus `extra` (from `--lib`).
 pub fn candidates(ld_library_path: Option<&str>, extra: &[PathBuf]) -> Vec<RuntimeLib> {
+    let mut dirs = library_dirs(ld_library_path);
+    dirs.extend(loader_cache_dirs());
+    libs_in(dirs, extra)
+}
+
+/// The runtime libraries running process `pid` could still `dlopen` by name: those in its
+/// initial `LD_LIBRARY_PATH` (from `/proc/PID/environ`: the loader reads it once, at start)
+/// and in the standard directories, seen through `/proc/PID/root`, plus the loader cache's
+/// directories when the process shares kreplay's root. Probes attached to these before the
+/// `dlopen` are in place from its first call; a library opened from anywhere else is found by
+/// the periodic rescan of the process's mappings.
+pub fn dlopen_candidates(pid: u32) -> Vec<RuntimeLib> {
+    let environ = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let ld = environ
+        .split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(b"LD_LIBRARY_PATH="))
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let host_root = fs::read_link(&root).is_ok_and(|r| r == Path::new("/"));
+    let mut dirs: Vec<PathBuf> = library_dirs(ld.as_deref())
+        .into_iter()
+        // A relative LD_LIBRARY_PATH entry is relative to the target's working directory.
+        .map(|d| {
+            if d.is_absolute() {
+                root.join(d.strip_prefix("/").unwrap_or(&d))
+            } else {
+                PathBuf::from(format!("/proc/{pid}/cwd")).join(d)
+            }
+        })
+        .collect();
+    if host_root {
+        dirs.extend(loader_cache_dirs());
+    }
+    libs_in(dirs, &[])
+}
+
+/// `LD_LIBRARY_PATH`'s directories, then the standard ones.
+fn library_dirs(ld_library_path: Option<&str>) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(p) = ld_library_path {
         dirs.extend(p.split(':').filter(|s| !s.is_empty()).map(PathBuf::from));
     }
-    dirs.extend(loader_cache_dirs());
     for d in [
         "/lib/x86_64-linux-gnu",
         "/usr/lib/x86_64-linux-gnu",
@@ -148,6 +185,11 @@ pub fn candidates(ld_library_path: Option<&str>, extra: &[PathBuf]) -> Vec<Runti
     ] {
         dirs.push(PathBuf::from(d));
     }
+    dirs
+}
+
+/// The supported runtime libraries in `dirs`, plus `extra`, each file once.
+fn libs_in(dirs: Vec<PathBuf>, extra: &[PathBuf]) -> Vec<RuntimeLib> {
     let mut out = BTreeSet::new();
     let mut seen = BTreeSet::new();
     for dir in dirs {
@@ -316,5 +358,37 @@ mod tests {
     #[test]
     fn own_process_maps_no_runtime() {
         assert_eq!(libs_of_pid(std::process::id()).unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn dlopen_candidates_come_from_the_targets_own_library_path() {
+        // A process started with LD_LIBRARY_PATH=dir finds dir's runtime library by name; the
+        // library is seen through the process's root, and kreplay's own environment is not
+        // consulted.
+        let dir = std::env::temp_dir().join(format!("kreplay-dlopen-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let lib = dir.join("libcuda.so.1");
+        fs::write(&lib, b"not loaded").unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("LD_LIBRARY_PATH", format!("relative-dir:{}", dir.display()))
+            .spawn()
+            .unwrap();
+        let found = dlopen_candidates(child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let meta = fs::metadata(&lib).unwrap();
+        let ours: Vec<&RuntimeLib> = found
+            .iter()
+            .filter(|l| l.dev_ino == (meta.dev(), meta.ino()))
+            .collect();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(ours.len(), 1, "{found:?}");
+        assert_eq!(ours[0].family, Library::Cuda);
+        assert_eq!(
+            ours[0].host_path,
+            PathBuf::from(format!("/proc/{}/root", child.id()))
+                .join(lib.strip_prefix("/").unwrap())
+        );
     }
 }

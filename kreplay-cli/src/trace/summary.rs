@@ -1,5 +1,8 @@
 //! The per-API summary printed when a trace ends: calls, time, latency quantiles, bytes.
-use std::{collections::HashMap, fmt::Write as _};
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt::Write as _,
+};
 
 use kreplay_common::{
     api::{APIS, ApiKind, NO_ARG, spec_of},
@@ -35,7 +38,13 @@ pub struct Summary {
     pub live: HashMap<(u32, u64), u64>,
     /// Live bytes per process.
     pub live_bytes: HashMap<u32, u64>,
+    /// Launches per kernel name (launch APIs that name a kernel; unresolved ones under
+    /// [`UNRESOLVED`]).
+    pub kernels: BTreeMap<String, u64>,
 }
+
+/// The summary's row for launches whose kernel could not be named.
+pub const UNRESOLVED: &str = "(kernel not resolved)";
 
 impl Summary {
     /// Accounts one completed call; returns the process's live bytes when they changed.
@@ -47,7 +56,7 @@ impl Summary {
         s.total_ns += dur;
         s.latency.record(dur);
         let ok = r.ret as u32 == 0;
-        if !ok && spec.kind != ApiKind::Other {
+        if !ok && spec.kind != ApiKind::Other && !spec.void_ret {
             s.errors += 1;
         }
         let size = if spec.size_arg == NO_ARG {
@@ -79,6 +88,17 @@ impl Summary {
         None
     }
 
+    /// Counts one launch of `kernel` (`None`: its name could not be resolved).
+    pub fn add_launch(&mut self, kernel: Option<&str>) {
+        let name = kernel.unwrap_or(UNRESOLVED);
+        match self.kernels.get_mut(name) {
+            Some(n) => *n += 1,
+            None => {
+                self.kernels.insert(name.to_string(), 1);
+            }
+        }
+    }
+
     /// Total calls of every API.
     pub fn total_calls(&self) -> u64 {
         self.apis.values().map(|s| s.calls).sum()
@@ -108,6 +128,14 @@ impl Summary {
                 s.bytes,
                 s.bytes_freed
             );
+        }
+        if !self.kernels.is_empty() {
+            let _ = writeln!(out, "{:<60} {:>9}", "kernel", "launches");
+            let mut kernels: Vec<(&String, &u64)> = self.kernels.iter().collect();
+            kernels.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            for (name, n) in kernels {
+                let _ = writeln!(out, "{name:<60} {n:>9}");
+            }
         }
         let _ = writeln!(out, "events dropped: {drops}");
         out
@@ -181,5 +209,30 @@ mod tests {
         assert_eq!(s.add(&r), None);
         let st = &s.apis[&r.api];
         assert_eq!((st.calls, st.errors, st.bytes), (1, 1, 0));
+    }
+
+    #[test]
+    fn kernel_launches_are_counted_by_name_and_void_calls_never_fail() {
+        let mut s = Summary::default();
+        s.add_launch(Some("saxpy"));
+        s.add_launch(None);
+        s.add_launch(Some("saxpy"));
+        s.add_launch(Some("add(float*)"));
+        assert_eq!(s.kernels["saxpy"], 2);
+        assert_eq!(s.kernels[UNRESOLVED], 1);
+        let table = s.render(0);
+        let rows: Vec<&str> = table
+            .lines()
+            .skip_while(|l| !l.starts_with("kernel "))
+            .skip(1)
+            .take(3)
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(rows, ["saxpy", "(kernel", "add(float*)"], "{table}");
+        // __hipRegisterFunction returns void: whatever rax holds is no error.
+        let mut r = call("__hipRegisterFunction", 1, [0; 6], 0, 1);
+        r.ret = 0xdead;
+        s.add(&r);
+        assert_eq!(s.apis[&r.api].errors, 0);
     }
 }

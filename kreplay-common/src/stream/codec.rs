@@ -6,8 +6,8 @@
 //! compatibility. A body shorter than its known fields is malformed.
 
 use super::record::{
-    ApiCall, Correlation, Decline, Dispatch, Drops, Nondeterministic, ProcessName, Record,
-    ReplayPass, Restore, Snapshot, ThreadName,
+    ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic, ProcessName,
+    Record, ReplayPass, Restore, Snapshot, ThreadName,
 };
 
 /// Bytes before each record body: the tag and the body length.
@@ -28,6 +28,7 @@ mod tag {
     pub const NONDETERMINISTIC: u8 = 9;
     pub const CORRELATION: u8 = 10;
     pub const DROPS: u8 = 11;
+    pub const KERNEL_NAME: u8 = 12;
 }
 
 /// Appends little-endian fields to a buffer.
@@ -191,6 +192,12 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) {
             e.str(&r.source);
             tag::DROPS
         }
+        Record::KernelName(r) => {
+            e.u32(r.pid);
+            e.u64s(&[r.ts_ns, r.handle]);
+            e.str(&r.name);
+            tag::KERNEL_NAME
+        }
     };
     let body_len = (out.len() - start - RECORD_HEADER_LEN) as u32;
     out[start] = tag;
@@ -350,6 +357,13 @@ fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
             }
             .into()
         }
+        tag::KERNEL_NAME => KernelName {
+            pid: d.u32()?,
+            ts_ns: d.u64()?,
+            handle: d.u64()?,
+            name: d.str()?,
+        }
+        .into(),
         _ => return Some(None),
     };
     Some(Some(rec))

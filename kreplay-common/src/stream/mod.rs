@@ -53,8 +53,8 @@ pub use header::{
 pub use merge::{DEFAULT_WINDOW, Merged, MergedStreams};
 pub use reader::StreamReader;
 pub use record::{
-    ApiCall, Correlation, Decline, Dispatch, Drops, Nondeterministic, ProcessName, Record,
-    ReplayPass, Restore, Snapshot, ThreadName, snapshot_mode,
+    ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic, ProcessName,
+    Record, ReplayPass, Restore, Snapshot, ThreadName, snapshot_mode,
 };
 pub use writer::{DEFAULT_CHUNK_THRESHOLD, StreamWriter};
 

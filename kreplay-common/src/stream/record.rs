@@ -235,6 +235,20 @@ pub struct Drops {
     pub count: u64,
 }
 
+/// The name of a kernel handle of a process (a host stub address or a module function
+/// handle), from a naming call or the process's symbols; launches name their kernel by it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelName {
+    /// Process id.
+    pub pid: u32,
+    /// From when the name holds (the naming call's return).
+    pub ts_ns: u64,
+    /// The handle.
+    pub handle: u64,
+    /// The kernel's name (demangled where it was mangled).
+    pub name: String,
+}
+
 /// Any record of a stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -260,6 +274,8 @@ pub enum Record {
     Correlation(Correlation),
     /// See [`Drops`].
     Drops(Drops),
+    /// See [`KernelName`].
+    KernelName(KernelName),
 }
 
 impl Record {
@@ -278,6 +294,7 @@ impl Record {
             Self::Nondeterministic(r) => r.ts_ns,
             Self::Correlation(r) => r.ts_ns,
             Self::Drops(r) => r.ts_ns,
+            Self::KernelName(r) => r.ts_ns,
         }
     }
 }
@@ -303,5 +320,6 @@ impl_from!(
     Decline,
     Nondeterministic,
     Correlation,
-    Drops
+    Drops,
+    KernelName
 );

@@ -110,6 +110,13 @@ fn one_of_each() -> Vec<Record> {
             count: 17,
         }
         .into(),
+        KernelName {
+            pid: 7,
+            ts_ns: 80,
+            handle: 0x4010,
+            name: "saxpy(float, float const*, float*, unsigned long)".into(),
+        }
+        .into(),
     ]
 }
 

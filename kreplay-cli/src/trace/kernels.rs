@@ -1,0 +1,399 @@
+//! Kernel names for launch calls, found while the traced processes are alive.
+//!
+//! A launch call names its kernel by a handle: `hipLaunchKernel` by the host stub's address,
+//! `hipModuleLaunchKernel` and `cuLaunchKernel` by a function handle. Names come from two
+//! places: the BPF program reads the name string of the calls that create handles
+//! (`__hipRegisterFunction`, `hipModuleGetFunction`, `cuModuleGetFunction`,
+//! `cuLibraryGetKernel`: [`NameRecord`]s), and a handle nobody named during the trace (a
+//! process attached with `-p` registered its kernels long before) is looked up in the ELF
+//! symbol table of the file mapped at that address in the process (`/proc/PID/maps`, files
+//! opened through `/proc/PID/root`). Mangled C++ names are demangled. Each name found becomes
+//! a [`KernelName`] stream record, so the trace renders it after the process is gone.
+use std::{
+    collections::{HashMap, HashSet},
+    fs,
+    os::unix::fs::MetadataExt,
+    path::PathBuf,
+    sync::Arc,
+};
+
+use kreplay_common::{
+    api::{ApiKind, NO_ARG, spec_of},
+    probe::{CallRecord, FLAG_OUT_VALID, NameRecord},
+    stream::KernelName,
+};
+
+use crate::probes::elf::SymbolTable;
+
+/// One file-backed mapping of a process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// The file, as the process sees it.
+    pub path: String,
+}
+
+/// The file-backed mappings of a `/proc/PID/maps` text.
+pub fn parse_maps(text: &str) -> Vec<Mapping> {
+    text.lines()
+        .filter_map(|l| {
+            // address perms offset dev inode path — the path may contain spaces.
+            let mut it = l.splitn(6, char::is_whitespace);
+            let range = it.next()?;
+            let _perms = it.next()?;
+            let offset = u64::from_str_radix(it.next()?, 16).ok()?;
+            let _dev = it.next()?;
+            let _inode = it.next()?;
+            let path = it.next()?.trim_start();
+            let (start, end) = range.split_once('-')?;
+            let start = u64::from_str_radix(start, 16).ok()?;
+            let end = u64::from_str_radix(end, 16).ok()?;
+            path.starts_with('/').then(|| Mapping {
+                start,
+                end,
+                offset,
+                path: path.trim_end_matches(" (deleted)").to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A C++ (Itanium ABI) name demangled; any other name unchanged.
+pub fn demangle(raw: &str) -> String {
+    if raw.starts_with("_Z")
+        && let Ok(sym) = cpp_demangle::Symbol::new(raw)
+        && let Ok(s) = sym.demangle(&cpp_demangle::DemangleOptions::default())
+    {
+        return s;
+    }
+    raw.to_string()
+}
+
+/// A process's mappings as last read, and whether it shares kreplay's root directory (its
+/// files can then be opened by their own paths after it exits).
+struct ProcMaps {
+    maps: Vec<Mapping>,
+    host_root: bool,
+}
+
+impl ProcMaps {
+    fn read(pid: u32) -> Option<ProcMaps> {
+        let text = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+        let root = fs::read_link(format!("/proc/{pid}/root")).ok();
+        Some(ProcMaps {
+            maps: parse_maps(&text),
+            host_root: root.is_some_and(|r| r == std::path::Path::new("/")),
+        })
+    }
+
+    fn find(&self, addr: u64) -> Option<&Mapping> {
+        self.maps.iter().find(|m| addr >= m.start && addr < m.end)
+    }
+}
+
+/// What a launch call's kernel resolved to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Resolved {
+    /// The kernel's name, when known.
+    pub name: Option<Arc<str>>,
+    /// A name just found in the process's symbols, to write before the call.
+    pub new_record: Option<KernelName>,
+}
+
+/// Names of kernel handles per process, and the symbol tables read to find them.
+#[derive(Default)]
+pub struct KernelNames {
+    names: HashMap<(u32, u64), Arc<str>>,
+    /// Handles looked up in the symbols without success (not looked up again).
+    misses: HashSet<(u32, u64)>,
+    maps: HashMap<u32, ProcMaps>,
+    /// Symbol tables by the file's (device, inode); `None` when it could not be read.
+    tables: HashMap<(u64, u64), Option<SymbolTable>>,
+    /// Processes found gone at the last [`KernelNames::forget_exited`].
+    gone: HashSet<u32>,
+}
+
+impl KernelNames {
+    /// Takes the name the BPF program read from a naming call; returns its stream record.
+    pub fn named(&mut self, n: &NameRecord) -> KernelName {
+        let name = demangle(&String::from_utf8_lossy(n.name_bytes()));
+        self.names
+            .insert((n.pid, n.handle), Arc::from(name.as_str()));
+        self.misses.remove(&(n.pid, n.handle));
+        KernelName {
+            pid: n.pid,
+            ts_ns: n.ts_ns,
+            handle: n.handle,
+            name,
+        }
+    }
+
+    /// A name a call passes on: `cuKernelGetFunction` gives the function it returns the name
+    /// of the kernel it was given (a naming API with a pointer argument and no name string).
+    pub fn alias(&mut self, r: &CallRecord) -> Option<KernelName> {
+        let spec = spec_of(r.api)?;
+        if spec.kind != ApiKind::Symbol
+            || spec.name_arg != NO_ARG
+            || spec.ptr_arg == NO_ARG
+            || r.ret as u32 != 0
+            || r.flags & FLAG_OUT_VALID == 0
+            || r.out == 0
+        {
+            return None;
+        }
+        let from = r.arg(spec.ptr_arg)?;
+        let name = self.names.get(&(r.pid, from))?.clone();
+        self.names.insert((r.pid, r.out), name.clone());
+        Some(KernelName {
+            pid: r.pid,
+            ts_ns: r.exit_ns,
+            handle: r.out,
+            name: name.to_string(),
+        })
+    }
+
+    /// The kernel a launch call runs, for APIs that name one ([`ApiSpec::kernel_arg`]).
+    ///
+    /// [`ApiSpec::kernel_arg`]: kreplay_common::api::ApiSpec::kernel_arg
+    pub fn launch(&mut self, r: &CallRecord) -> Resolved {
+        let Some(spec) = spec_of(r.api) else {
+            return Resolved::default();
+        };
+        if spec.kernel_arg == NO_ARG {
+            return Resolved::default();
+        }
+        let handle = r.arg(spec.kernel_arg).unwrap_or(0);
+        let key = (r.pid, handle);
+        if handle == 0 || self.misses.contains(&key) {
+            return Resolved::default();
+        }
+        if let Some(n) = self.names.get(&key) {
+            return Resolved {
+                name: Some(n.clone()),
+                new_record: None,
+            };
+        }
+        match self.symbol_at(r.pid, handle) {
+            Some(raw) => {
+                let name = demangle(&raw);
+                let shared: Arc<str> = Arc::from(name.as_str());
+                self.names.insert(key, shared.clone());
+                Resolved {
+                    name: Some(shared),
+                    // Just before the call, so a merge orders it first.
+                    new_record: Some(KernelName {
+                        pid: r.pid,
+                        ts_ns: r.enter_ns.saturating_sub(1),
+                        handle,
+                        name,
+                    }),
+                }
+            }
+            None => {
+                self.misses.insert(key);
+                Resolved::default()
+            }
+        }
+    }
+
+    /// Reads process `pid`'s mappings now, so that its launches can be resolved after it
+    /// exits (records are drained a little after they are made). Called when a process is
+    /// attached and on each rescan.
+    pub fn remember(&mut self, pid: u32) {
+        if let Some(m) = ProcMaps::read(pid) {
+            self.maps.insert(pid, m);
+        }
+    }
+
+    /// Drops what is kept about processes that have exited: those found gone at two calls in
+    /// a row (the records they made before exiting were drained in between). Called on each
+    /// tick, so a long `--all` trace keeps memory for live processes only.
+    pub fn forget_exited(&mut self, alive: impl Fn(u32) -> bool) {
+        let mut pids: HashSet<u32> = self.maps.keys().copied().collect();
+        pids.extend(self.names.keys().map(|k| k.0));
+        let now_gone: HashSet<u32> = pids.into_iter().filter(|&p| !alive(p)).collect();
+        let forget: HashSet<u32> = now_gone.intersection(&self.gone).copied().collect();
+        if !forget.is_empty() {
+            self.maps.retain(|p, _| !forget.contains(p));
+            self.names.retain(|k, _| !forget.contains(&k.0));
+            self.misses.retain(|k| !forget.contains(&k.0));
+        }
+        self.gone = now_gone;
+    }
+
+    /// The symbol at `addr` in the file process `pid` maps there.
+    fn symbol_at(&mut self, pid: u32, addr: u64) -> Option<String> {
+        if self.maps.get(&pid).and_then(|m| m.find(addr)).is_none() {
+            // Not in the mappings read so far: the process may have mapped more since.
+            self.remember(pid);
+        }
+        let procmaps = self.maps.get(&pid)?;
+        let m = procmaps.find(addr)?;
+        let through_proc =
+            PathBuf::from(format!("/proc/{pid}/root")).join(m.path.trim_start_matches('/'));
+        let host = match fs::metadata(&through_proc) {
+            Ok(_) => through_proc,
+            // The process is gone; a file of the host's own tree can still be opened.
+            Err(_) if procmaps.host_root => PathBuf::from(&m.path),
+            Err(_) => return None,
+        };
+        let file_off = addr - m.start + m.offset;
+        let meta = fs::metadata(&host).ok()?;
+        let table = self
+            .tables
+            .entry((meta.dev(), meta.ino()))
+            .or_insert_with(|| match SymbolTable::read(&host) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no symbols for kernel names");
+                    None
+                }
+            });
+        table.as_ref()?.name_at(file_off).map(str::to_string)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kreplay_common::{api::id_of, probe::NAME_BYTES};
+
+    fn call(api: &str, args: [u64; 6], out: u64) -> CallRecord {
+        CallRecord {
+            enter_ns: 10,
+            exit_ns: 20,
+            pid: std::process::id(),
+            tid: 1,
+            api: id_of(api).unwrap(),
+            flags: FLAG_OUT_VALID,
+            _pad: 0,
+            args,
+            extra: [0; 5],
+            ret: 0,
+            out,
+        }
+    }
+
+    #[test]
+    fn maps_lines_with_offsets_and_spaces_parse() {
+        let text = "7f00-7f80 r-xp 00001000 08:01 42 /opt/my lib/libx.so\n\
+                    7f80-7fa0 rw-p 00000000 00:00 0 \n\
+                    7fa0-7fb0 r--p 00002000 08:01 43 /usr/lib/liby.so (deleted)\n";
+        assert_eq!(
+            parse_maps(text),
+            vec![
+                Mapping {
+                    start: 0x7f00,
+                    end: 0x7f80,
+                    offset: 0x1000,
+                    path: "/opt/my lib/libx.so".into()
+                },
+                Mapping {
+                    start: 0x7fa0,
+                    end: 0x7fb0,
+                    offset: 0x2000,
+                    path: "/usr/lib/liby.so".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn itanium_names_are_demangled_and_c_names_kept() {
+        assert_eq!(
+            demangle("_Z5saxpyfPKfPfm"),
+            "saxpy(float, float const*, float*, unsigned long)"
+        );
+        assert_eq!(demangle("saxpy"), "saxpy");
+        assert_eq!(demangle("_Znot valid"), "_Znot valid");
+    }
+
+    #[test]
+    fn module_handles_are_named_and_aliased() {
+        let mut k = KernelNames::default();
+        let mut n = NameRecord {
+            ts_ns: 5,
+            handle: 0xabc0,
+            pid: std::process::id(),
+            tid: 1,
+            api: id_of("cuLibraryGetKernel").unwrap(),
+            len: 9,
+            _pad: 0,
+            name: [0; NAME_BYTES],
+        };
+        n.name[..9].copy_from_slice(b"_Z3addPf\0");
+        let rec = k.named(&n);
+        assert_eq!((rec.handle, rec.name.as_str()), (0xabc0, "add(float*)"));
+        // cuKernelGetFunction(&f, kernel) names f after the kernel.
+        let alias = k
+            .alias(&call(
+                "cuKernelGetFunction",
+                [0x7000, 0xabc0, 0, 0, 0, 0],
+                0xf00d,
+            ))
+            .unwrap();
+        assert_eq!((alias.handle, alias.name.as_str()), (0xf00d, "add(float*)"));
+        let launched = k.launch(&call("cuLaunchKernel", [0xf00d, 1, 1, 1, 1, 1], 0));
+        assert_eq!(launched.name.as_deref(), Some("add(float*)"));
+        assert_eq!(launched.new_record, None);
+        // A heap handle nobody named stays unnamed (and is not looked up again).
+        let unknown = Box::new(0u64);
+        let addr = &*unknown as *const u64 as u64;
+        let r = call("hipModuleLaunchKernel", [addr, 1, 1, 1, 1, 1], 0);
+        assert_eq!(k.launch(&r), Resolved::default());
+        assert!(k.misses.contains(&(r.pid, addr)));
+    }
+
+    #[test]
+    fn exited_processes_are_forgotten_at_the_second_look() {
+        let mut k = KernelNames::default();
+        let mut n = NameRecord {
+            ts_ns: 1,
+            handle: 0x10,
+            pid: 4242,
+            tid: 1,
+            api: id_of("hipModuleGetFunction").unwrap(),
+            len: 2,
+            _pad: 0,
+            name: [0; NAME_BYTES],
+        };
+        n.name[0] = b'k';
+        k.named(&n);
+        n.pid = 4343;
+        k.named(&n);
+        let alive = |p: u32| p == 4343;
+        k.forget_exited(alive);
+        assert_eq!(k.names.len(), 2, "kept one more tick");
+        k.forget_exited(alive);
+        let left: Vec<u32> = k.names.keys().map(|key| key.0).collect();
+        assert_eq!(left, [4343]);
+    }
+
+    #[unsafe(no_mangle)]
+    #[inline(never)]
+    extern "C" fn kreplay_test_host_stub() -> u64 {
+        std::hint::black_box(7)
+    }
+
+    #[test]
+    fn a_host_stub_resolves_through_this_process_symbols() {
+        let mut k = KernelNames::default();
+        let addr = kreplay_test_host_stub as *const () as u64;
+        assert_eq!(kreplay_test_host_stub(), 7);
+        let r = k.launch(&call("hipLaunchKernel", [addr, 1, 1, 1, 1, 1], 0));
+        assert_eq!(r.name.as_deref(), Some("kreplay_test_host_stub"));
+        let rec = r.new_record.expect("a record for the name found");
+        assert_eq!((rec.handle, rec.ts_ns), (addr, 9));
+        // The second launch finds it in the table, with no new record.
+        let again = k.launch(&call("hipLaunchKernel", [addr, 1, 1, 1, 1, 1], 0));
+        assert_eq!(
+            (again.name.as_deref(), again.new_record),
+            (Some("kreplay_test_host_stub"), None)
+        );
+    }
+}

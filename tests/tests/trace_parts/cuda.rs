@@ -1,0 +1,111 @@
+//! `kreplay trace` on CUDA without a GPU: tests/cuda-sim's stand-in libcuda.so.1 under its
+//! driver-API program, linked and runtime-style (dlopen + cuGetProcAddress_v2): exact calls,
+//! the kernel named by cuModuleGetFunction, the process's CUDA live bytes.
+use std::{path::PathBuf, process::Command, sync::OnceLock};
+
+use kreplay_tests::{cc, decode_trace, kreplay_bin, require_root, scratch, workspace_root};
+use serde_json::Value;
+
+use super::{assert_valid, counter_values, counts, out_path, thread_tracks};
+
+/// (directory holding libcuda.so.1, the linked program, the runtime-style program).
+fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
+    static B: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
+    B.get_or_init(|| {
+        let dir = scratch("trace-cuda-sim");
+        let src = workspace_root().join("tests/cuda-sim");
+        let lib = dir.join("libcuda.so.1");
+        let (linked, runtime) = (dir.join("app_linked"), dir.join("app_runtime"));
+        let s = |p: &PathBuf| p.display().to_string();
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wl,-Bsymbolic",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            &s(&lib),
+            &s(&src.join("libcuda.c")),
+            "-lpthread",
+        ]);
+        let (libdir, rpath) = (
+            format!("-L{}", dir.display()),
+            format!("-Wl,-rpath,{}", dir.display()),
+        );
+        let app = s(&src.join("app.c"));
+        cc(&[
+            "-O1",
+            "-o",
+            &s(&linked),
+            &app,
+            &libdir,
+            "-l:libcuda.so.1",
+            &rpath,
+        ]);
+        cc(&["-O1", "-DRUNTIME_STYLE", "-o", &s(&runtime), &app, "-ldl"]);
+        (dir, linked, runtime)
+    })
+}
+
+#[test]
+fn cuda_launches_name_their_module_function_linked_and_runtime_style() {
+    require_root!();
+    let (dir, linked, runtime) = built();
+    for (style, program) in [("linked", linked), ("runtime", runtime)] {
+        let out = out_path(&format!("cuda-{style}"));
+        let r = Command::new(kreplay_bin())
+            .args(["trace", "-q", "-o", out.to_str().unwrap(), "--"])
+            .arg(program)
+            .arg("inplace")
+            .env("LD_LIBRARY_PATH", dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.success(), "{style}: {stderr}");
+        assert!(stderr.contains("events dropped: 0\n"), "{style}: {stderr}");
+        let d = decode_trace(&out);
+        assert_valid(&d);
+        let threads = thread_tracks(&d);
+        assert_eq!(threads.len(), 1, "{style}: {threads:?}");
+        let c = counts(&d, &threads[0].0);
+        let cuda: Vec<(&str, u64)> = c
+            .iter()
+            .filter(|(k, _)| k.starts_with("cu"))
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(
+            cuda,
+            [
+                ("cuCtxSynchronize", 1),
+                ("cuLaunchKernel", 1),
+                ("cuMemAlloc_v2", 2),
+                ("cuMemcpyDtoH_v2", 1),
+                ("cuMemcpyHtoD_v2", 2),
+                ("cuModuleGetFunction", 1),
+            ],
+            "{style}"
+        );
+        let launch = d["slices"][&threads[0].0]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "cuLaunchKernel")
+            .unwrap();
+        assert_eq!(
+            launch["args"]["kernel"]["string"],
+            Value::from("axpy_inplace")
+        );
+        assert_eq!(launch["args"]["grid"]["string"], "16x1x1", "{launch}");
+        // Two 4096-float buffers, never freed: the program exits with them.
+        assert_eq!(
+            counter_values(&d, "live bytes (CUDA driver, all devices)"),
+            [16384, 32768]
+        );
+        let row = stderr.lines().find(|l| l.starts_with("axpy_inplace "));
+        assert_eq!(
+            row.and_then(|l| l.split_whitespace().nth(1)),
+            Some("1"),
+            "{style}: {stderr}"
+        );
+    }
+}
