@@ -65,9 +65,9 @@ done
 # times each; torch_loop.py asserts x == 200 + N at the end, so a pass leaking into the next
 # fails it.
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  $K replay --passes 3 --max-dispatches 10 -o $W/torch.pftrace -- python3 tests/gpu/torch_loop.py 100 > $W/torch.all 2> $W/torch.err
+  KREPLAY_LOG=warn,kreplay_tool::cuda=debug $K replay --passes 3 --max-dispatches 10 -o $W/torch.pftrace -- python3 tests/gpu/torch_loop.py 100 > $W/torch.all 2> $W/torch.err
   rc=$?
-  echo "--- torch"; cat $W/torch.all; tail -3 $W/torch.err
+  echo "--- torch"; cat $W/torch.all; grep -E "variable|declined|WARN" $W/torch.err | sort | uniq -c | sort -rn | head -12 | cut -c1-400
   check torch_replay_exit "$rc" 0
   check torch_replay_launches "$(awk '$1=="launches:"{print $2}' $W/torch.all)" 100
   check torch_replay_passes_total "$(sed -n '/^kernel  *dispatches/,/^$/p' $W/torch.all | awk 'NR>1{s+=$3} END{print s}')" 30

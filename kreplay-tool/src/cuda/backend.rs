@@ -136,9 +136,23 @@ impl<'t> CudaBackend<'t> {
                 }
             }
             for (g, status) in missing {
-                match bases.get(&g.section) {
-                    Some(base) if g.section != 0 && g.size > 0 => {
-                        found.push((g, base.wrapping_add(g.offset), g.size as usize))
+                let placed = bases
+                    .get(&g.section)
+                    .filter(|_| g.section != 0 && g.size > 0)
+                    .map(|base| base.wrapping_add(g.offset))
+                    // The computed range must lie in memory the driver knows.
+                    .filter(|&addr| {
+                        self.pointer_attributes(addr).is_some_and(|i| {
+                            i.base <= addr && addr + g.size <= i.base.saturating_add(i.size)
+                        })
+                    });
+                match placed {
+                    Some(addr) => {
+                        tracing::debug!(
+                            "kreplay: module variable {} placed at {addr:#x} from its section offset",
+                            g.name
+                        );
+                        found.push((g, addr, g.size as usize))
                     }
                     _ => {
                         tracing::warn!(
@@ -279,6 +293,16 @@ impl Backend for CudaBackend<'_> {
 
     fn copy_d2d_runs(&self, runs: &[(u64, u64, usize)]) -> Result<bool, BackendError> {
         self.copy_runs_on_device(runs)
+    }
+
+    fn copy_pinned_runs(&self, runs: &[(u64, *const u8, usize)]) -> Result<bool, BackendError> {
+        // Memory from cuMemAllocHost is mapped into the device's unified address space at
+        // the same address, so the run-copy kernel reads it directly (over the host link).
+        let ranges: Vec<(u64, u64, usize)> = runs
+            .iter()
+            .map(|&(dst, src, len)| (dst, src as u64, len))
+            .collect();
+        self.copy_runs_on_device(&ranges)
     }
 
     fn hash_chunks_on_device(

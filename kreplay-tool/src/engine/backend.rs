@@ -110,6 +110,13 @@ pub trait Backend {
         let _ = runs;
         Ok(false)
     }
+    /// Copies every `(dst, src, len)` range from pinned host memory (a buffer from
+    /// [`Backend::host_alloc`]) to the device in one operation, complete when it returns.
+    /// `Ok(false)`: unsupported (the engine then calls [`Backend::copy_h2d`] per range).
+    fn copy_pinned_runs(&self, runs: &[(u64, *const u8, usize)]) -> Result<bool, BackendError> {
+        let _ = runs;
+        Ok(false)
+    }
     /// Hashes `[addr, addr + len)` on the device in chunks of `chunk` bytes (the last one
     /// short when `len` is not a multiple), writing one 128-bit hash per chunk into
     /// `out[..len.div_ceil(chunk)]`. `Ok(false)`: unsupported, `out` untouched. A call with

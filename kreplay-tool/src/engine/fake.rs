@@ -53,6 +53,8 @@ pub struct FakeBackend {
     pub device_batch: AtomicBool,
     /// `copy_d2d_runs` calls made.
     pub d2d_batches: AtomicU64,
+    /// `copy_pinned_runs` calls made.
+    pub h2d_batches: AtomicU64,
     /// See `h2d_bytes`.
     pub d2h_bytes: AtomicU64,
 }
@@ -278,6 +280,17 @@ impl Backend for FakeBackend {
         self.d2d_batches.fetch_add(1, Ordering::SeqCst);
         for &(dst, src, len) in runs {
             self.copy_d2d(dst, src, len)?;
+        }
+        Ok(true)
+    }
+
+    fn copy_pinned_runs(&self, runs: &[(u64, *const u8, usize)]) -> Result<bool, BackendError> {
+        if !self.device_batch.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.h2d_batches.fetch_add(1, Ordering::SeqCst);
+        for &(dst, src, len) in runs {
+            self.copy_h2d(dst, src, len)?;
         }
         Ok(true)
     }

@@ -193,26 +193,43 @@ pub fn restore_hashing<B: Backend>(
     st
 }
 
-/// Writes every dirty run of a device-resident region back in one backend call; `Ok(None)`
-/// when the region's copy is not on the device or the backend copies one range at a time.
+/// Writes every dirty run of a region whose copy is on the device or in pinned memory back in
+/// one backend call; `Ok(None)` when the copy is pageable or the backend copies one range at
+/// a time.
 fn batched_write_back<B: Backend>(
     backend: &B,
     r: &Region,
     dirty: &[(u64, u64)],
 ) -> Result<Option<u64>, BackendError> {
-    let Store::Device(dev) = &r.store else {
-        return Ok(None);
-    };
     if dirty.len() < 2 {
         return Ok(None);
     }
-    let ranges: Vec<(u64, u64, usize)> = dirty
-        .iter()
-        .map(|&(off, len)| (r.addr + off, dev + off, len as usize))
-        .collect();
-    Ok(backend
-        .copy_d2d_runs(&ranges)?
-        .then(|| dirty.iter().map(|&(_, len)| len).sum()))
+    let done = match &r.store {
+        Store::Device(dev) => {
+            let ranges: Vec<(u64, u64, usize)> = dirty
+                .iter()
+                .map(|&(off, len)| (r.addr + off, dev + off, len as usize))
+                .collect();
+            backend.copy_d2d_runs(&ranges)?
+        }
+        Store::Pinned(buf) => {
+            let ranges: Vec<(u64, *const u8, usize)> = dirty
+                .iter()
+                // SAFETY (pointer arithmetic only): runs are clipped to the region, and the
+                // pinned copy holds r.size bytes.
+                .map(|&(off, len)| {
+                    (
+                        r.addr + off,
+                        buf.ptr.wrapping_add(off as usize) as *const u8,
+                        len as usize,
+                    )
+                })
+                .collect();
+            backend.copy_pinned_runs(&ranges)?
+        }
+        Store::Pageable(_) => false,
+    };
+    Ok(done.then(|| dirty.iter().map(|&(_, len)| len).sum()))
 }
 
 /// Copies `[off, off + len)` of region `r` from its snapshot copy to the device.

@@ -232,6 +232,21 @@ fn a_device_resident_restore_writes_all_its_dirty_runs_in_one_batch() {
         fake.d2d_bytes.load(Ordering::SeqCst),
         FOOTPRINT + 2 * 3 * CHUNK as u64
     );
+
+    // A pinned copy's dirty runs go up in one batch too.
+    let (fake, inv) = with_b();
+    fake.enable_device(0, true, false);
+    fake.device_batch.store(true, Ordering::SeqCst);
+    let (out, recs) = run_with(&fake, &inv, &scattered(), 3, policy(PlacementPref::Pinned));
+    assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
+    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+    assert_eq!(fake.h2d_batches.load(Ordering::SeqCst), 2);
+    for r in restores(&recs) {
+        assert_eq!(
+            (r.placement, r.bytes, r.dirty_chunks),
+            (m::PINNED, 3 * CHUNK as u64, 3)
+        );
+    }
 }
 
 #[test]
