@@ -171,7 +171,10 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
                 continue;
             }
             let n = c_str(b, strtab.offset + name as usize, "symbol name")?;
-            if n.is_empty() {
+            // `$str`, `$str$1`, ...: the compiler's string literals (device printf/assert
+            // messages). Writing them is undefined behaviour and the driver does not resolve
+            // them by name, so they are not module variables.
+            if n.is_empty() || n.starts_with('$') {
                 continue;
             }
             out.push(GlobalSym {

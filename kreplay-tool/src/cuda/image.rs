@@ -112,7 +112,8 @@ pub fn ptx_globals(text: &str) -> Vec<GlobalSym> {
                     .trim();
                 let last = decl.split_whitespace().last().unwrap_or("");
                 let name = last.split('[').next().unwrap_or("");
-                if !name.is_empty() && !name.starts_with('.') {
+                // `$str...`: string literals, never variables (see elf.rs).
+                if !name.is_empty() && !name.starts_with('.') && !name.starts_with('$') {
                     out.push(GlobalSym {
                         name: name.to_string(),
                         size: 0,
@@ -209,6 +210,7 @@ mod tests {
 .global .align 4 .b8 _ZN2ns5tableE[1024];
 .visible .const .align 4 .b8 coeffs[64];
 .visible .global .align 8 .u64 seeded = 7; // initialized
+.global .align 1 .b8 $str[6] = {104, 101, 108, 108, 111, 0};
 .extern .global .align 4 .u32 elsewhere;
 .visible .entry k(.param .u64 p)
 {
