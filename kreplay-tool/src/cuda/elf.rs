@@ -134,6 +134,14 @@ pub fn image_len(read: &dyn Fn(usize, usize) -> Option<Vec<u8>>) -> Result<usize
     Ok(end)
 }
 
+/// Whether `name` is one the compiler gives literal data rather than a declared variable.
+pub fn is_compiler_literal(name: &str) -> bool {
+    name.starts_with('$')
+        || name
+            .strip_prefix("__unnamed_")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+}
+
 /// The module-scope variables of the cubin `b`.
 pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
     let secs = sections(b)?;
@@ -171,10 +179,11 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
                 continue;
             }
             let n = c_str(b, strtab.offset + name as usize, "symbol name")?;
-            // `$str`, `$str$1`, ...: the compiler's string literals (device printf/assert
-            // messages). Writing them is undefined behaviour and the driver does not resolve
-            // them by name, so they are not module variables.
-            if n.is_empty() || n.starts_with('$') {
+            // `$str`, `$str$1`, `__unnamed_N`: names the compiler gives literal data (device
+            // printf formats, the file and function strings of `assert`). Writing them is
+            // undefined behaviour and the driver does not resolve them by name, so they are
+            // not module variables.
+            if n.is_empty() || is_compiler_literal(n) {
                 continue;
             }
             out.push(GlobalSym {
@@ -189,4 +198,25 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out.dedup_by(|a, b| a.name == b.name);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_compiler_literal;
+
+    #[test]
+    fn compiler_literals_are_told_from_variables() {
+        for n in ["$str", "$str$12", "__unnamed_1", "__unnamed_22"] {
+            assert!(is_compiler_literal(n), "{n}");
+        }
+        for n in [
+            "bumps",
+            "_ZN2ns6scopedE",
+            "__unnamed_",
+            "__unnamed_x",
+            "str",
+        ] {
+            assert!(!is_compiler_literal(n), "{n}");
+        }
+    }
 }

@@ -112,8 +112,11 @@ pub fn ptx_globals(text: &str) -> Vec<GlobalSym> {
                     .trim();
                 let last = decl.split_whitespace().last().unwrap_or("");
                 let name = last.split('[').next().unwrap_or("");
-                // `$str...`: string literals, never variables (see elf.rs).
-                if !name.is_empty() && !name.starts_with('.') && !name.starts_with('$') {
+                // Literal data the compiler named, never variables (see elf.rs).
+                if !name.is_empty()
+                    && !name.starts_with('.')
+                    && !super::elf::is_compiler_literal(name)
+                {
                     out.push(GlobalSym {
                         name: name.to_string(),
                         size: 0,
