@@ -55,6 +55,8 @@ pub struct FakeBackend {
     pub d2d_batches: AtomicU64,
     /// `copy_pinned_runs` calls made.
     pub h2d_batches: AtomicU64,
+    /// Each device hashing call first sleeps this many microseconds (a slow hashing pass).
+    pub device_hash_delay_us: AtomicU64,
     /// See `h2d_bytes`.
     pub d2h_bytes: AtomicU64,
 }
@@ -307,6 +309,10 @@ impl Backend for FakeBackend {
         }
         if len == 0 {
             return Ok(true);
+        }
+        let delay = self.device_hash_delay_us.load(Ordering::SeqCst);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(delay));
         }
         let forced = self.force_collision_at.load(Ordering::SeqCst);
         self.with_range(addr, len, |s| {

@@ -250,6 +250,27 @@ fn a_device_resident_restore_writes_all_its_dirty_runs_in_one_batch() {
 }
 
 #[test]
+fn a_device_copy_whose_hashing_costs_more_than_copying_it_restores_every_byte_from_the_start() {
+    let (fake, inv) = with_b();
+    fake.enable_device(1 << 30, true, false);
+    // Hashing the snapshot takes 50 ms per region: far more than copying 1 MiB.
+    fake.device_hash_delay_us.store(50_000, Ordering::SeqCst);
+    let before = fake.read(B, B_LEN);
+    let adaptive = SnapshotPolicy {
+        adaptive: true,
+        ..policy(PlacementPref::Device)
+    };
+    let (_, recs) = run_with(&fake, &inv, &scattered(), 3, adaptive);
+    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+    let s = snapshot_rec(&recs);
+    assert_eq!((s.placement, s.check), (m::DEVICE, m::DEVICE_HASH));
+    for r in restores(&recs) {
+        // Decided at snapshot time: no restore pays the hashing pass.
+        assert_eq!((r.check, r.bytes, r.bytes_checked), (m::FULL, FOOTPRINT, 0));
+    }
+}
+
+#[test]
 fn a_kernel_that_writes_what_the_buffer_held_restores_nothing() {
     for (room, compare) in [(0, false), (1 << 30, true)] {
         let (fake, inv) = with_b();

@@ -135,6 +135,9 @@ pub struct Snapshot<'b, B: Backend> {
     pub copy_ns: u64,
     /// Bytes those copies moved.
     pub copied: u64,
+    /// Nanoseconds the device-side hashing of the snapshot took (the same pass every
+    /// device-hash restore makes before it writes anything).
+    pub hash_ns: u64,
     /// Whether restores may stop checking when it does not pay (the policy's `adaptive`).
     pub adaptive: bool,
     /// Set by a restore that measured the check costing more than a full restore: later
@@ -325,6 +328,7 @@ pub fn snap_in<'b, B: Backend>(
         copy_ns: 0,
         copied: 0,
         adaptive: policy.adaptive,
+        hash_ns: 0,
         skip_check: std::cell::Cell::new(false),
         scratch: None,
     };
@@ -412,6 +416,23 @@ pub fn snap_in<'b, B: Backend>(
             return s;
         }
     }
+    // A device-resident copy whose hashing pass already cost as much as copying the whole
+    // footprint: every restore would pay that pass, and writing every byte back costs about
+    // one such copy, so checking cannot pay (measured on the H200: hashing 1 GiB took 1.4 ms,
+    // the device-to-device copy 0.5 ms). Decide now, before the first restore pays it.
+    if s.adaptive
+        && s.check == Check::DeviceHash
+        && s.placement == Placement::Device
+        && s.copied >= super::restore::MEASURE_MIN
+        && s.hash_ns >= s.copy_ns
+    {
+        tracing::debug!(
+            "kreplay: hashing the snapshot ({} ns) cost more than copying it ({} ns); restores write every byte",
+            s.hash_ns,
+            s.copy_ns
+        );
+        s.skip_check.set(true);
+    }
     s
 }
 
@@ -477,7 +498,10 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
     match check {
         Check::DeviceHash => {
             r.hashes.resize(chunk_count(r.size, chunk), [0; 2]);
-            match backend.hash_chunks_on_device(addr, size, chunk, &mut r.hashes) {
+            let t = now_ns();
+            let hashed = backend.hash_chunks_on_device(addr, size, chunk, &mut r.hashes);
+            s.hash_ns += now_ns() - t;
+            match hashed {
                 Ok(true) => s.bytes_hashed += size as u64,
                 other => {
                     tracing::warn!(
