@@ -15,6 +15,9 @@
 //! makes (launches, copies). Each wrapped entry has a few slots, one per distinct real pointer
 //! (legacy and per-thread-stream variants); a wrapper only ever calls its own slot's real entry.
 //!
+//! The driver symbols kreplay exports for programs linked against libcuda are in
+//! [`super::exports`].
+//!
 //! `dlsym(RTLD_NEXT, ...)` depends on its caller's address, so the exported `dlsym` is a
 //! two-instruction trampoline that tail-jumps to the real one for `RTLD_NEXT`, leaving the
 //! caller's return address in place; other lookups go through [`dlsym_hook`].
@@ -155,7 +158,7 @@ impl Slots {
     }
 
     /// The slot holding `real`, claiming a free one if needed.
-    fn claim(&self, real: usize) -> Option<usize> {
+    pub(super) fn claim(&self, real: usize) -> Option<usize> {
         for (i, s) in self.0.iter().enumerate() {
             match s.compare_exchange(0, real, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return Some(i),
@@ -200,8 +203,8 @@ impl Hooked {
 /// Defines one wrapped entry: its slots, a wrapper per slot calling `$handler(real, args...)`.
 macro_rules! hooked {
     ($slots:ident, $wrap:ident, $ty:ty, $handler:path, ($($a:ident : $t:ty),*)) => {
-        static $slots: Slots = Slots::new();
-        unsafe extern "C" fn $wrap<const S: usize>($($a: $t),*) -> CUresult {
+        pub(super) static $slots: Slots = Slots::new();
+        pub(super) unsafe extern "C" fn $wrap<const S: usize>($($a: $t),*) -> CUresult {
             let p = $slots.get(S);
             if p == 0 {
                 return ERROR_NOT_INITIALIZED;
@@ -224,6 +227,7 @@ macro_rules! wrappers {
         ]
     };
 }
+pub(super) use wrappers;
 
 hooked!(LAUNCH, w_launch, LaunchKernelFn, hooks::launch_kernel,
     (f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
@@ -485,74 +489,6 @@ unsafe fn get_proc_address_v2(
     }
     r
 }
-
-/// The real (libcuda) definition of an exported symbol: the next one after kreplay.
-fn next_symbol(cache: &AtomicUsize, name: &CStr) -> usize {
-    let p = cache.load(Ordering::Acquire);
-    if p != 0 {
-        return p;
-    }
-    // SAFETY: RTLD_NEXT from this library finds the definition kreplay's export shadows.
-    let p = unsafe { real_dlsym(libc::RTLD_NEXT, name) } as usize;
-    cache.store(p, Ordering::Release);
-    p
-}
-
-/// Exports a driver symbol for programs linked against libcuda: the export claims the slot of
-/// the next definition and calls the same wrapper code.
-macro_rules! export {
-    ($sym:ident, $slots:ident, $wrap:ident, ($($a:ident : $t:ty),*)) => {
-        #[doc = concat!("kreplay's `", stringify!($sym), "` (the real one is libcuda's).")]
-        ///
-        /// # Safety
-        /// As the driver entry.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $sym($($a: $t),*) -> CUresult {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let real = next_symbol(&NEXT, const { match CStr::from_bytes_with_nul(concat!(stringify!($sym), "\0").as_bytes()) { Ok(c) => c, Err(_) => panic!() } });
-            if real == 0 {
-                return ERROR_NOT_INITIALIZED;
-            }
-            let Some(i) = $slots.claim(real) else {
-                return ERROR_NOT_INITIALIZED;
-            };
-            let w = wrappers!($wrap)[i];
-            // SAFETY: w is the wrapper of slot i, whose real entry has this signature.
-            unsafe { core::mem::transmute::<usize, unsafe extern "C" fn($($t),*) -> CUresult>(w)($($a),*) }
-        }
-    };
-}
-
-export!(cuLaunchKernel, LAUNCH, w_launch,
-    (f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
-     shm: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void));
-export!(cuLaunchKernelEx, LAUNCH_EX, w_launch_ex,
-    (cfg: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void));
-export!(cuMemAlloc_v2, ALLOC, w_alloc, (dptr: *mut CUdeviceptr, size: usize));
-export!(cuMemFree_v2, FREE, w_free, (dptr: CUdeviceptr));
-export!(cuMemMap, MEM_MAP, w_mem_map,
-    (ptr: CUdeviceptr, size: usize, offset: usize, handle: u64, flags: u64));
-export!(cuMemUnmap, MEM_UNMAP, w_mem_unmap, (ptr: CUdeviceptr, size: usize));
-export!(cuMemAllocPitch_v2, ALLOC_PITCH, w_alloc_pitch,
-    (dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, elem: c_uint));
-export!(cuMemAllocAsync, ALLOC_ASYNC, w_alloc_async,
-    (dptr: *mut CUdeviceptr, size: usize, stream: CUstream));
-export!(cuMemFreeAsync, FREE_ASYNC, w_free_async, (dptr: CUdeviceptr, stream: CUstream));
-export!(cuMemAllocManaged, ALLOC_MANAGED, w_alloc_managed,
-    (dptr: *mut CUdeviceptr, size: usize, flags: c_uint));
-export!(cuModuleLoadData, MOD_LOAD, w_mod_load, (m: *mut CUmodule, image: *const c_void));
-export!(cuModuleLoadDataEx, MOD_LOAD_EX, w_mod_load_ex,
-    (m: *mut CUmodule, image: *const c_void, n: c_uint, opts: *mut c_int, vals: *mut *mut c_void));
-export!(cuModuleLoadFatBinary, MOD_LOAD_FAT, w_mod_load_fat,
-    (m: *mut CUmodule, image: *const c_void));
-export!(cuLibraryLoadData, LIB_LOAD, w_lib_load,
-    (l: *mut CUlibrary, code: *const c_void, jo: *mut c_int, jv: *mut *mut c_void, nj: c_uint,
-     lo: *mut c_int, lv: *mut *mut c_void, nl: c_uint));
-export!(cuModuleUnload, MOD_UNLOAD, w_mod_unload, (m: CUmodule));
-export!(cuLibraryUnload, LIB_UNLOAD, w_lib_unload, (l: CUlibrary));
-export!(cuGraphLaunch, GRAPH_LAUNCH, w_graph_launch, (g: CUgraphExec, stream: CUstream));
-export!(cuGetProcAddress_v2, GET_PROC_V2, w_get_proc_v2,
-    (sym: *const c_char, pfn: *mut *mut c_void, ver: c_int, flags: u64, st: *mut c_int));
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,8 @@ pub mod backend;
 pub mod device_ops;
 pub mod driver;
 pub mod elf;
+#[cfg(target_arch = "x86_64")]
+pub mod exports;
 pub mod ffi;
 pub mod hooks;
 pub mod image;
