@@ -1,4 +1,6 @@
 //! Integration-test helpers: locating built binaries, building C test programs, privilege checks.
+
+pub mod replay_table;
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},

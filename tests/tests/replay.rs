@@ -5,41 +5,8 @@
 use std::collections::HashMap;
 use std::process::{Command, Output};
 
+use kreplay_tests::replay_table::{Row, app_lines, table};
 use kreplay_tests::{kreplay_bin, make_sim, scratch, workload};
-
-/// One row of the per-kernel table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Row {
-    dispatches: u64,
-    passes: u64,
-    snapshot_bytes: u64,
-    nondet: u64,
-    declines: String,
-}
-
-fn table(stdout: &str) -> HashMap<String, Row> {
-    let mut rows = HashMap::new();
-    let mut lines = stdout.lines().skip_while(|l| !l.starts_with("kernel "));
-    lines.next();
-    for l in lines {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() < 10 {
-            continue;
-        }
-        let declines = f[9..].join(" ");
-        rows.insert(
-            f[0].to_owned(),
-            Row {
-                dispatches: f[1].parse().unwrap(),
-                passes: f[2].parse().unwrap(),
-                snapshot_bytes: f[6].parse().unwrap(),
-                nondet: f[8].parse().unwrap(),
-                declines,
-            },
-        );
-    }
-    rows
-}
 
 /// One row of the restore table (kernels whose dispatches were restored).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,15 +41,6 @@ fn restore_table(stdout: &str) -> HashMap<String, RestoreRow> {
         );
     }
     rows
-}
-
-/// The workload's own output lines (everything before the table).
-fn app_lines(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .take_while(|l| !l.starts_with("kernel "))
-        .map(str::to_owned)
-        .collect()
 }
 
 fn plain(name: &str, args: &[&str]) -> Output {

@@ -6,51 +6,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use kreplay_tests::replay_table::{Row, app_lines, table};
 use kreplay_tests::{
     build_hip_program, decode_trace, kreplay_bin, require_root, scratch, workload, workspace_root,
 };
-
-/// One row of the per-kernel table `kreplay replay` prints.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Row {
-    dispatches: u64,
-    passes: u64,
-    snapshot_bytes: u64,
-    nondet: u64,
-    declines: String,
-}
-
-fn table(stdout: &str) -> HashMap<String, Row> {
-    let mut rows = HashMap::new();
-    let mut lines = stdout.lines().skip_while(|l| !l.starts_with("kernel "));
-    lines.next();
-    for l in lines {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() < 10 {
-            continue;
-        }
-        rows.insert(
-            f[0].to_owned(),
-            Row {
-                dispatches: f[1].parse().unwrap(),
-                passes: f[2].parse().unwrap(),
-                snapshot_bytes: f[6].parse().unwrap(),
-                nondet: f[8].parse().unwrap(),
-                declines: f[9..].join(" "),
-            },
-        );
-    }
-    rows
-}
-
-/// The program's own output lines (everything before the table).
-fn app_lines(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .take_while(|l| !l.starts_with("kernel ") && !l.starts_with("kreplay: wrote"))
-        .map(str::to_owned)
-        .collect()
-}
 
 fn plain_lines(exe: &PathBuf, args: &[&str], env: &[(&str, &str)]) -> Vec<String> {
     let out = Command::new(exe)

@@ -417,7 +417,7 @@ pub unsafe fn graph_launch(real: GraphLaunchFn, g: CUgraphExec, stream: CUstream
             );
         }
         let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
-        super::launch::decline(corr, "graph launch".into());
+        crate::engine::replay::decline(corr, "graph launch".into());
         let now = crate::engine::replay::now_ns();
         crate::record::global().record(
             kreplay_common::stream::Dispatch {

@@ -7,14 +7,14 @@ use std::sync::atomic::Ordering;
 
 use core::ffi::{CStr, c_char, c_uint, c_void};
 
-use kreplay_common::stream::{Decline, Dispatch, Record};
+use kreplay_common::stream::{Dispatch, Record};
 
 use super::backend::CudaBackend;
 use super::ffi::*;
 use super::state::{CudaTool, cuda_tool};
 use crate::engine::backend::BackendError;
 use crate::engine::gate::DRAIN_LIMIT;
-use crate::engine::replay::{Outcome, Request, now_ns, replay};
+use crate::engine::replay::{Outcome, Request, decline, now_ns, replay};
 
 /// One launch, with the real entry it was meant for.
 pub enum Launch {
@@ -121,19 +121,6 @@ impl Launch {
             s as u64,
         )
     }
-}
-
-/// Records that the launch `corr` was not replayed, and why.
-pub fn decline(corr: u64, reason: String) {
-    tracing::debug!("kreplay: launch {corr} not replayed: {reason}");
-    crate::record::global().record(
-        Decline {
-            correlation: corr,
-            ts_ns: now_ns(),
-            reason,
-        }
-        .into(),
-    );
 }
 
 fn kernel_name(t: &CudaTool, f: CUfunction) -> String {

@@ -32,6 +32,20 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Records in the tool's stream that the dispatch or launch `corr` was not replayed, and why
+/// (both backends' wrappers call this when they run it once instead).
+pub fn decline(corr: u64, reason: String) {
+    tracing::debug!("kreplay: dispatch {corr} not replayed: {reason}");
+    crate::record::global().record(
+        kreplay_common::stream::Decline {
+            correlation: corr,
+            ts_ns: now_ns(),
+            reason,
+        }
+        .into(),
+    );
+}
+
 /// How a replay ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {

@@ -12,7 +12,7 @@
 use core::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use kreplay_common::stream::{Decline, Dispatch, Record};
+use kreplay_common::stream::{Dispatch, Record};
 
 use super::backend::HsaDispatch;
 use super::ffi::{
@@ -23,7 +23,7 @@ use super::hooks::{Forward, arm_forward};
 use super::submissions::{Bounds, Origin, register};
 use crate::amd_next;
 use crate::engine::gate::DRAIN_LIMIT;
-use crate::engine::replay::{Outcome, Request, now_ns, replay};
+use crate::engine::replay::{Outcome, Request, decline, now_ns, replay};
 use crate::tool::{Tool, tool};
 
 struct QueueCtx {
@@ -313,18 +313,6 @@ fn pass_through(
     }
     // SAFETY: the batch with only completion signals substituted, via this handler's writer.
     unsafe { w(out.as_ptr() as *const c_void, out.len() as u64) };
-}
-
-fn decline(corr: u64, reason: String) {
-    tracing::debug!("kreplay: dispatch {corr} not replayed: {reason}");
-    crate::record::global().record(
-        Decline {
-            correlation: corr,
-            ts_ns: now_ns(),
-            reason,
-        }
-        .into(),
-    );
 }
 
 fn replay_one(
