@@ -194,16 +194,7 @@ fn cargo_benches(out: &mut String, only: &[String]) -> Result<()> {
 
 /// Runs every benchmark (or the sections in `only`) and writes `docs/bench/<name>.md`.
 pub fn run(name: &str, only: &[String]) -> Result<()> {
-    let mut build = cmd("cargo");
-    build.args([
-        "build",
-        "--release",
-        "-p",
-        "kreplay-cli",
-        "-p",
-        "kreplay-tool",
-    ]);
-    crate::run::check("bench", build)?;
+    crate::run::build_release()?;
     let mut out = format!(
         "# kreplay benchmarks: {name}\n\nMachine: {}\n\nDate: {}\n\nProduced by `cargo xtask bench --name {name}` (as root); \
          each section names its own command.\n\n",

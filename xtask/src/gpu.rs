@@ -15,19 +15,7 @@ pub fn run(build_only: bool) -> Result<()> {
         "gpu-test",
         "building release kreplay, libkreplay_tool.so and the contention bench",
     );
-    let st = cmd("cargo")
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "kreplay-cli",
-            "-p",
-            "kreplay-tool",
-        ])
-        .status()?;
-    if !st.success() {
-        bail!("cargo build --release failed ({st})");
-    }
+    crate::run::build_release()?;
     let out = cmd("cargo")
         .args([
             "bench",

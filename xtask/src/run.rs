@@ -79,3 +79,17 @@ pub fn build_all() -> Result<()> {
     cargo.args(["build", "--workspace", "--exclude", "kreplay-ebpf"]);
     check("build", cargo)
 }
+
+/// The release `kreplay` and `libkreplay_tool.so` (what benchmarks and the GPU machine run).
+pub fn build_release() -> Result<()> {
+    let mut build = cmd("cargo");
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "kreplay-cli",
+        "-p",
+        "kreplay-tool",
+    ]);
+    check("release build", build)
+}
