@@ -15,7 +15,6 @@ mod audit;
 
 use aya_ebpf::{
     EbpfContext,
-    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP, BPF_RB_RING_SIZE},
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
     macros::{map, uprobe, uretprobe},
     maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
@@ -165,26 +164,12 @@ fn try_call_return(ctx: &RetProbeContext) {
                 ret,
                 out,
             });
-            entry.submit(wake_flags());
+            entry.submit(0);
         }
         None => bump(counter::RINGBUF_DROPS),
     }
     if c.name_plus_one() != 0 && (c.void_ret() || ret as u32 == 0) {
         send_name(c, &state, pid, tid, out, flags, exit_ns);
-    }
-}
-
-/// Submit flags: no reader wake-up while the ring is less than a quarter full (the reader
-/// drains on a short timer), a forced one beyond. A wake-up is an irq_work on the probed
-/// thread's CPU plus a context switch for the reader; batching them takes that off every call.
-#[inline(always)]
-fn wake_flags() -> u64 {
-    let avail = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
-    let size = EVENTS.query(BPF_RB_RING_SIZE as u64);
-    if avail >= size / 4 {
-        BPF_RB_FORCE_WAKEUP as u64
-    } else {
-        BPF_RB_NO_WAKEUP as u64
     }
 }
 
@@ -231,7 +216,7 @@ fn send_name(c: Cookie, state: &EntryState, pid: u32, tid: u32, out: u64, flags:
     }
     // SAFETY: as above.
     unsafe { core::ptr::addr_of_mut!((*p).len).write(n as u16) };
-    entry.submit(wake_flags());
+    entry.submit(0);
 }
 
 /// An empty entry program: the bare cost of a uprobe, the baseline of the overhead benchmarks.
