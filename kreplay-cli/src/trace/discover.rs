@@ -374,6 +374,20 @@ mod tests {
             .env("LD_LIBRARY_PATH", format!("relative-dir:{}", dir.display()))
             .spawn()
             .unwrap();
+        // Until the child is asleep in `sleep`, its exec may not have set up the new
+        // environment yet (/proc/PID/environ is the test's, or empty, meanwhile).
+        let stat = PathBuf::from(format!("/proc/{}/stat", child.id()));
+        let exe = PathBuf::from(format!("/proc/{}/exe", child.id()));
+        for _ in 0..500 {
+            let asleep = fs::read_to_string(&stat)
+                .ok()
+                .and_then(|s| s.rsplit(") ").next().map(|r| r.starts_with('S')))
+                .unwrap_or(false);
+            if asleep && fs::read_link(&exe).is_ok_and(|p| p.ends_with("sleep")) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let found = dlopen_candidates(child.id());
         child.kill().unwrap();
         child.wait().unwrap();
