@@ -19,6 +19,9 @@ pub const COUNTERS_MAP: &str = "COUNTERS";
 pub const ENTRIES_MAP: &str = "ENTRIES";
 /// Name of the live device-allocation inventory ([`AllocKey`] → [`AllocInfo`]).
 pub const ALLOCS_MAP: &str = "ALLOCS";
+/// Name of the LRU map of threads the reader has been woken for (their first record forces a
+/// wake-up, so their names are read from /proc while they live).
+pub const SEEN_MAP: &str = "SEEN";
 /// Name of the uprobe (entry) program.
 pub const ENTRY_PROGRAM: &str = "call_enter";
 /// Name of the uretprobe (return) program.

@@ -153,10 +153,12 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut code = 0u8;
+        let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
         loop {
             let sleep_until = deadline.unwrap_or(Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 r = intake.next_batch(&mut sink) => { r?; }
+                _ = drain_tick.tick() => { intake.drain(&mut sink); }
                 _ = tokio::time::sleep_until(sleep_until.into()) => break,
                 _ = int.recv() => break,
                 _ = term.recv() => break,

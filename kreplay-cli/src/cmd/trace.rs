@@ -256,6 +256,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
         let deadline = args.duration.map(|d| started + d);
         let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
         let mut code = 0u8;
@@ -264,6 +265,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         loop {
             let event = tokio::select! {
                 r = intake.readable() => { r?; Event::Data }
+                _ = drain_tick.tick() => Event::Data,
                 _ = tokio::time::sleep_until(deadline.unwrap_or(far).into()) => Event::Stop,
                 _ = int.recv() => Event::Stop,
                 _ = term.recv() => Event::Stop,

@@ -1,7 +1,13 @@
-//! Pulling call and name records out of the BPF ring buffer without busy-waiting.
+//! Pulling call and name records out of the BPF ring buffer without busy-waiting. The BPF side
+//! wakes the reader only once the ring is a quarter full (a wake-up per record costs the probed
+//! thread an irq_work and the reader a context switch), so readers also drain every
+//! [`DRAIN_EVERY`].
 use aya::maps::{MapData, RingBuf};
 use kreplay_common::probe::{CallRecord, Sample};
 use tokio::io::{Interest, unix::AsyncFd};
+
+/// How often readers drain the ring whether or not they were woken.
+pub const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// The ring buffer registered with tokio's reactor.
 pub struct Intake {
