@@ -186,8 +186,8 @@ fn try_call_return(ctx: &RetProbeContext) {
 #[inline(always)]
 fn wake_flags(tid: u32) -> u64 {
     // SAFETY: the value is only tested for presence.
-    if unsafe { SEEN.get(&tid) }.is_none() {
-        let _ = SEEN.insert(&tid, &1, 0);
+    if unsafe { SEEN.get(tid) }.is_none() {
+        let _ = SEEN.insert(tid, 1, 0);
         return BPF_RB_FORCE_WAKEUP as u64;
     }
     let avail = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
