@@ -116,23 +116,26 @@ impl CudaBackend<'_> {
         self.synchronize()
     }
 
-    /// Runs `kernel` over `chunks` chunks with `args`, then reads `out_len` result bytes.
-    fn run_chunk_kernel(
+    /// Launches one of kreplay's kernels over `blocks` blocks (at most [`MAX_BLOCKS`]; the
+    /// kernels stride over the rest) with `params` (every parameter is a 64-bit value), and
+    /// waits for it.
+    fn launch(
         &self,
         kernel: usize,
-        args: &mut [*mut c_void],
-        chunks: u64,
-        out_dev: u64,
-        out: *mut u8,
-        out_len: usize,
+        call: &'static str,
+        blocks: u64,
+        params: &mut [u64],
     ) -> Result<(), BackendError> {
-        let d = &self.tool().driver;
-        let blocks = chunks.clamp(1, MAX_BLOCKS) as u32;
-        // SAFETY: kernel is kreplay's function in this context; args match its parameters.
+        let mut args: Vec<*mut c_void> = params
+            .iter_mut()
+            .map(|p| p as *mut u64 as *mut c_void)
+            .collect();
+        // SAFETY: kernel is kreplay's function in this context; every parameter it declares is
+        // a 64-bit value, one per entry of `args`, which outlives the call.
         let r = unsafe {
-            (d.launch_kernel)(
+            (self.tool().driver.launch_kernel)(
                 kernel as CUfunction,
-                blocks,
+                blocks.clamp(1, MAX_BLOCKS) as u32,
                 1,
                 1,
                 BLOCK,
@@ -144,12 +147,41 @@ impl CudaBackend<'_> {
                 core::ptr::null_mut(),
             )
         };
-        check("cuLaunchKernel(kreplay kernel)", r)?;
-        self.synchronize()?;
-        // SAFETY: out holds out_len bytes; out_dev holds the kernel's results.
-        check("cuMemcpyDtoH_v2", unsafe {
-            (d.memcpy_dtoh)(out as *mut c_void, out_dev, out_len)
-        })
+        check(call, r)?;
+        self.synchronize()
+    }
+
+    /// Runs a per-chunk kernel whose parameters are `inputs` followed by its output buffer: a
+    /// device buffer of `out.len()` bytes, read into `out` afterwards.
+    fn run_chunk_kernel(
+        &self,
+        kernel: usize,
+        call: &'static str,
+        inputs: &[u64],
+        chunks: usize,
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        let dev = self
+            .device_alloc_copy(out.len())
+            .ok_or(BackendError::Call {
+                call: "cuMemAlloc_v2(kreplay kernel output)",
+                status: ERROR_OUT_OF_MEMORY,
+            })?;
+        let mut params: Vec<u64> = inputs.iter().copied().chain([dev]).collect();
+        let r = self
+            .launch(kernel, call, chunks as u64, &mut params)
+            .and_then(|()| {
+                // SAFETY: out holds out.len() bytes; dev holds the kernel's results.
+                check("cuMemcpyDtoH_v2", unsafe {
+                    (self.tool().driver.memcpy_dtoh)(
+                        out.as_mut_ptr() as *mut c_void,
+                        dev,
+                        out.len(),
+                    )
+                })
+            });
+        self.device_free_copy(dev);
+        r
     }
 
     /// Per-chunk exact comparison of `a` and `b`; `Ok(false)` when the kernels are unavailable.
@@ -168,29 +200,14 @@ impl CudaBackend<'_> {
             return Ok(true);
         }
         let chunks = len.div_ceil(chunk);
-        let out = self.device_alloc_copy(chunks).ok_or(BackendError::Call {
-            call: "cuMemAlloc_v2(comparison flags)",
-            status: ERROR_OUT_OF_MEMORY,
-        })?;
         let mut flags = vec![0u8; chunks];
-        let (mut pa, mut pb, mut l, mut c, mut po) = (a, b, len as u64, chunk as u64, out);
-        let mut args = [
-            &mut pa as *mut u64 as *mut c_void,
-            &mut pb as *mut u64 as *mut c_void,
-            &mut l as *mut u64 as *mut c_void,
-            &mut c as *mut u64 as *mut c_void,
-            &mut po as *mut u64 as *mut c_void,
-        ];
-        let r = self.run_chunk_kernel(
+        self.run_chunk_kernel(
             k.compare,
-            &mut args,
-            chunks as u64,
-            out,
-            flags.as_mut_ptr(),
+            "cuLaunchKernel(kreplay_compare_chunks)",
+            &[a, b, len as u64, chunk as u64],
             chunks,
-        );
-        self.device_free_copy(out);
-        r?;
+            &mut flags,
+        )?;
         for (d, f) in dirty.iter_mut().zip(&flags) {
             *d = *f != 0;
         }
@@ -212,31 +229,17 @@ impl CudaBackend<'_> {
             return Ok(true);
         }
         let chunks = len.div_ceil(chunk);
-        let bytes = chunks * 16;
-        let dev = self.device_alloc_copy(bytes).ok_or(BackendError::Call {
-            call: "cuMemAlloc_v2(chunk hashes)",
-            status: ERROR_OUT_OF_MEMORY,
-        })?;
-        let mut host = vec![[0u64; 2]; chunks];
-        let (mut p, mut l, mut c, mut o) = (addr, len as u64, chunk as u64, dev);
-        let mut args = [
-            &mut p as *mut u64 as *mut c_void,
-            &mut l as *mut u64 as *mut c_void,
-            &mut c as *mut u64 as *mut c_void,
-            &mut o as *mut u64 as *mut c_void,
-        ];
-        let r = self.run_chunk_kernel(
+        let mut bytes = vec![0u8; chunks * 16];
+        self.run_chunk_kernel(
             k.hash,
-            &mut args,
-            chunks as u64,
-            dev,
-            host.as_mut_ptr() as *mut u8,
-            bytes,
-        );
-        self.device_free_copy(dev);
-        r?;
-        for (d, h) in out.iter_mut().zip(&host) {
-            *d = *h;
+            "cuLaunchKernel(kreplay_hash_chunks)",
+            &[addr, len as u64, chunk as u64],
+            chunks,
+            &mut bytes,
+        )?;
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+        for (d, h) in out.iter_mut().zip(bytes.chunks_exact(16)) {
+            *d = [word(&h[..8]), word(&h[8..])];
         }
         Ok(true)
     }
@@ -260,42 +263,24 @@ impl CudaBackend<'_> {
         if pieces == 0 {
             return Ok(true);
         }
-        let d = &self.tool().driver;
         let bytes = table.len() * 8;
         let dev = self.device_alloc_copy(bytes).ok_or(BackendError::Call {
             call: "cuMemAlloc_v2(restore runs)",
             status: ERROR_OUT_OF_MEMORY,
         })?;
-        let result = (|| {
-            // SAFETY: dev holds `bytes` bytes; table is that long.
-            check("cuMemcpyHtoD_v2", unsafe {
-                (d.memcpy_htod)(dev, table.as_ptr() as *const c_void, bytes)
-            })?;
-            let (mut t, mut n) = (dev, pieces);
-            let mut args = [
-                &mut t as *mut u64 as *mut c_void,
-                &mut n as *mut u64 as *mut c_void,
-            ];
-            // SAFETY: kreplay's run-copy kernel in this context; args match its parameters.
-            let r = unsafe {
-                (d.launch_kernel)(
-                    k.copy_runs as CUfunction,
-                    pieces.min(MAX_BLOCKS) as u32,
-                    1,
-                    1,
-                    BLOCK,
-                    1,
-                    1,
-                    0,
-                    core::ptr::null_mut(),
-                    args.as_mut_ptr(),
-                    core::ptr::null_mut(),
-                )
-            };
-            check("cuLaunchKernel(kreplay_copy_runs)", r)?;
-            self.synchronize()
-        })();
+        // SAFETY: dev holds `bytes` bytes; table is that long.
+        let r = check("cuMemcpyHtoD_v2", unsafe {
+            (self.tool().driver.memcpy_htod)(dev, table.as_ptr() as *const c_void, bytes)
+        })
+        .and_then(|()| {
+            self.launch(
+                k.copy_runs,
+                "cuLaunchKernel(kreplay_copy_runs)",
+                pieces,
+                &mut [dev, pieces],
+            )
+        });
         self.device_free_copy(dev);
-        result.map(|()| true)
+        r.map(|()| true)
     }
 }

@@ -137,7 +137,7 @@ pub type LibraryGetGlobalFn =
     unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUlibrary, *const c_char) -> CUresult;
 /// `cuFuncGetName` / `cuKernelGetName`.
 pub type GetNameFn = unsafe extern "C" fn(*mut *const c_char, *mut c_void) -> CUresult;
-/// `cuModuleLoadData`.
+/// `cuModuleLoadData` (and `cuModuleLoadFatBinary`, which has the same signature).
 pub type ModuleLoadDataFn = unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CUresult;
 /// `cuModuleLoadDataEx`.
 pub type ModuleLoadDataExFn = unsafe extern "C" fn(
@@ -147,8 +147,6 @@ pub type ModuleLoadDataExFn = unsafe extern "C" fn(
     *mut c_int,
     *mut *mut c_void,
 ) -> CUresult;
-/// `cuModuleLoadFatBinary`.
-pub type ModuleLoadFatBinaryFn = unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CUresult;
 /// `cuLibraryLoadData`.
 pub type LibraryLoadDataFn = unsafe extern "C" fn(
     *mut CUlibrary,

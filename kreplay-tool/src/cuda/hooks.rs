@@ -299,7 +299,26 @@ fn forget_module(handle: usize) {
     });
 }
 
-/// Wrapper body of `cuModuleLoadData`.
+/// Notes the module a successful load wrote into `*out` (a `CUmodule` or `CUlibrary`);
+/// returns the load's status.
+///
+/// # Safety
+/// `out` is the load's out-pointer, written by the driver when `r` is success.
+unsafe fn loaded(
+    r: CUresult,
+    out: *mut *mut c_void,
+    kind: ModuleKind,
+    image: *const c_void,
+) -> CUresult {
+    if r == SUCCESS && !out.is_null() {
+        // SAFETY: the driver wrote the handle (caller's contract).
+        note_module(unsafe { *out } as usize, kind, image);
+    }
+    r
+}
+
+/// Wrapper body of `cuModuleLoadData` (and of `cuModuleLoadFatBinary`: same signature, same
+/// work).
 ///
 /// # Safety
 /// The application's arguments and the real entry.
@@ -310,11 +329,8 @@ pub unsafe fn module_load_data(
 ) -> CUresult {
     // SAFETY: passed through.
     let r = unsafe { real(m, image) };
-    if r == SUCCESS && !m.is_null() {
-        // SAFETY: the driver wrote the handle.
-        note_module(unsafe { *m } as usize, ModuleKind::Module, image);
-    }
-    r
+    // SAFETY: m is the load's out-pointer.
+    unsafe { loaded(r, m, ModuleKind::Module, image) }
 }
 
 /// Wrapper body of `cuModuleLoadDataEx`.
@@ -331,29 +347,8 @@ pub unsafe fn module_load_data_ex(
 ) -> CUresult {
     // SAFETY: passed through.
     let r = unsafe { real(m, image, n, opts, vals) };
-    if r == SUCCESS && !m.is_null() {
-        // SAFETY: the driver wrote the handle.
-        note_module(unsafe { *m } as usize, ModuleKind::Module, image);
-    }
-    r
-}
-
-/// Wrapper body of `cuModuleLoadFatBinary`.
-///
-/// # Safety
-/// The application's arguments and the real entry.
-pub unsafe fn module_load_fat_binary(
-    real: ModuleLoadFatBinaryFn,
-    m: *mut CUmodule,
-    image: *const c_void,
-) -> CUresult {
-    // SAFETY: passed through.
-    let r = unsafe { real(m, image) };
-    if r == SUCCESS && !m.is_null() {
-        // SAFETY: the driver wrote the handle.
-        note_module(unsafe { *m } as usize, ModuleKind::Module, image);
-    }
-    r
+    // SAFETY: m is the load's out-pointer.
+    unsafe { loaded(r, m, ModuleKind::Module, image) }
 }
 
 /// Wrapper body of `cuLibraryLoadData`.
@@ -374,11 +369,8 @@ pub unsafe fn library_load_data(
 ) -> CUresult {
     // SAFETY: passed through.
     let r = unsafe { real(l, code, jo, jv, nj, lo, lv, nl) };
-    if r == SUCCESS && !l.is_null() {
-        // SAFETY: the driver wrote the handle.
-        note_module(unsafe { *l } as usize, ModuleKind::Library, code);
-    }
-    r
+    // SAFETY: l is the load's out-pointer.
+    unsafe { loaded(r, l, ModuleKind::Library, code) }
 }
 
 /// Wrapper body of `cuModuleUnload`.

@@ -253,7 +253,7 @@ hooked!(MOD_LOAD, w_mod_load, ModuleLoadDataFn, hooks::module_load_data,
     (m: *mut CUmodule, image: *const c_void));
 hooked!(MOD_LOAD_EX, w_mod_load_ex, ModuleLoadDataExFn, hooks::module_load_data_ex,
     (m: *mut CUmodule, image: *const c_void, n: c_uint, opts: *mut c_int, vals: *mut *mut c_void));
-hooked!(MOD_LOAD_FAT, w_mod_load_fat, ModuleLoadFatBinaryFn, hooks::module_load_fat_binary,
+hooked!(MOD_LOAD_FAT, w_mod_load_fat, ModuleLoadDataFn, hooks::module_load_data,
     (m: *mut CUmodule, image: *const c_void));
 hooked!(LIB_LOAD, w_lib_load, LibraryLoadDataFn, hooks::library_load_data,
     (l: *mut CUlibrary, code: *const c_void, jo: *mut c_int, jv: *mut *mut c_void, nj: c_uint,
