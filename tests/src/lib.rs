@@ -357,3 +357,69 @@ macro_rules! require_root {
         }
     };
 }
+
+/// The stand-in CUDA driver of `tests/cuda-sim` and its two programs, built once per test
+/// binary.
+pub struct CudaSim {
+    /// Directory holding `libcuda.so.1` (put it on `LD_LIBRARY_PATH`).
+    pub dir: PathBuf,
+    /// The program linked against libcuda.
+    pub linked: PathBuf,
+    /// The program that dlopens libcuda and takes every entry from `cuGetProcAddress_v2`, as
+    /// the CUDA runtime does.
+    pub runtime: PathBuf,
+}
+
+/// Builds [`CudaSim`] into the scratch directory `name` (one name per test binary, so test
+/// binaries running at once never write the same files); later calls return the same build.
+pub fn cuda_sim(name: &str) -> &'static CudaSim {
+    static BUILT: std::sync::OnceLock<CudaSim> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = scratch(name);
+        let src = workspace_root().join("tests/cuda-sim");
+        let (lib, linked, runtime) = (
+            dir.join("libcuda.so.1"),
+            dir.join("app_linked"),
+            dir.join("app_runtime"),
+        );
+        let s = |p: &Path| p.display().to_string();
+        // -Bsymbolic: the driver's own table points at its own functions, as libcuda's does.
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Wl,-Bsymbolic",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            &s(&lib),
+            &s(&src.join("libcuda.c")),
+            "-lpthread",
+        ]);
+        let app = s(&src.join("app.c"));
+        cc(&[
+            "-O1",
+            "-Wall",
+            "-o",
+            &s(&linked),
+            &app,
+            &format!("-L{}", dir.display()),
+            "-l:libcuda.so.1",
+            &format!("-Wl,-rpath,{}", dir.display()),
+        ]);
+        cc(&[
+            "-O1",
+            "-Wall",
+            "-DRUNTIME_STYLE",
+            "-o",
+            &s(&runtime),
+            &app,
+            "-ldl",
+        ]);
+        CudaSim {
+            dir,
+            linked,
+            runtime,
+        }
+    })
+}

@@ -7,53 +7,13 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 
-use kreplay_tests::{cc, kreplay_bin, scratch, workspace_root};
+use kreplay_tests::{cuda_sim, kreplay_bin, scratch};
 
 /// (directory holding libcuda.so.1, the linked program, the runtime-style program).
-fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
-    static B: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
-    B.get_or_init(|| {
-        let dir = scratch("cuda-sim");
-        let src = workspace_root().join("tests/cuda-sim");
-        let lib = dir.join("libcuda.so.1");
-        let (linked, runtime) = (dir.join("app_linked"), dir.join("app_runtime"));
-        let s = |p: PathBuf| p.display().to_string();
-        // -Bsymbolic: the driver's own table points at its own functions, as libcuda's does.
-        cc(&[
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-Wall",
-            "-Wl,-Bsymbolic",
-            "-Wl,-soname,libcuda.so.1",
-            "-o",
-            &s(lib.clone()),
-            &s(src.join("libcuda.c")),
-            "-lpthread",
-        ]);
-        cc(&[
-            "-O1",
-            "-Wall",
-            "-o",
-            &s(linked.clone()),
-            &s(src.join("app.c")),
-            &format!("-L{}", dir.display()),
-            "-l:libcuda.so.1",
-            &format!("-Wl,-rpath,{}", dir.display()),
-        ]);
-        cc(&[
-            "-O1",
-            "-Wall",
-            "-DRUNTIME_STYLE",
-            "-o",
-            &s(runtime.clone()),
-            &s(src.join("app.c")),
-            "-ldl",
-        ]);
-        (dir, linked, runtime)
-    })
+fn built() -> (&'static PathBuf, &'static PathBuf, &'static PathBuf) {
+    let c = cuda_sim("cuda-sim");
+    (&c.dir, &c.linked, &c.runtime)
 }
 
 fn run(program: &PathBuf, args: &[&str], replay: Option<&[&str]>, env: &[(&str, &str)]) -> String {

@@ -1,50 +1,17 @@
 //! `kreplay trace` on CUDA without a GPU: tests/cuda-sim's stand-in libcuda.so.1 under its
 //! driver-API program, linked and runtime-style (dlopen + cuGetProcAddress_v2): exact calls,
 //! the kernel named by cuModuleGetFunction, the process's CUDA live bytes.
-use std::{path::PathBuf, process::Command, sync::OnceLock};
+use std::{path::PathBuf, process::Command};
 
-use kreplay_tests::{cc, decode_trace, kreplay_bin, require_root, scratch, workspace_root};
+use kreplay_tests::{cuda_sim, decode_trace, kreplay_bin, require_root};
 use serde_json::Value;
 
 use super::{assert_valid, counter_values, counts, out_path, thread_tracks};
 
 /// (directory holding libcuda.so.1, the linked program, the runtime-style program).
-fn built() -> &'static (PathBuf, PathBuf, PathBuf) {
-    static B: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
-    B.get_or_init(|| {
-        let dir = scratch("trace-cuda-sim");
-        let src = workspace_root().join("tests/cuda-sim");
-        let lib = dir.join("libcuda.so.1");
-        let (linked, runtime) = (dir.join("app_linked"), dir.join("app_runtime"));
-        let s = |p: &PathBuf| p.display().to_string();
-        cc(&[
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-Wl,-Bsymbolic",
-            "-Wl,-soname,libcuda.so.1",
-            "-o",
-            &s(&lib),
-            &s(&src.join("libcuda.c")),
-            "-lpthread",
-        ]);
-        let (libdir, rpath) = (
-            format!("-L{}", dir.display()),
-            format!("-Wl,-rpath,{}", dir.display()),
-        );
-        let app = s(&src.join("app.c"));
-        cc(&[
-            "-O1",
-            "-o",
-            &s(&linked),
-            &app,
-            &libdir,
-            "-l:libcuda.so.1",
-            &rpath,
-        ]);
-        cc(&["-O1", "-DRUNTIME_STYLE", "-o", &s(&runtime), &app, "-ldl"]);
-        (dir, linked, runtime)
-    })
+fn built() -> (&'static PathBuf, &'static PathBuf, &'static PathBuf) {
+    let c = cuda_sim("trace-cuda-sim");
+    (&c.dir, &c.linked, &c.runtime)
 }
 
 #[test]
