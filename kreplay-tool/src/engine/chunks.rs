@@ -16,6 +16,9 @@
 
 use xxhash_rust::xxh3::xxh3_128;
 
+use super::backend::{Backend, BackendError};
+use super::replay::now_ns;
+
 /// One chunk's 128-bit hash, as two words (low, high).
 pub type Hash128 = [u64; 2];
 
@@ -33,6 +36,36 @@ pub fn chunk_count(len: u64, chunk: usize) -> usize {
 /// Hashes `bytes` chunk by chunk onto `out` (one entry per chunk, the last one short).
 pub fn hash_into(bytes: &[u8], chunk: usize, out: &mut Vec<Hash128>) {
     out.extend(bytes.chunks(chunk).map(hash_chunk));
+}
+
+/// Reads `[addr, addr + size)` of the device to the host in pieces of at most `piece` bytes,
+/// piece `off` into `dst(off)`, and hands each to `each(off, bytes)` while it is still in
+/// cache. Returns the nanoseconds spent in the copies.
+///
+/// # Safety
+/// `dst(off)` must be valid for writes of `min(piece, size - off)` bytes, and stay unaliased
+/// until `each` has returned for that piece.
+pub unsafe fn read_in_pieces<B: Backend>(
+    backend: &B,
+    addr: u64,
+    size: usize,
+    piece: usize,
+    dst: impl Fn(usize) -> *mut u8,
+    mut each: impl FnMut(usize, &[u8]),
+) -> Result<u64, BackendError> {
+    let mut copy_ns = 0;
+    let mut off = 0;
+    while off < size {
+        let n = (size - off).min(piece);
+        let p = dst(off);
+        let t = now_ns();
+        backend.copy_d2h(p, addr + off as u64, n)?;
+        copy_ns += now_ns() - t;
+        // SAFETY: p is valid for n bytes (caller's contract), just written by the copy.
+        each(off, unsafe { std::slice::from_raw_parts(p, n) });
+        off += n;
+    }
+    Ok(copy_ns)
 }
 
 /// Merges dirty chunks into byte ranges `(offset, len)` of a region of `size` bytes, so

@@ -16,7 +16,7 @@
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::backend::{Backend, BackendError};
-use super::chunks::{DirtyRuns, chunk_count, hash_chunk};
+use super::chunks::{DirtyRuns, chunk_count, hash_chunk, read_in_pieces};
 use super::inventory::Inventory;
 use super::placement::{Check, Store};
 use super::replay::{HASH_CHUNK, now_ns};
@@ -271,23 +271,27 @@ fn find_dirty<B: Backend>(
             else {
                 return Err(BackendError::Missing("hash scratch"));
             };
-            let mut off = 0;
-            while off < size {
-                let n = (size - off).min(len);
-                backend.copy_d2h(buf, r.addr + off as u64, n)?;
-                // SAFETY: the scratch holds len >= n bytes, just written by the copy.
-                let now = unsafe { std::slice::from_raw_parts(buf, n) };
-                if let Some(b) = blocks.as_mut() {
-                    b.extend(now.chunks(HASH_CHUNK).map(xxh3_64));
-                }
-                let first = off / chunk;
-                for (i, c) in now.chunks(chunk).enumerate() {
-                    if r.hashes.get(first + i) != Some(&hash_chunk(c)) {
-                        runs.mark(first + i, chunk, r.size);
-                    }
-                }
-                off += n;
-            }
+            // SAFETY: the scratch holds `len` bytes, reused for every piece.
+            unsafe {
+                read_in_pieces(
+                    backend,
+                    r.addr,
+                    size,
+                    len,
+                    |_| buf,
+                    |off, now| {
+                        if let Some(b) = blocks.as_mut() {
+                            b.extend(now.chunks(HASH_CHUNK).map(xxh3_64));
+                        }
+                        let first = off / chunk;
+                        for (i, c) in now.chunks(chunk).enumerate() {
+                            if r.hashes.get(first + i) != Some(&hash_chunk(c)) {
+                                runs.mark(first + i, chunk, r.size);
+                            }
+                        }
+                    },
+                )
+            }?;
             Ok(size as u64)
         }
         Check::DeviceHash => {

@@ -19,7 +19,7 @@
 
 use super::arena::SnapshotArena;
 use super::backend::{Backend, BackendError};
-use super::chunks::{Hash128, chunk_count, hash_into};
+use super::chunks::{Hash128, chunk_count, hash_into, read_in_pieces};
 use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
 use super::placement::{Check, Placement, Store};
@@ -464,26 +464,19 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
         (_, None) => return Err(SnapFailure::Metadata),
         (_, Some(ptr)) if check == Check::HostHash => {
             // Copy in batches and hash each while it is still in cache.
-            let batch = HASH_BATCH.max(chunk);
-            let mut off = 0;
-            let mut copy_ns = 0;
-            while off < size {
-                let n = (size - off).min(batch);
-                // SAFETY: the store holds `size` bytes; [off, off + n) lies inside it.
-                let dst = unsafe { ptr.add(off) };
-                let t = now_ns();
-                backend
-                    .copy_d2h(dst, addr + off as u64, n)
-                    .map_err(|source| SnapFailure::CopyD2H { addr, source })?;
-                copy_ns += now_ns() - t;
-                // SAFETY: those n bytes were just written by the copy and stay owned by the store.
-                hash_into(
-                    unsafe { std::slice::from_raw_parts(dst, n) },
-                    chunk,
-                    &mut r.hashes,
-                );
-                off += n;
+            let hashes = &mut r.hashes;
+            // SAFETY: the store holds `size` bytes, so ptr + off is valid for every piece.
+            let copy_ns = unsafe {
+                read_in_pieces(
+                    backend,
+                    addr,
+                    size,
+                    HASH_BATCH.max(chunk),
+                    |off| ptr.add(off),
+                    |_, bytes| hash_into(bytes, chunk, hashes),
+                )
             }
+            .map_err(|source| SnapFailure::CopyD2H { addr, source })?;
             s.bytes_hashed += size as u64;
             s.copy_ns += copy_ns;
             s.copied += size as u64;
@@ -517,20 +510,19 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
             let Some((buf, len)) = scratch else {
                 return Ok(());
             };
-            let mut off = 0;
-            while off < size {
-                let n = (size - off).min(len);
-                backend
-                    .copy_d2h(buf, addr + off as u64, n)
-                    .map_err(|source| SnapFailure::CopyD2H { addr, source })?;
-                // SAFETY: the scratch holds len >= n bytes, just written by the copy.
-                hash_into(
-                    unsafe { std::slice::from_raw_parts(buf, n) },
-                    chunk,
-                    &mut r.hashes,
-                );
-                off += n;
+            let hashes = &mut r.hashes;
+            // SAFETY: the scratch holds `len` bytes, reused for every piece.
+            unsafe {
+                read_in_pieces(
+                    backend,
+                    addr,
+                    size,
+                    len,
+                    |_| buf,
+                    |_, bytes| hash_into(bytes, chunk, hashes),
+                )
             }
+            .map_err(|source| SnapFailure::CopyD2H { addr, source })?;
             s.bytes_hashed += size as u64;
         }
         Check::Full | Check::DeviceCompare => {}
