@@ -62,6 +62,32 @@ impl<T> Drop for Block<T> {
     }
 }
 
+/// Moves `value` into `dst` in copies of at most 64 bytes.
+///
+/// A plain `write` of a record larger than 128 bytes (an `ApiCall` row is 144) compiles to
+/// a call to libc's `memmove`, which costs the hot path about a quarter of its time;
+/// fixed-size pieces are inlined as vector moves.
+///
+/// # Safety
+/// `dst` must be valid for writes of one `T` and not overlap `value`.
+#[inline(always)]
+unsafe fn move_into<T>(dst: *mut T, value: T) {
+    const PIECE: usize = 64;
+    let value = std::mem::ManuallyDrop::new(value);
+    let src = (&*value as *const T).cast::<u8>();
+    let dst = dst.cast::<u8>();
+    let size = size_of::<T>();
+    let mut off = 0;
+    while off + PIECE <= size {
+        // SAFETY: `[off, off + PIECE)` is inside both objects, which do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.add(off), dst.add(off), PIECE) };
+        off += PIECE;
+    }
+    // SAFETY: as above, for the remaining `size - off` bytes. The value's ownership moved to
+    // `dst`; `ManuallyDrop` keeps it from being dropped here.
+    unsafe { std::ptr::copy_nonoverlapping(src.add(off), dst.add(off), size - off) };
+}
+
 /// What [`BlockLog::push`] did with a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pushed {
@@ -185,7 +211,7 @@ impl<T> BlockLog<T> {
         // reads it, and only the owner writes slots; the Release store publishes it.
         unsafe {
             let b = &*block;
-            (*b.slots[n].get()).write(value);
+            move_into((*b.slots[n].get()).as_mut_ptr(), value);
             b.len.store(n + 1, Ordering::Release);
         }
         outcome
