@@ -11,7 +11,7 @@
 
 use core::ffi::c_void;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use super::backend::CudaBackend;
 use super::ffi::*;
@@ -26,6 +26,26 @@ const MAX_BLOCKS: u64 = 65_535;
 /// Longest piece one block of the run-copy kernel copies.
 const MAX_RUN_PIECE: usize = 1 << 20;
 
+/// The hash kernel's key seed: random, once per process, so that no fixed data pattern defeats
+/// the hash (its collision bound holds for random keys; see kernels.cu). The snapshot's hashes
+/// and every later check's come from this process, so they share it.
+fn hash_seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        let mut seed = 0u64;
+        // SAFETY: getrandom writes at most 8 bytes into the u64 it is given.
+        let n = unsafe { libc::getrandom((&raw mut seed).cast(), 8, libc::GRND_NONBLOCK) };
+        if n != 8 {
+            // No entropy yet (early boot): the clock and the pid still vary per process.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            seed = t ^ (u64::from(std::process::id()) << 32);
+        }
+        seed
+    })
+}
+
 /// The loaded kernels of one context.
 #[derive(Clone, Copy)]
 pub struct Kernels {
@@ -34,9 +54,28 @@ pub struct Kernels {
     copy_runs: usize,
 }
 
-/// Kernels by context (`None`: loading failed there; not retried).
+/// kreplay's kernels and their output buffers, by context.
 #[derive(Default)]
-pub struct KernelCache(Mutex<HashMap<usize, Option<Kernels>>>);
+pub struct KernelCache {
+    /// Loaded kernels (`None`: loading failed there; not retried).
+    loaded: Mutex<HashMap<usize, Option<Kernels>>>,
+    /// Output buffers of the per-chunk kernels, kept between checks: allocating and freeing
+    /// device memory around every check cost about a millisecond on an H200, several times
+    /// the hash kernel itself. The lock also serializes the checks that use them.
+    scratch: Mutex<HashMap<usize, Scratch>>,
+}
+
+/// A per-chunk kernel's output: device memory and a pinned host buffer of `cap` bytes each.
+/// Kept for the process's life (a few bytes per chunk of the largest region checked).
+struct Scratch {
+    dev: u64,
+    /// Pinned host memory, or null when pinning failed (the copy then goes to pageable memory).
+    host: *mut u8,
+    cap: usize,
+}
+
+// SAFETY: `host` is pinned memory owned by this entry, used only under the scratch lock.
+unsafe impl Send for Scratch {}
 
 fn check(call: &'static str, r: CUresult) -> Result<(), BackendError> {
     if r == SUCCESS {
@@ -58,7 +97,7 @@ impl CudaBackend<'_> {
         let mut cache = self
             .tool()
             .kernels
-            .0
+            .loaded
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         *cache.entry(ctx as usize).or_insert_with(|| {
@@ -151,8 +190,8 @@ impl CudaBackend<'_> {
         self.synchronize()
     }
 
-    /// Runs a per-chunk kernel whose parameters are `inputs` followed by its output buffer: a
-    /// device buffer of `out.len()` bytes, read into `out` afterwards.
+    /// Runs a per-chunk kernel whose parameters are `inputs` followed by its output buffer
+    /// (the context's scratch, `out.len()` bytes), and reads the output into `out`.
     fn run_chunk_kernel(
         &self,
         kernel: usize,
@@ -161,27 +200,73 @@ impl CudaBackend<'_> {
         chunks: usize,
         out: &mut [u8],
     ) -> Result<(), BackendError> {
-        let dev = self
-            .device_alloc_copy(out.len())
+        let d = &self.tool().driver;
+        let mut ctx: CUcontext = core::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut ctx) })?;
+        let mut all = self
+            .tool()
+            .kernels
+            .scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let s = all.entry(ctx as usize).or_insert(Scratch {
+            dev: 0,
+            host: core::ptr::null_mut(),
+            cap: 0,
+        });
+        if s.cap < out.len() {
+            self.grow_scratch(s, out.len())?;
+        }
+        let mut params: Vec<u64> = inputs.iter().copied().chain([s.dev]).collect();
+        self.launch(kernel, call, chunks as u64, &mut params)?;
+        let dst = if s.host.is_null() {
+            out.as_mut_ptr()
+        } else {
+            s.host
+        };
+        // SAFETY: dst holds at least out.len() bytes (out itself, or the scratch of cap >=
+        // out.len()); s.dev holds the kernel's results.
+        check("cuMemcpyDtoH_v2", unsafe {
+            (d.memcpy_dtoh)(dst as *mut c_void, s.dev, out.len())
+        })?;
+        if !s.host.is_null() {
+            // SAFETY: the pinned scratch holds out.len() initialized bytes; no overlap with out.
+            unsafe { core::ptr::copy_nonoverlapping(s.host, out.as_mut_ptr(), out.len()) };
+        }
+        Ok(())
+    }
+
+    /// Replaces `s` with buffers of at least `len` bytes (a power of two, so a run of growing
+    /// regions reallocates rarely).
+    fn grow_scratch(&self, s: &mut Scratch, len: usize) -> Result<(), BackendError> {
+        let d = &self.tool().driver;
+        if s.dev != 0 {
+            self.device_free_copy(s.dev);
+        }
+        if !s.host.is_null() {
+            // SAFETY: s.host came from cuMemAllocHost and nothing uses it any more.
+            let _ = unsafe { (d.mem_free_host)(s.host as *mut c_void) };
+        }
+        *s = Scratch {
+            dev: 0,
+            host: core::ptr::null_mut(),
+            cap: 0,
+        };
+        let cap = len.next_power_of_two();
+        s.dev = self
+            .device_alloc_copy(cap)
             .ok_or(BackendError::Call {
                 call: "cuMemAlloc_v2(kreplay kernel output)",
                 status: ERROR_OUT_OF_MEMORY,
             })?;
-        let mut params: Vec<u64> = inputs.iter().copied().chain([dev]).collect();
-        let r = self
-            .launch(kernel, call, chunks as u64, &mut params)
-            .and_then(|()| {
-                // SAFETY: out holds out.len() bytes; dev holds the kernel's results.
-                check("cuMemcpyDtoH_v2", unsafe {
-                    (self.tool().driver.memcpy_dtoh)(
-                        out.as_mut_ptr() as *mut c_void,
-                        dev,
-                        out.len(),
-                    )
-                })
-            });
-        self.device_free_copy(dev);
-        r
+        let mut host: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid out-pointer; on failure host stays null and pageable memory is used.
+        if unsafe { (d.mem_alloc_host)(&mut host, cap) } == SUCCESS {
+            s.host = host as *mut u8;
+        }
+        s.cap = cap;
+        Ok(())
     }
 
     /// Per-chunk exact comparison of `a` and `b`; `Ok(false)` when the kernels are unavailable.
@@ -229,18 +314,21 @@ impl CudaBackend<'_> {
             return Ok(true);
         }
         let chunks = len.div_ceil(chunk);
-        let mut bytes = vec![0u8; chunks * 16];
+        if out.len() < chunks {
+            // The kernel writes a hash for every chunk of `len`.
+            return Err(BackendError::Unsupported("hash output shorter than the chunk count"));
+        }
+        // SAFETY: the first `chunks` entries of `out` are 16 * chunks initialized bytes, and
+        // every byte pattern is a valid u64 (the device, like the host, is little-endian).
+        let bytes =
+            unsafe { core::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), chunks * 16) };
         self.run_chunk_kernel(
             k.hash,
             "cuLaunchKernel(kreplay_hash_chunks)",
-            &[addr, len as u64, chunk as u64],
+            &[addr, len as u64, chunk as u64, hash_seed()],
             chunks,
-            &mut bytes,
+            bytes,
         )?;
-        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-        for (d, h) in out.iter_mut().zip(bytes.chunks_exact(16)) {
-            *d = [word(&h[..8]), word(&h[8..])];
-        }
         Ok(true)
     }
 

@@ -5,13 +5,6 @@
 // and loaded at run time with cuModuleLoadData: kreplay has no build-time CUDA dependency.
 // One block per chunk (grid-stride over chunks); 16-byte loads when both sides are aligned.
 
-__device__ __forceinline__ unsigned long long mix(unsigned long long z) {
-  // splitmix64's finalizer: a bijection of 64-bit words.
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 extern "C" __global__ void kreplay_compare_chunks(const unsigned char *a, const unsigned char *b,
                                                   unsigned long long len, unsigned long long chunk,
                                                   unsigned char *dirty) {
@@ -33,30 +26,58 @@ extern "C" __global__ void kreplay_compare_chunks(const unsigned char *a, const 
   }
 }
 
-// Two 64-bit lanes, each a sum over the chunk's 16-byte words (and tail bytes) of a bijective
-// mix of the word keyed by its position. Integer sums are order-independent, so the result
-// does not depend on the thread schedule. A change of one word always changes both lanes.
+// Per-chunk 128-bit hash: two NH lanes (the universal hash of UMAC) over the chunk's 32-bit
+// words. Each 16-byte word (x, y, z, w) at index i adds, with 32-bit additions and exact
+// 32x32->64-bit products,
+//   lane 0: (x + k0)(y + k1) + (z + k2)(w + k3)
+//   lane 1: (x + k4)(z + k5) + (y + k6)(w + k7)
+// where the keys are drawn from i and the caller's 64-bit seed (one per process, random).
+// NH's collision bound for independent random keys is 2^-32 per lane; the two lanes pair
+// the words differently, so a change is missed only when both miss (about 2^-64). A change of
+// one word is missed only when both of its partners equal minus their keys. Sums do not
+// depend on the thread schedule. Only 32-bit multiplies: 64-bit ones are emulated on the GPU
+// and made the previous mix-based hash compute-bound at a fraction of memory bandwidth.
+// Four words per thread in flight.
+__device__ __forceinline__ unsigned long long nh(unsigned a, unsigned b) {
+  return (unsigned long long)a * b;
+}
+
+__device__ __forceinline__ void nh_word(uint4 v, unsigned i, unsigned s0, unsigned s1,
+                                        unsigned long long &h0, unsigned long long &h1) {
+  unsigned k = i * 0x9e3779b1u + s0, j = i * 0x85ebca77u + s1;
+  h0 += nh(v.x + k, v.y + j) + nh(v.z + (k ^ 0xc2b2ae3du), v.w + (j ^ 0x27d4eb2fu));
+  h1 += nh(v.x + (k ^ 0x165667b1u), v.z + (j ^ 0xd3a2646cu)) +
+        nh(v.y + (k ^ 0xfd7046c5u), v.w + (j ^ 0xb55a4f09u));
+}
+
 extern "C" __global__ void kreplay_hash_chunks(const unsigned char *base, unsigned long long len,
-                                               unsigned long long chunk, unsigned long long *out) {
+                                               unsigned long long chunk, unsigned long long seed,
+                                               unsigned long long *out) {
   __shared__ unsigned long long s0[32], s1[32];
+  const unsigned seed0 = (unsigned)seed, seed1 = (unsigned)(seed >> 32);
   for (unsigned long long c = blockIdx.x; c * chunk < len; c += gridDim.x) {
     unsigned long long start = c * chunk;
     unsigned long long n = len - start < chunk ? len - start : chunk;
     const unsigned char *p = base + start;
     unsigned long long h0 = 0, h1 = 0;
-    unsigned long long words = (((unsigned long long)p) & 15) ? 0 : n / 16;
-    for (unsigned long long w = threadIdx.x; w < words; w += blockDim.x) {
-      uint4 v = ((const uint4 *)p)[w];
-      unsigned long long lo = ((unsigned long long)v.y << 32) | v.x;
-      unsigned long long hi = ((unsigned long long)v.w << 32) | v.z;
-      unsigned long long k = w * 0x9e3779b97f4a7c15ull;
-      h0 += mix(lo ^ k) + mix(hi ^ (k + 0x632be59bd9b4e019ull));
-      h1 += mix(lo + 0xd6e8feb86659fd93ull * (w + 1)) ^ mix(hi - k);
+    // Chunks are at most 4 GiB (the engine's limit is far lower): word indexes fit 32 bits.
+    unsigned words = (((unsigned long long)p) & 15) ? 0 : (unsigned)(n / 16);
+    const uint4 *q = (const uint4 *)p;
+    unsigned b = blockDim.x, w = threadIdx.x;
+    for (; w + 3 * b < words; w += 4 * b) {
+      uint4 v0 = q[w], v1 = q[w + b], v2 = q[w + 2 * b], v3 = q[w + 3 * b];
+      nh_word(v0, w, seed0, seed1, h0, h1);
+      nh_word(v1, w + b, seed0, seed1, h0, h1);
+      nh_word(v2, w + 2 * b, seed0, seed1, h0, h1);
+      nh_word(v3, w + 3 * b, seed0, seed1, h0, h1);
     }
-    for (unsigned long long i = words * 16 + threadIdx.x; i < n; i += blockDim.x) {
-      unsigned long long k = (i + 1) * 0xc2b2ae3d27d4eb4full;
-      h0 += mix(p[i] ^ k);
-      h1 += mix(p[i] + (k << 1));
+    for (; w < words; w += b) nh_word(q[w], w, seed0, seed1, h0, h1);
+    // Tail bytes (and every byte of a chunk not 16-byte aligned): an odd multiplier is a
+    // bijection, so a changed byte always changes its term.
+    for (unsigned long long i = (unsigned long long)words * 16 + threadIdx.x; i < n; i += blockDim.x) {
+      unsigned k = (unsigned)i * 0x9e3779b1u + seed0;
+      h0 += nh(p[i] + k, (seed1 ^ (unsigned)i) | 1u);
+      h1 += nh(p[i] + (k ^ 0x165667b1u), (seed0 + (unsigned)i) | 1u);
     }
     for (int o = 16; o > 0; o >>= 1) {
       h0 += __shfl_down_sync(0xffffffffu, h0, o);
