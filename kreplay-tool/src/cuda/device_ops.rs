@@ -191,7 +191,8 @@ impl CudaBackend<'_> {
     }
 
     /// Runs a per-chunk kernel whose parameters are `inputs` followed by its output buffer
-    /// (the context's scratch, `out.len()` bytes), and reads the output into `out`.
+    /// (the context's scratch, grown to at least `reserve` bytes), and reads `out.len()` bytes
+    /// of output into `out`.
     fn run_chunk_kernel(
         &self,
         kernel: usize,
@@ -199,6 +200,7 @@ impl CudaBackend<'_> {
         inputs: &[u64],
         chunks: usize,
         out: &mut [u8],
+        reserve: usize,
     ) -> Result<(), BackendError> {
         let d = &self.tool().driver;
         let mut ctx: CUcontext = core::ptr::null_mut();
@@ -215,8 +217,9 @@ impl CudaBackend<'_> {
             host: core::ptr::null_mut(),
             cap: 0,
         });
-        if s.cap < out.len() {
-            self.grow_scratch(s, out.len())?;
+        let need = out.len().max(reserve);
+        if s.cap < need {
+            self.grow_scratch(s, need)?;
         }
         let mut params: Vec<u64> = inputs.iter().copied().chain([s.dev]).collect();
         self.launch(kernel, call, chunks as u64, &mut params)?;
@@ -254,12 +257,10 @@ impl CudaBackend<'_> {
             cap: 0,
         };
         let cap = len.next_power_of_two();
-        s.dev = self
-            .device_alloc_copy(cap)
-            .ok_or(BackendError::Call {
-                call: "cuMemAlloc_v2(kreplay kernel output)",
-                status: ERROR_OUT_OF_MEMORY,
-            })?;
+        s.dev = self.device_alloc_copy(cap).ok_or(BackendError::Call {
+            call: "cuMemAlloc_v2(kreplay kernel output)",
+            status: ERROR_OUT_OF_MEMORY,
+        })?;
         let mut host: *mut c_void = core::ptr::null_mut();
         // SAFETY: valid out-pointer; on failure host stays null and pageable memory is used.
         if unsafe { (d.mem_alloc_host)(&mut host, cap) } == SUCCESS {
@@ -292,6 +293,7 @@ impl CudaBackend<'_> {
             &[a, b, len as u64, chunk as u64],
             chunks,
             &mut flags,
+            0,
         )?;
         for (d, f) in dirty.iter_mut().zip(&flags) {
             *d = *f != 0;
@@ -316,8 +318,11 @@ impl CudaBackend<'_> {
         let chunks = len.div_ceil(chunk);
         if out.len() < chunks {
             // The kernel writes a hash for every chunk of `len`.
-            return Err(BackendError::Unsupported("hash output shorter than the chunk count"));
+            return Err(BackendError::Unsupported(
+                "hash output shorter than the chunk count",
+            ));
         }
+        let reserve = out.len() * 16;
         // SAFETY: the first `chunks` entries of `out` are 16 * chunks initialized bytes, and
         // every byte pattern is a valid u64 (the device, like the host, is little-endian).
         let bytes =
@@ -328,6 +333,7 @@ impl CudaBackend<'_> {
             &[addr, len as u64, chunk as u64, hash_seed()],
             chunks,
             bytes,
+            reserve,
         )?;
         Ok(true)
     }

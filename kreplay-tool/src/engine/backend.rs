@@ -123,7 +123,9 @@ pub trait Backend {
     /// `len == 0` must only report support. The engine compares these hashes only with hashes
     /// from this same function (snapshot time vs restore time), never with host hashes, so
     /// the function may be any 128-bit hash the device computes cheaply, as long as it is
-    /// deterministic and its collision probability is documented.
+    /// deterministic and its collision probability is documented. `out` may be longer than
+    /// needed: a backend may size the buffers it keeps between calls by `out.len()`, so a short
+    /// first call readies them for the longest region.
     fn hash_chunks_on_device(
         &self,
         addr: u64,

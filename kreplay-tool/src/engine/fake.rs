@@ -57,6 +57,9 @@ pub struct FakeBackend {
     pub h2d_batches: AtomicU64,
     /// Each device hashing call first sleeps this many microseconds (a slow hashing pass).
     pub device_hash_delay_us: AtomicU64,
+    /// The first device hashing call with data sleeps this many microseconds (one-time setup,
+    /// as a GPU's first launch of a kernel and its first output buffers).
+    pub device_hash_first_delay_us: AtomicU64,
     /// See `h2d_bytes`.
     pub d2h_bytes: AtomicU64,
 }
@@ -310,7 +313,8 @@ impl Backend for FakeBackend {
         if len == 0 {
             return Ok(true);
         }
-        let delay = self.device_hash_delay_us.load(Ordering::SeqCst);
+        let delay = self.device_hash_delay_us.load(Ordering::SeqCst)
+            + self.device_hash_first_delay_us.swap(0, Ordering::SeqCst);
         if delay > 0 {
             std::thread::sleep(std::time::Duration::from_micros(delay));
         }

@@ -295,7 +295,8 @@ fn find_dirty<B: Backend>(
             Ok(size as u64)
         }
         Check::DeviceHash => {
-            let mut now = vec![[0u64; 2]; chunk_count(r.size, chunk)];
+            let mut now = snap.check_buf.borrow_mut();
+            now.resize(chunk_count(r.size, chunk), [0; 2]);
             if !backend.hash_chunks_on_device(r.addr, size, chunk, &mut now)? {
                 return Err(BackendError::Unsupported("hash_chunks_on_device"));
             }

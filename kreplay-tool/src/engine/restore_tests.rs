@@ -271,6 +271,35 @@ fn a_device_copy_whose_hashing_costs_more_than_copying_it_restores_every_byte_fr
 }
 
 #[test]
+fn the_device_hash_setup_cost_is_not_counted_as_hashing_cost() {
+    let (fake, inv) = with_b();
+    fake.enable_device(1 << 30, true, false);
+    // The first hashing call pays 50 ms of setup (far more than copying 1 MiB); the snapshot
+    // readies the hash before timing its pass, so the check stays on.
+    fake.device_hash_first_delay_us
+        .store(50_000, Ordering::SeqCst);
+    let before = fake.read(B, B_LEN);
+    let adaptive = SnapshotPolicy {
+        adaptive: true,
+        ..policy(PlacementPref::Device)
+    };
+    let (_, recs) = run_with(&fake, &inv, &scattered(), 3, adaptive);
+    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+    assert_eq!(fake.device_hash_first_delay_us.load(Ordering::SeqCst), 0);
+    let s = snapshot_rec(&recs);
+    assert_eq!((s.placement, s.check), (m::DEVICE, m::DEVICE_HASH));
+    let rs = restores(&recs);
+    assert_eq!(rs.len(), 2);
+    for r in rs {
+        // Chunks 3, 9 and 10 written back; every byte of the footprint checked.
+        assert_eq!(
+            (r.check, r.bytes, r.bytes_checked),
+            (m::DEVICE_HASH, 3 * CHUNK as u64, FOOTPRINT)
+        );
+    }
+}
+
+#[test]
 fn a_kernel_that_writes_what_the_buffer_held_restores_nothing() {
     for (room, compare) in [(0, false), (1 << 30, true)] {
         let (fake, inv) = with_b();
