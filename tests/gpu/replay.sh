@@ -75,32 +75,9 @@ else
   echo "SKIPPED torch replay: no PyTorch with CUDA"
 fi
 
-# Restore cost on a large footprint, every mode side by side in one run: the footprint
-# program writes one word in every PERMILLE-th 4 KiB page (10: 1% of the pages dirty).
-# Modes: the default (device-resident copy, chunk hashes on the device), exact comparison on
-# the device, a pinned host copy with device hashing, and full restores of either copy.
-for mib in 1024 4096; do
-  for permille in 10 1000; do
-    for mode in "default:" "compare:--device-check compare" "pinned:--snapshot-placement pinned" \
-                "full:--restore full" "pinned_full:--snapshot-placement pinned --restore full"; do
-      name=fp_${mib}_${permille}_${mode%%:*}
-      REPLAY_FLAGS="${mode#*:}" scenario $name touch_strided 5 "" $B/replay_cases footprint $mib $permille
-      # The restore table (after the blank line): kernel, mode, restores, bytes hashed,
-      # checked, restored, dirty chunks, check time, time per restore.
-      r=$(sed -n '/^restore  *mode/,/^$/p' $W/$name.all | awk '$1=="touch_strided"')
-      echo "RESULT restore_row_${name} $r"
-      echo "RESULT us_per_restore_${name} $(echo "$r" | awk '{print $NF}')"
-    done
-  done
-done
-# Ceilings and CUPTI's checkpoint API on the same footprint and dirty fraction.
-# (The checkpoint API lives in libcheckpoint.so beside libcupti.)
-CUPTI_H=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name cupti_checkpoint.h 2>/dev/null | head -1)
-CKPT_SO=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name 'libcheckpoint.so' 2>/dev/null | head -1)
-if [ -n "$CUPTI_H" ] && [ -n "$CKPT_SO" ] && nvcc -O2 -arch=sm_90 -I"$(dirname $CUPTI_H)" -o $B/restore_bench tests/gpu/restore_bench.cu -L"$(dirname $CKPT_SO)" -lcheckpoint -lcupti -lcuda; then
-  for mib in 1024 4096; do LD_LIBRARY_PATH=$(dirname $CKPT_SO) $B/restore_bench $mib 10; done
-else
-  echo "SKIPPED restore_bench: cupti_checkpoint.h or libcheckpoint.so not found, or it did not build"
-fi
+# A large footprint with 1% of its pages written, restored through the default device-side
+# check: the same output as without replay. Restore costs: tests/gpu/restore_matrix.sh.
+scenario fp_1024_10 touch_strided 5 "" $B/replay_cases footprint 1024 10
+check fp_1024_10_sum "$(awk '$1=="sum"{print $2}' $W/fp_1024_10.replay)" 2622
 echo "failures: $fails"
 exit $fails

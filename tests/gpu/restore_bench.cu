@@ -2,7 +2,7 @@
 // with what `kreplay replay` reports for tests/gpu/replay_cases.cu footprint (same size, same
 // dirty fraction): device-to-device copy, pinned host-to-device copy, pageable host-to-device
 // copy of the footprint, and cuptiCheckpointSave/Restore.
-//   restore_bench MIB DIRTY_PERMILLE
+//   restore_bench MIB DIRTY_PERMILLE[,DIRTY_PERMILLE...]  (0: nothing written)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti_checkpoint.h>
+#include "../../kreplay-tool/src/cuda/kernels.cu"
 using namespace NV::Cupti::Checkpoint;
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
@@ -27,9 +28,11 @@ static double now_ms() {
 
 int main(int argc, char **argv) {
   size_t mib = argc > 1 ? strtoull(argv[1], 0, 10) : 1024;
-  size_t permille = argc > 2 ? strtoull(argv[2], 0, 10) : 10;
-  size_t bytes = mib << 20, words = bytes / 4, stride = permille ? (1000 / permille) * 1024 : words;
-  size_t touched = (words + stride - 1) / stride;
+  std::vector<size_t> permilles;
+  for (char *t = strtok(argc > 2 ? argv[2] : (char *)"10", ","); t; t = strtok(0, ",")) permilles.push_back(strtoull(t, 0, 10));
+  size_t bytes = mib << 20, words = bytes / 4;
+  // kreplay checks 16 KiB chunks (its default).
+  const size_t chunk = 16 << 10, chunks = (bytes + chunk - 1) / chunk;
   unsigned *p, *copy;
   CK(cudaMalloc(&p, bytes));
   CK(cudaMalloc(&copy, bytes));
@@ -47,7 +50,22 @@ int main(int argc, char **argv) {
   timed("d2d_copy", [&] { CK(cudaMemcpy(copy, p, bytes, cudaMemcpyDeviceToDevice)); });
   timed("pinned_h2d_copy", [&] { CK(cudaMemcpy(p, pinned, bytes, cudaMemcpyHostToDevice)); });
   timed("pageable_h2d_copy", [&] { CK(cudaMemcpy(p, pageable, bytes, cudaMemcpyHostToDevice)); });
-  timed("dirty_bytes_d2d_copy", [&] { CK(cudaMemcpy(copy, p, touched * 4096 > bytes ? bytes : touched * 4096, cudaMemcpyDeviceToDevice)); });
+  // The hashing pass kreplay's check makes (its kernel, its launch shape).
+  unsigned long long *hashes;
+  CK(cudaMalloc(&hashes, (chunks + 1) * 16));
+  timed("hash_pass", [&] { kreplay_hash_chunks<<<(unsigned)(chunks < 65535 ? chunks : 65535), 256>>>((const unsigned char *)p, bytes, chunk, 0x5eedull, hashes); });
+  CK(cudaFree(hashes));
+  CK(cudaMemset(p, 0, bytes));
+  // The dirty chunks' bytes as one copy, per dirty fraction (a lower bound: kreplay's runs
+  // are scattered).
+  for (size_t permille : permilles) {
+    size_t stride = permille ? (1000 / permille) * 1024 : words, touched = permille ? (words + stride - 1) / stride : 0;
+    size_t dirty = stride * 4 >= chunk ? touched * chunk : bytes;
+    if (dirty > bytes) dirty = bytes;
+    char name[64];
+    snprintf(name, sizeof name, "dirty_chunks_d2d_copy_%zupm", permille);
+    timed(name, [&] { if (dirty) CK(cudaMemcpy(copy, p, dirty, cudaMemcpyDeviceToDevice)); });
+  }
 
   // Only the measured buffer stays: CUPTI checkpoints every allocation of the context.
   CK(cudaFree(copy));
@@ -60,33 +78,36 @@ int main(int argc, char **argv) {
   // blocks that changed). A CUPTI error is reported, not fatal.
   struct { const char *where; size_t reserve_mb; unsigned char opt; } variants[] = {
     { "host", 0, 0 }, { "device", 2 * mib + 256, 0 }, { "device_changed_only", 2 * mib + 256, 1 } };
-  for (auto &v : variants) {
-    CUpti_Checkpoint cp;
-    memset(&cp, 0, sizeof cp);
-    cp.structSize = CUpti_Checkpoint_STRUCT_SIZE;
-    cp.ctx = ctx;
-    cp.allowOverwrite = 1;
-    cp.reserveDeviceMB = v.reserve_mb;
-    cp.optimizations = v.opt;
-    double t0 = now_ms();
-    CUptiResult r = cuptiCheckpointSave(&cp);
-    if (r != CUPTI_SUCCESS) { printf("RESULT cupti_checkpoint_save_%s FAILED %d\n", v.where, (int)r); continue; }
-    printf("RESULT cupti_checkpoint_save_%s_ms_%zuMiB %.3f\n", v.where, mib, now_ms() - t0);
-    double best = 1e30; int failed = 0;
-    for (int k = 0; k < 5 && !failed; k++) {
-      touch_strided<<<(unsigned)((touched + 255) / 256), 256>>>(p, words, stride);
-      CK(cudaDeviceSynchronize());
-      double t1 = now_ms();
-      r = cuptiCheckpointRestore(&cp);
-      CK(cudaDeviceSynchronize());
-      if (r != CUPTI_SUCCESS) { printf("RESULT cupti_checkpoint_restore_%s FAILED at restore %d: %d\n", v.where, k + 1, (int)r); failed = 1; }
-      best = std::min(best, now_ms() - t1);
+  for (size_t permille : permilles) {
+    size_t stride = permille ? (1000 / permille) * 1024 : words, touched = permille ? (words + stride - 1) / stride : 0;
+    for (auto &v : variants) {
+      CUpti_Checkpoint cp;
+      memset(&cp, 0, sizeof cp);
+      cp.structSize = CUpti_Checkpoint_STRUCT_SIZE;
+      cp.ctx = ctx;
+      cp.allowOverwrite = 1;
+      cp.reserveDeviceMB = v.reserve_mb;
+      cp.optimizations = v.opt;
+      double t0 = now_ms();
+      CUptiResult r = cuptiCheckpointSave(&cp);
+      if (r != CUPTI_SUCCESS) { printf("RESULT cupti_checkpoint_save_%s FAILED %d\n", v.where, (int)r); continue; }
+      printf("RESULT cupti_checkpoint_save_%s_ms_%zuMiB_%zupm %.3f\n", v.where, mib, permille, now_ms() - t0);
+      double best = 1e30; int failed = 0;
+      for (int k = 0; k < 5 && !failed; k++) {
+        if (touched) touch_strided<<<(unsigned)((touched + 255) / 256), 256>>>(p, words, stride);
+        CK(cudaDeviceSynchronize());
+        double t1 = now_ms();
+        r = cuptiCheckpointRestore(&cp);
+        CK(cudaDeviceSynchronize());
+        if (r != CUPTI_SUCCESS) { printf("RESULT cupti_checkpoint_restore_%s FAILED at restore %d: %d\n", v.where, k + 1, (int)r); failed = 1; }
+        best = std::min(best, now_ms() - t1);
+      }
+      if (!failed) printf("RESULT cupti_checkpoint_restore_%s_ms_%zuMiB_%zupm %.3f\n", v.where, mib, permille, best);
+      unsigned first = 1;
+      CK(cudaMemcpy(&first, p, 4, cudaMemcpyDeviceToHost));
+      if (first != 0) printf("cupti_%s_%zupm_restored_first_word %u (want 0)\n", v.where, permille, first);
+      cuptiCheckpointFree(&cp);
     }
-    if (!failed) printf("RESULT cupti_checkpoint_restore_%s_ms_%zuMiB %.3f\n", v.where, mib, best);
-    unsigned first = 1;
-    CK(cudaMemcpy(&first, p, 4, cudaMemcpyDeviceToHost));
-    printf("cupti_%s_restored_first_word %u\n", v.where, first);
-    cuptiCheckpointFree(&cp);
   }
   return 0;
 }

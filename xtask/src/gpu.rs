@@ -1,6 +1,7 @@
 //! `cargo xtask gpu-test`: builds what the GPU machine runs (it has no cargo) into
 //! `.gpu-carry/` — the release `kreplay`, `libkreplay_tool.so` and the contention benchmark —
-//! and, on a machine with an NVIDIA GPU, runs `tests/gpu/run.sh` and `tests/gpu/replay.sh`.
+//! and, on a machine with an NVIDIA GPU, runs `tests/gpu/run.sh`, `tests/gpu/replay.sh` and
+//! `tests/gpu/restore_matrix.sh`.
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -59,7 +60,11 @@ pub fn run(build_only: bool) -> Result<()> {
         );
         return Ok(());
     }
-    for script in ["tests/gpu/run.sh", "tests/gpu/replay.sh"] {
+    for script in [
+        "tests/gpu/run.sh",
+        "tests/gpu/replay.sh",
+        "tests/gpu/restore_matrix.sh",
+    ] {
         let st = cmd("bash").arg(script).status()?;
         if !st.success() {
             bail!("{script} failed ({st})");
