@@ -3,7 +3,7 @@
 //! plain per-thread `Vec` as the floor.
 //!
 //! `cargo bench -p kreplay-tool --bench contention [-- --records N --threads 1,2,4 --runs R]`
-//! (`--only mutex|per-thread|floor` times one path, for profiling); the built binary also
+//! (`--only mutex|per-thread|floor|log` times one path, for profiling); the built binary also
 //! runs on its own. `KREPLAY_BENCH_OUT=file.json` saves the results.
 
 mod support;
@@ -11,6 +11,7 @@ mod support;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+use kreplay_tool::record::block_log::BlockLog;
 use kreplay_tool::record::{Recorder, RecorderConfig, current_tid};
 use support::{Json, api_call, arg, cores, load_average, machine, thread_cpu_ns, write_results};
 
@@ -100,6 +101,38 @@ fn run_floor(threads: usize, records: u64) -> Pass {
     })
 }
 
+/// The per-thread path without the recorder: each thread pushes into a `BlockLog` of its
+/// own (warmed, drained, so its blocks are recycled). Against the floor it prices the log's
+/// blocks; against the per-thread recorder, the lookup of the thread's buffer.
+fn run_log(threads: usize, records: u64) -> Pass {
+    let sync = Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let sync = &sync;
+                s.spawn(move || {
+                    let (pid, tid) = (std::process::id(), current_tid());
+                    let log = BlockLog::new(records as usize);
+                    let pass = |log: &BlockLog<_>| {
+                        for i in 0..records {
+                            // SAFETY: this thread owns `log` and is its only pusher.
+                            unsafe { log.push_with(|| api_call(pid, tid, t as u64, i)) };
+                        }
+                    };
+                    pass(&log); // warm-up
+                    assert_eq!(log.drain(|r| drop(std::hint::black_box(r))) as u64, records);
+                    sync.wait(); // measured start
+                    let span = measure(|| pass(&log));
+                    assert_eq!(log.drain(|r| drop(std::hint::black_box(r))) as u64, records);
+                    span
+                })
+            })
+            .collect();
+        sync.wait();
+        combine(workers.into_iter().map(|w| w.join().unwrap()))
+    })
+}
+
 /// One thread's measured pass.
 struct Span {
     start: Instant,
@@ -172,14 +205,15 @@ fn main() {
          rows). thread ns/record = wall time / one thread's rows: what one thread waits per row, \
          stricter once threads outnumber cores. CPU ns/record = the threads' CPU time / all rows. \
          floor = each thread pushing into its own plain Vec, no recorder (the cost of writing \
-         the row on this machine).\n"
+         the row on this machine); log = each thread pushing into its own BlockLog, no recorder \
+         (the per-thread path less the lookup of the thread's buffer).\n"
     );
     println!(
         "| threads | mutex ns/op | per-thread ns/op | speedup | mutex thread ns/record | \
          per-thread thread ns/record | per-thread CPU ns/record | floor ns/op | floor thread \
-         ns/record | floor CPU ns/record |"
+         ns/record | floor CPU ns/record | log ns/op |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // Warm the allocator and the code once, unmeasured.
     run(true, 1, records.min(50_000));
     run(false, 1, records.min(50_000));
@@ -192,6 +226,7 @@ fn main() {
         let mutex = time("mutex", &|| run(false, t, records));
         let local = time("per-thread", &|| run(true, t, records));
         let floor = time("floor", &|| run_floor(t, records));
+        let log = time("log", &|| run_log(t, records));
         let wall =
             |p: Option<Pass>| p.map_or(f64::NAN, |p| p.wall.as_nanos() as f64 / records as f64);
         let op = |p: Option<Pass>| wall(p) / t as f64;
@@ -199,7 +234,7 @@ fn main() {
             |p: Option<Pass>| p.map_or(f64::NAN, |p| p.cpu_ns as f64 / (t as u64 * records) as f64);
         let speedup = wall(mutex) / wall(local);
         println!(
-            "| {t} | {:.1} | {:.1} | {speedup:.1}x | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            "| {t} | {:.1} | {:.1} | {speedup:.1}x | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
             op(mutex),
             op(local),
             wall(mutex),
@@ -207,7 +242,8 @@ fn main() {
             cpu(local),
             op(floor),
             wall(floor),
-            cpu(floor)
+            cpu(floor),
+            op(log)
         );
         rows.push(Json::Obj(vec![
             ("threads", Json::Num(t as f64)),
@@ -221,6 +257,7 @@ fn main() {
             ("floor_ns_per_op", Json::Num(op(floor))),
             ("floor_ns_per_record", Json::Num(wall(floor))),
             ("floor_cpu_ns_per_record", Json::Num(cpu(floor))),
+            ("log_ns_per_op", Json::Num(op(log))),
         ]));
     }
     println!("\nload average at end: {}", load_average());

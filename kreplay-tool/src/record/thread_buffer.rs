@@ -54,6 +54,13 @@ struct LocalEntry {
 
 impl Drop for LocalEntry {
     fn drop(&mut self) {
+        // The fast path must never see a buffer whose table entry is gone.
+        let this = Arc::as_ptr(&self.buffer);
+        let _ = LAST.try_with(|last| {
+            if last.get().1 == this {
+                last.set((0, std::ptr::null()));
+            }
+        });
         // The thread is exiting (or the recorder is gone): the registry's reference keeps the
         // buffer, and its rows, until the next merge drains and frees it.
         self.buffer.exited.store(true, Ordering::Release);
@@ -62,6 +69,10 @@ impl Drop for LocalEntry {
 
 thread_local! {
     static LOCAL: RefCell<Vec<LocalEntry>> = const { RefCell::new(Vec::new()) };
+    /// The (recorder id, buffer) `local_buffer` last returned: the hot path's lookup, one
+    /// thread-local load with no destructor state to check. Points only at a buffer whose
+    /// `LOCAL` entry exists: an entry's drop clears it.
+    static LAST: Cell<(u64, *const ThreadBuffer)> = const { Cell::new((0, std::ptr::null())) };
     static TID: Cell<u32> = const { Cell::new(0) };
 }
 
@@ -77,6 +88,17 @@ pub fn local_buffer(
     make: impl FnOnce() -> ThreadBuffer,
     register: impl FnOnce(&Arc<ThreadBuffer>),
 ) -> Option<NonNull<ThreadBuffer>> {
+    if let Ok((last_id, last)) = LAST.try_with(Cell::get)
+        && last_id == id
+        && !last.is_null()
+    {
+        // SAFETY: `LAST` points at a buffer kept alive by this thread's `LOCAL` entry for it
+        // (the entry's drop clears `LAST` first), and only this thread touches either.
+        let buffer = unsafe { &*last };
+        if buffer.registered.load(Ordering::Relaxed) {
+            return Some(NonNull::from(buffer));
+        }
+    }
     LOCAL
         .try_with(|table| {
             let mut table = table.try_borrow_mut().ok()?;
@@ -88,6 +110,7 @@ pub fn local_buffer(
             if !buffer.registered.load(Ordering::Relaxed) {
                 register(buffer);
             }
+            let _ = LAST.try_with(|last| last.set((id, Arc::as_ptr(buffer))));
             Some(NonNull::from(&**buffer))
         })
         .ok()
