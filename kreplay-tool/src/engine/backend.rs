@@ -136,6 +136,34 @@ pub trait Backend {
         let _ = (addr, len, chunk, out);
         Ok(false)
     }
+    /// [`Backend::hash_chunks_on_device`]'s hashes of `[addr, addr + len)`, written to device
+    /// memory at `dst` (16 bytes per chunk, from [`Backend::device_alloc`]) instead of host
+    /// memory: the snapshot keeps them there for [`Backend::changed_chunks_on_device`].
+    /// `Ok(false)`: unsupported.
+    fn hash_chunks_into_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        dst: u64,
+    ) -> Result<bool, BackendError> {
+        let _ = (addr, len, chunk, dst);
+        Ok(false)
+    }
+    /// Hashes `[addr, addr + len)` as [`Backend::hash_chunks_into_device`] did into `expected`
+    /// and sets `dirty_out[i]` to whether chunk `i`'s hash differs, comparing on the device:
+    /// only a flag per chunk comes back to the host. `Ok(false)`: unsupported.
+    fn changed_chunks_on_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        expected: u64,
+        dirty_out: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        let _ = (addr, len, chunk, expected, dirty_out);
+        Ok(false)
+    }
     /// Compares `len` device bytes at `a` with those at `b` chunk by chunk, setting
     /// `dirty_out[i]` to whether chunk `i` differs in any byte (exact, no hashing).
     /// `Ok(false)`: unsupported, `dirty_out` untouched. A call with `len == 0` must only report

@@ -40,6 +40,11 @@ pub struct FakeBackend {
     pub device_room: AtomicU64,
     /// `hash_chunks_on_device` supported.
     pub device_hash: AtomicBool,
+    /// `hash_chunks_into_device` and `changed_chunks_on_device` unsupported (the device hash
+    /// then comes back to the host and is compared there).
+    pub no_resident_hashes: AtomicBool,
+    /// `changed_chunks_on_device` calls made.
+    pub resident_checks: AtomicU64,
     /// `compare_chunks_on_device` supported.
     pub device_compare: AtomicBool,
     /// Test hook: the device hash of any chunk containing this address is a constant, so the
@@ -57,6 +62,8 @@ pub struct FakeBackend {
     pub h2d_batches: AtomicU64,
     /// Each device hashing call first sleeps this many microseconds (a slow hashing pass).
     pub device_hash_delay_us: AtomicU64,
+    /// Each device-to-device copy first sleeps this many microseconds (a slow copy engine).
+    pub d2d_delay_us: AtomicU64,
     /// The first device hashing call with data sleeps this many microseconds (one-time setup,
     /// as a GPU's first launch of a kernel and its first output buffers).
     pub device_hash_first_delay_us: AtomicU64,
@@ -274,6 +281,10 @@ impl Backend for FakeBackend {
             return Err(BackendError::Unsupported("copy_d2d"));
         }
         self.d2d_bytes.fetch_add(len as u64, Ordering::SeqCst);
+        let delay = self.d2d_delay_us.load(Ordering::SeqCst);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(delay));
+        }
         let bytes = self.with_range(src, len, |s| s.to_vec())?;
         self.with_range(dst, len, |d| d.copy_from_slice(&bytes))
     }
@@ -331,6 +342,55 @@ impl Backend for FakeBackend {
                 *o = [h as u64, (h >> 64) as u64];
             }
         })?;
+        Ok(true)
+    }
+
+    fn hash_chunks_into_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        dst: u64,
+    ) -> Result<bool, BackendError> {
+        if self.no_resident_hashes.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let mut hashes = vec![[0u64; 2]; len.div_ceil(chunk)];
+        if !self.hash_chunks_on_device(addr, len, chunk, &mut hashes)? {
+            return Ok(false);
+        }
+        let bytes: Vec<u8> = hashes
+            .iter()
+            .flat_map(|h| h.iter().flat_map(|w| w.to_le_bytes()))
+            .collect();
+        self.with_range(dst, bytes.len(), |d| d.copy_from_slice(&bytes))?;
+        Ok(true)
+    }
+
+    fn changed_chunks_on_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        expected: u64,
+        dirty_out: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        if self.no_resident_hashes.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let mut now = vec![[0u64; 2]; len.div_ceil(chunk)];
+        if !self.hash_chunks_on_device(addr, len, chunk, &mut now)? {
+            return Ok(false);
+        }
+        self.resident_checks.fetch_add(1, Ordering::SeqCst);
+        let was = self.with_range(expected, now.len() * 16, |s| s.to_vec())?;
+        for ((d, h), w) in dirty_out.iter_mut().zip(&now).zip(was.chunks_exact(16)) {
+            let w = [
+                u64::from_le_bytes(w[..8].try_into().unwrap()),
+                u64::from_le_bytes(w[8..].try_into().unwrap()),
+            ];
+            *d = *h != w;
+        }
         Ok(true)
     }
 

@@ -274,8 +274,10 @@ fn a_device_copy_whose_hashing_costs_more_than_copying_it_restores_every_byte_fr
 fn the_device_hash_setup_cost_is_not_counted_as_hashing_cost() {
     let (fake, inv) = with_b();
     fake.enable_device(1 << 30, true, false);
-    // The first hashing call pays 50 ms of setup (far more than copying 1 MiB); the snapshot
-    // readies the hash before timing its pass, so the check stays on.
+    // Copies take 20 ms each, so the hashing pass itself is cheaper than copying; the first
+    // hashing call pays 50 ms of setup on top. The snapshot readies the hash before timing its
+    // pass, so the check stays on.
+    fake.d2d_delay_us.store(20_000, Ordering::SeqCst);
     fake.device_hash_first_delay_us
         .store(50_000, Ordering::SeqCst);
     let before = fake.read(B, B_LEN);
@@ -297,6 +299,31 @@ fn the_device_hash_setup_cost_is_not_counted_as_hashing_cost() {
             (m::DEVICE_HASH, 3 * CHUNK as u64, FOOTPRINT)
         );
     }
+}
+
+#[test]
+fn hashes_kept_on_the_device_find_the_same_chunks_as_hashes_brought_back() {
+    let mut seen = Vec::new();
+    for resident in [true, false] {
+        let (fake, inv) = with_b();
+        fake.enable_device(1 << 30, true, false);
+        fake.no_resident_hashes.store(!resident, Ordering::SeqCst);
+        let before = fake.read(B, B_LEN);
+        let (_, recs) = run_with(&fake, &inv, &scattered(), 3, policy(PlacementPref::Device));
+        assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+        let rs = restores(&recs);
+        // Two restores, one device-side comparison per region each (X, Y, the variable, B).
+        let want_checks = if resident { 2 * 4 } else { 0 };
+        assert_eq!(fake.resident_checks.load(Ordering::SeqCst), want_checks);
+        assert_eq!(fake.device_bytes_live(), 0, "copies and hashes freed");
+        seen.push(
+            rs.iter()
+                .map(|r| (r.check, r.bytes, r.dirty_chunks, r.bytes_checked))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert_eq!(seen[0][0], (m::DEVICE_HASH, 3 * CHUNK as u64, 3, FOOTPRINT));
 }
 
 #[test]
@@ -399,6 +426,9 @@ fn over_the_budget_the_replay_is_declined_before_anything_is_allocated() {
     assert!(matches!(out, Outcome::Replayed { passes: 2, .. }));
 }
 
+/// Chunks of `with_b()`'s regions: X and Y (N * 4 bytes each), the 4-byte variable, and B.
+const RESIDENT_CHUNKS: u64 = 3 + (B_LEN / CHUNK) as u64;
+
 #[test]
 fn a_snapshot_holds_the_footprint_once_plus_one_bounded_scratch() {
     let (fake, inv) = with_b();
@@ -423,16 +453,17 @@ fn a_snapshot_holds_the_footprint_once_plus_one_bounded_scratch() {
             fake.device_bytes_live(),
             s.scratch_len()
         ),
-        (0, FOOTPRINT, 0),
-        "device-resident, compared on the device: no host memory"
+        (0, FOOTPRINT + 16 * RESIDENT_CHUNKS, 0),
+        "device-resident, hashes kept and compared on the device: no host memory"
     );
     drop(s);
-    // Not enough device room: the partial device attempt is freed, the copies go to pinned.
+    // Not enough device room: the partial device attempt is freed, the copies go to pinned;
+    // the chunk hashes still fit on the device.
     fake.enable_device(FOOTPRINT - 1, true, true);
     let s = snap(&fake, &inv, GPU, &policy(PlacementPref::Auto));
     assert_eq!(
         (fake.device_bytes_live(), fake.host_bytes_live()),
-        (0, FOOTPRINT)
+        (16 * RESIDENT_CHUNKS, FOOTPRINT)
     );
     assert_eq!(s.check.code(), m::DEVICE_HASH);
 }

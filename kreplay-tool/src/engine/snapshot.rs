@@ -56,6 +56,9 @@ pub struct Region {
     pub store: Store,
     /// One hash per chunk (host or device hashes per the snapshot's check; empty otherwise).
     pub hashes: Vec<Hash128>,
+    /// Device memory holding the region's device hashes instead of `hashes` (0: none); the
+    /// check then compares on the device. Freed with the snapshot.
+    pub dev_hashes: u64,
 }
 
 /// Why a snapshot is incomplete.
@@ -181,6 +184,11 @@ impl<B: Backend> Snapshot<'_, B> {
 
 impl<B: Backend> Drop for Snapshot<'_, B> {
     fn drop(&mut self) {
+        for r in &self.regions {
+            if r.dev_hashes != 0 {
+                self.backend.device_free(r.dev_hashes);
+            }
+        }
         let bufs = self
             .regions
             .drain(..)
@@ -415,6 +423,7 @@ pub fn snap_in<'b, B: Backend>(
             kind,
             store,
             hashes: Vec::new(),
+            dev_hashes: 0,
         });
         if let Err(f) = capture(&mut s) {
             tracing::warn!("kreplay: snapshot declined: {f}");
@@ -466,6 +475,33 @@ fn warm_device_hash<B: Backend>(
             "kreplay: warming the device hash failed ({e}); the snapshot's pass will say"
         );
     }
+}
+
+/// Hashes region `r` on the device: into device memory kept with the region when the backend
+/// can compare there (the check then reads back a flag per chunk), else into `r.hashes`.
+fn hash_on_device<B: Backend>(
+    backend: &B,
+    r: &mut Region,
+    chunk: usize,
+) -> Result<bool, BackendError> {
+    let (addr, size) = (r.addr, r.size as usize);
+    let chunks = chunk_count(r.size, chunk);
+    if let Some(dst) = backend.device_alloc(chunks * 16) {
+        match backend.hash_chunks_into_device(addr, size, chunk, dst) {
+            Ok(true) => {
+                r.dev_hashes = dst;
+                return Ok(true);
+            }
+            other => {
+                tracing::debug!(
+                    "kreplay: device-resident hashes of {addr:#x}: {other:?}; keeping them on the host"
+                );
+                backend.device_free(dst);
+            }
+        }
+    }
+    r.hashes.resize(chunks, [0; 2]);
+    backend.hash_chunks_on_device(addr, size, chunk, &mut r.hashes)
 }
 
 /// Copies (and hashes, per the check) the last region pushed onto `s`.
@@ -522,9 +558,8 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
     s.copied += size as u64;
     match check {
         Check::DeviceHash => {
-            r.hashes.resize(chunk_count(r.size, chunk), [0; 2]);
             let t = now_ns();
-            let hashed = backend.hash_chunks_on_device(addr, size, chunk, &mut r.hashes);
+            let hashed = hash_on_device(backend, r, chunk);
             s.hash_ns += now_ns() - t;
             match hashed {
                 Ok(true) => s.bytes_hashed += size as u64,
