@@ -315,6 +315,27 @@ impl Backend for CudaBackend<'_> {
         self.hash_on_device(addr, len, chunk, out)
     }
 
+    fn hash_chunks_into_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        dst: u64,
+    ) -> Result<bool, BackendError> {
+        self.hash_into_device(addr, len, chunk, dst)
+    }
+
+    fn changed_chunks_on_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        expected: u64,
+        dirty_out: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        self.changed_on_device(addr, len, chunk, expected, dirty_out)
+    }
+
     fn compare_chunks_on_device(
         &self,
         a: u64,

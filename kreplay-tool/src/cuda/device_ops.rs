@@ -11,7 +11,7 @@
 
 use core::ffi::c_void;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::backend::CudaBackend;
 use super::ffi::*;
@@ -65,17 +65,36 @@ pub struct KernelCache {
     scratch: Mutex<HashMap<usize, Scratch>>,
 }
 
-/// A per-chunk kernel's output: device memory and a pinned host buffer of `cap` bytes each.
-/// Kept for the process's life (a few bytes per chunk of the largest region checked).
+/// Buffers kreplay's kernels use in one context, kept for the process's life (a few bytes per
+/// chunk of the largest region checked, 24 bytes per piece of the largest restore).
+#[derive(Default)]
 struct Scratch {
+    /// The per-chunk kernels' output.
+    out: Buffer,
+    /// The run-copy kernel's table of runs.
+    runs: Buffer,
+}
+
+/// Device memory and a pinned host buffer of `cap` bytes each.
+struct Buffer {
     dev: u64,
-    /// Pinned host memory, or null when pinning failed (the copy then goes to pageable memory).
+    /// Pinned host memory, or null when pinning failed (copies then use pageable memory).
     host: *mut u8,
     cap: usize,
 }
 
-// SAFETY: `host` is pinned memory owned by this entry, used only under the scratch lock.
-unsafe impl Send for Scratch {}
+impl Default for Buffer {
+    fn default() -> Self {
+        Self {
+            dev: 0,
+            host: core::ptr::null_mut(),
+            cap: 0,
+        }
+    }
+}
+
+// SAFETY: `host` is pinned memory owned by this buffer, used only under the scratch lock.
+unsafe impl Send for Buffer {}
 
 fn check(call: &'static str, r: CUresult) -> Result<(), BackendError> {
     if r == SUCCESS {
@@ -165,6 +184,19 @@ impl CudaBackend<'_> {
         blocks: u64,
         params: &mut [u64],
     ) -> Result<(), BackendError> {
+        self.launch_no_wait(kernel, call, blocks, params)?;
+        self.synchronize()
+    }
+
+    /// [`Self::launch`] without the wait: a later launch on the same (default) stream runs
+    /// after it.
+    fn launch_no_wait(
+        &self,
+        kernel: usize,
+        call: &'static str,
+        blocks: u64,
+        params: &mut [u64],
+    ) -> Result<(), BackendError> {
         let mut args: Vec<*mut c_void> = params
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
@@ -186,8 +218,7 @@ impl CudaBackend<'_> {
                 core::ptr::null_mut(),
             )
         };
-        check(call, r)?;
-        self.synchronize()
+        check(call, r)
     }
 
     /// Runs a per-chunk kernel whose parameters are `inputs` followed by its output buffer
@@ -203,26 +234,13 @@ impl CudaBackend<'_> {
         reserve: usize,
     ) -> Result<(), BackendError> {
         let d = &self.tool().driver;
-        let mut ctx: CUcontext = core::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut ctx) })?;
-        let mut all = self
-            .tool()
-            .kernels
-            .scratch
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let s = all.entry(ctx as usize).or_insert(Scratch {
-            dev: 0,
-            host: core::ptr::null_mut(),
-            cap: 0,
-        });
-        let need = out.len().max(reserve);
-        if s.cap < need {
-            self.grow_scratch(s, need)?;
-        }
+        let (mut all, ctx) = self.scratch()?;
+        let s = &mut all.entry(ctx).or_default().out;
+        self.reserve(s, out.len().max(reserve))?;
         let mut params: Vec<u64> = inputs.iter().copied().chain([s.dev]).collect();
+        let t0 = std::time::Instant::now();
         self.launch(kernel, call, chunks as u64, &mut params)?;
+        let t1 = std::time::Instant::now();
         let dst = if s.host.is_null() {
             out.as_mut_ptr()
         } else {
@@ -237,36 +255,57 @@ impl CudaBackend<'_> {
             // SAFETY: the pinned scratch holds out.len() initialized bytes; no overlap with out.
             unsafe { core::ptr::copy_nonoverlapping(s.host, out.as_mut_ptr(), out.len()) };
         }
+        tracing::debug!(
+            "kreplay: {call} over {chunks} chunks: launch and wait {:?}, {} result bytes read in {:?}",
+            t1 - t0,
+            out.len(),
+            t1.elapsed()
+        );
         Ok(())
     }
 
-    /// Replaces `s` with buffers of at least `len` bytes (a power of two, so a run of growing
-    /// regions reallocates rarely).
-    fn grow_scratch(&self, s: &mut Scratch, len: usize) -> Result<(), BackendError> {
+    /// The scratch buffers of every context, locked (the lock also serializes the kernels
+    /// that use them), and the current context's key.
+    fn scratch(&self) -> Result<(MutexGuard<'_, HashMap<usize, Scratch>>, usize), BackendError> {
         let d = &self.tool().driver;
-        if s.dev != 0 {
-            self.device_free_copy(s.dev);
+        let mut ctx: CUcontext = core::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut ctx) })?;
+        let all = self
+            .tool()
+            .kernels
+            .scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        Ok((all, ctx as usize))
+    }
+
+    /// Grows `b` to at least `len` bytes (a power of two, so a run of growing regions
+    /// reallocates rarely).
+    fn reserve(&self, b: &mut Buffer, len: usize) -> Result<(), BackendError> {
+        if b.cap >= len {
+            return Ok(());
         }
-        if !s.host.is_null() {
-            // SAFETY: s.host came from cuMemAllocHost and nothing uses it any more.
-            let _ = unsafe { (d.mem_free_host)(s.host as *mut c_void) };
+        let d = &self.tool().driver;
+        if b.dev != 0 {
+            self.device_free_copy(b.dev);
         }
-        *s = Scratch {
-            dev: 0,
-            host: core::ptr::null_mut(),
-            cap: 0,
-        };
+        if !b.host.is_null() {
+            // SAFETY: b.host came from cuMemAllocHost and nothing uses it any more.
+            let _ = unsafe { (d.mem_free_host)(b.host as *mut c_void) };
+        }
+        *b = Buffer::default();
         let cap = len.next_power_of_two();
-        s.dev = self.device_alloc_copy(cap).ok_or(BackendError::Call {
-            call: "cuMemAlloc_v2(kreplay kernel output)",
+        b.dev = self.device_alloc_copy(cap).ok_or(BackendError::Call {
+            call: "cuMemAlloc_v2(kreplay kernel buffer)",
             status: ERROR_OUT_OF_MEMORY,
         })?;
         let mut host: *mut c_void = core::ptr::null_mut();
         // SAFETY: valid out-pointer; on failure host stays null and pageable memory is used.
         if unsafe { (d.mem_alloc_host)(&mut host, cap) } == SUCCESS {
-            s.host = host as *mut u8;
+            b.host = host as *mut u8;
         }
-        s.cap = cap;
+        b.cap = cap;
         Ok(())
     }
 
@@ -322,7 +361,9 @@ impl CudaBackend<'_> {
                 "hash output shorter than the chunk count",
             ));
         }
-        let reserve = out.len() * 16;
+        // Room for `out.len()` chunks in `changed_on_device` too (16 bytes of hash and a flag
+        // each), so a short first call readies the scratch for both.
+        let reserve = out.len() * 17;
         // SAFETY: the first `chunks` entries of `out` are 16 * chunks initialized bytes, and
         // every byte pattern is a valid u64 (the device, like the host, is little-endian).
         let bytes =
@@ -335,6 +376,94 @@ impl CudaBackend<'_> {
             bytes,
             reserve,
         )?;
+        Ok(true)
+    }
+
+    /// Per-chunk hashes of `[addr, addr + len)` into device memory at `dst` (16 bytes per
+    /// chunk); `Ok(false)` when the kernels are unavailable.
+    pub fn hash_into_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        dst: u64,
+    ) -> Result<bool, BackendError> {
+        let Some(k) = self.kernels() else {
+            return Ok(false);
+        };
+        if len == 0 || chunk == 0 {
+            return Ok(true);
+        }
+        let chunks = len.div_ceil(chunk) as u64;
+        self.launch(
+            k.hash,
+            "cuLaunchKernel(kreplay_hash_chunks)",
+            chunks,
+            &mut [addr, len as u64, chunk as u64, hash_seed(), dst],
+        )?;
+        Ok(true)
+    }
+
+    /// Sets `dirty[i]` to whether chunk `i` of `[addr, addr + len)` hashes differently from
+    /// the hashes at `expected` (from [`Self::hash_into_device`]): the hash kernel writes the
+    /// current hashes to the scratch, the comparison kernel compares them 16 bytes per chunk
+    /// with `expected`, and only the flags come back. `Ok(false)` when the kernels are
+    /// unavailable.
+    pub fn changed_on_device(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        expected: u64,
+        dirty: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        let Some(k) = self.kernels() else {
+            return Ok(false);
+        };
+        if len == 0 || chunk == 0 {
+            return Ok(true);
+        }
+        let chunks = len.div_ceil(chunk);
+        if dirty.len() < chunks {
+            return Err(BackendError::Unsupported(
+                "dirty flags shorter than the chunk count",
+            ));
+        }
+        let d = &self.tool().driver;
+        let (mut all, ctx) = self.scratch()?;
+        let s = &mut all.entry(ctx).or_default().out;
+        self.reserve(s, chunks * 17)?;
+        let (now, flags) = (s.dev, s.dev + chunks as u64 * 16);
+        self.launch_no_wait(
+            k.hash,
+            "cuLaunchKernel(kreplay_hash_chunks)",
+            chunks as u64,
+            &mut [addr, len as u64, chunk as u64, hash_seed(), now],
+        )?;
+        self.launch(
+            k.compare,
+            "cuLaunchKernel(kreplay_compare_chunks)",
+            chunks as u64,
+            &mut [now, expected, chunks as u64 * 16, 16, flags],
+        )?;
+        let mut bytes = vec![0u8; chunks];
+        let dst = if s.host.is_null() {
+            bytes.as_mut_ptr()
+        } else {
+            s.host
+        };
+        // SAFETY: dst holds at least `chunks` bytes (bytes itself, or the scratch of cap >=
+        // 17 * chunks); `flags` holds the comparison's `chunks` flags.
+        check("cuMemcpyDtoH_v2", unsafe {
+            (d.memcpy_dtoh)(dst as *mut c_void, flags, chunks)
+        })?;
+        if !s.host.is_null() {
+            // SAFETY: the pinned scratch holds `chunks` initialized bytes; no overlap.
+            unsafe { core::ptr::copy_nonoverlapping(s.host, bytes.as_mut_ptr(), chunks) };
+        }
+        for (d, f) in dirty.iter_mut().zip(&bytes) {
+            *d = *f != 0;
+        }
         Ok(true)
     }
 
@@ -358,23 +487,28 @@ impl CudaBackend<'_> {
             return Ok(true);
         }
         let bytes = table.len() * 8;
-        let dev = self.device_alloc_copy(bytes).ok_or(BackendError::Call {
-            call: "cuMemAlloc_v2(restore runs)",
-            status: ERROR_OUT_OF_MEMORY,
-        })?;
-        // SAFETY: dev holds `bytes` bytes; table is that long.
+        let (mut all, ctx) = self.scratch()?;
+        let b = &mut all.entry(ctx).or_default().runs;
+        self.reserve(b, bytes)?;
+        let src = if b.host.is_null() {
+            table.as_ptr() as *const c_void
+        } else {
+            // SAFETY: the pinned buffer holds at least `bytes` bytes; no overlap with table.
+            unsafe { core::ptr::copy_nonoverlapping(table.as_ptr().cast::<u8>(), b.host, bytes) };
+            b.host as *const c_void
+        };
+        // SAFETY: b.dev and src hold at least `bytes` bytes.
         let r = check("cuMemcpyHtoD_v2", unsafe {
-            (self.tool().driver.memcpy_htod)(dev, table.as_ptr() as *const c_void, bytes)
+            (self.tool().driver.memcpy_htod)(b.dev, src, bytes)
         })
         .and_then(|()| {
             self.launch(
                 k.copy_runs,
                 "cuLaunchKernel(kreplay_copy_runs)",
                 pieces,
-                &mut [dev, pieces],
+                &mut [b.dev, pieces],
             )
         });
-        self.device_free_copy(dev);
         r.map(|()| true)
     }
 }
