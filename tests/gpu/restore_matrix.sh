@@ -23,7 +23,7 @@ for mib in 1024 8192; do $W/hash_bench $mib || fails=$((fails+1)); done
 for mib in $sizes; do
   for pm in $permilles; do
     modes="default:|full:--restore full|pinned_full:--snapshot-placement pinned --restore full"
-    case $mib in 1024|8192) modes="$modes|compare:--device-check compare|pinned:--snapshot-placement pinned";; esac
+    case $mib in 1024|4096|8192) modes="$modes|compare:--device-check compare|pinned:--snapshot-placement pinned";; esac
     IFS='|' read -ra list <<< "$modes"
     for m in "${list[@]}"; do
       name=${mib}_${pm}_${m%%:*}
