@@ -18,8 +18,9 @@ pub struct Launched {
 /// Exit code the child uses when `execvp` fails (as shells do for "command not found").
 pub const EXEC_FAILED: i32 = 127;
 
-/// Forks `argv`, leaving the child blocked until [`Launched::release`].
-pub fn spawn_paused(argv: &[String]) -> io::Result<Launched> {
+/// Forks `argv`, leaving the child blocked until [`Launched::release`]. `env` pairs are set
+/// (or replaced) in the command's environment only.
+pub fn spawn_paused(argv: &[String], env: &[(String, String)]) -> io::Result<Launched> {
     if argv.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -33,6 +34,28 @@ pub fn spawn_paused(argv: &[String]) -> io::Result<Launched> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte"))?;
     let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
+    // The child's whole environment, built before the fork (setenv is not async-signal-safe).
+    let cenv: Vec<CString> = if env.is_empty() {
+        Vec::new()
+    } else {
+        use std::os::unix::ffi::OsStrExt;
+        let mut vars: Vec<Vec<u8>> = std::env::vars_os()
+            .filter(|(k, _)| !env.iter().any(|(e, _)| k.as_bytes() == e.as_bytes()))
+            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+            .collect();
+        vars.extend(env.iter().map(|(k, v)| format!("{k}={v}").into_bytes()));
+        vars.into_iter()
+            .map(CString::new)
+            .collect::<Result<_, _>>()
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "environment contains a NUL byte",
+                )
+            })?
+    };
+    let mut envp: Vec<*const libc::c_char> = cenv.iter().map(|c| c.as_ptr()).collect();
+    envp.push(std::ptr::null());
     let msg = format!("kreplay: cannot run '{}'\n", argv[0]);
 
     let mut fds = [0 as libc::c_int; 2];
@@ -63,7 +86,11 @@ pub fn spawn_paused(argv: &[String]) -> io::Result<Launched> {
                 libc::_exit(EXEC_FAILED);
             }
             libc::close(read_fd);
-            libc::execvp(ptrs[0], ptrs.as_ptr());
+            if cenv.is_empty() {
+                libc::execvp(ptrs[0], ptrs.as_ptr());
+            } else {
+                libc::execvpe(ptrs[0], ptrs.as_ptr(), envp.as_ptr());
+            }
             libc::write(2, msg.as_ptr().cast(), msg.len());
             libc::_exit(EXEC_FAILED);
         }
@@ -133,11 +160,46 @@ pub fn wait_exit(pid: u32) -> io::Result<i32> {
 mod tests {
     use super::*;
 
+    fn spawn_paused_plain(argv: &[String]) -> io::Result<Launched> {
+        spawn_paused(argv, &[])
+    }
+
+    #[test]
+    fn env_pairs_reach_the_command_only() {
+        let out = std::env::temp_dir().join(format!("kreplay-launch-env-{}", std::process::id()));
+        let _ = std::fs::remove_file(&out);
+        // HOME is replaced, KREPLAY_LAUNCH_TEST added; PATH is inherited.
+        let l = spawn_paused(
+            &[
+                "sh".into(),
+                "-c".into(),
+                format!(
+                    "echo \"$HOME|$KREPLAY_LAUNCH_TEST|${{PATH:+path}}\" > {}",
+                    out.display()
+                ),
+            ],
+            &[
+                ("HOME".into(), "/nowhere".into()),
+                ("KREPLAY_LAUNCH_TEST".into(), "a=b c".into()),
+            ],
+        )
+        .unwrap();
+        let pid = l.pid;
+        l.release().unwrap();
+        assert_eq!(wait_exit(pid).unwrap(), 0);
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "/nowhere|a=b c|path\n"
+        );
+        assert!(std::env::var_os("KREPLAY_LAUNCH_TEST").is_none());
+        std::fs::remove_file(&out).unwrap();
+    }
+
     #[test]
     fn child_runs_only_after_release() {
         let dir = std::env::temp_dir().join(format!("kreplay-launch-{}", std::process::id()));
         let _ = std::fs::remove_file(&dir);
-        let l = spawn_paused(&[
+        let l = spawn_paused_plain(&[
             "sh".into(),
             "-c".into(),
             format!("echo ran > {}", dir.display()),
@@ -154,11 +216,11 @@ mod tests {
 
     #[test]
     fn dropped_child_exits_without_running_and_bad_command_is_127() {
-        let l = spawn_paused(&["true".into()]).unwrap();
+        let l = spawn_paused_plain(&["true".into()]).unwrap();
         let pid = l.pid;
         drop(l);
         assert_eq!(wait_exit(pid).unwrap(), EXEC_FAILED);
-        let l = spawn_paused(&["/nonexistent/kreplay-cmd".into()]).unwrap();
+        let l = spawn_paused_plain(&["/nonexistent/kreplay-cmd".into()]).unwrap();
         let pid = l.pid;
         l.release().unwrap();
         assert_eq!(wait_exit(pid).unwrap(), EXEC_FAILED);

@@ -172,3 +172,61 @@ fn a_failing_snapshot_copy_declines_replay_and_the_program_runs_as_without_krepl
         r["declines"]
     );
 }
+
+#[test]
+fn with_probes_one_replay_run_yields_one_trace_with_the_driver_calls_and_the_passes() {
+    kreplay_tests::require_root!();
+    let (dir, linked, _) = built();
+    let trace = scratch("cuda-sim").join("probes.pftrace");
+    let out = Command::new(kreplay_bin())
+        .args(["replay", "--probes", "--passes", "3", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(linked)
+        .arg("inplace")
+        .env("LD_LIBRARY_PATH", dir)
+        .output()
+        .expect("run kreplay replay --probes");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (app, rows) = split(&stdout);
+    assert_eq!(app, "y_sum 40952.0\n");
+    assert_eq!(rows["axpy_inplace"]["passes"], "3");
+    assert!(stderr.contains("from 1 tool and "), "{stderr}");
+
+    let d = kreplay_tests::decode_trace(&trace);
+    assert_eq!(d["errors"], serde_json::json!([]), "decoder errors");
+    let tracks = d["tracks"].as_object().unwrap();
+    let slices = |pred: &dyn Fn(&serde_json::Value) -> bool| -> Vec<String> {
+        d["slices"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(t, _)| pred(&tracks[t.as_str()]))
+            .flat_map(|(_, s)| s.as_array().unwrap().iter())
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The probes saw every driver call, the tool's included: the real cuLaunchKernel once per
+    // pass; two allocations by the program and three by the snapshot (copies of x, y and the
+    // module variable `hits`), which it frees at the end; the program's two uploads.
+    let api = slices(&|t| t["kind"] == "thread");
+    let count = |name: &str| api.iter().filter(|n| *n == name).count();
+    assert_eq!(count("cuLaunchKernel"), 3, "{api:?}");
+    assert_eq!(count("cuMemAlloc_v2"), 2 + 3, "{api:?}");
+    assert_eq!(count("cuMemFree_v2"), 3, "{api:?}");
+    assert_eq!(count("cuMemcpyHtoD_v2"), 2, "{api:?}");
+    // The tool's dispatch and its passes, on the stream's track.
+    let gpu = slices(&|t| t["kind"] == "named");
+    assert_eq!(
+        gpu.iter().filter(|n| *n == "axpy_inplace").count(),
+        1,
+        "{gpu:?}"
+    );
+    assert_eq!(
+        gpu.iter().filter(|n| n.starts_with("pass ")).count(),
+        3,
+        "{gpu:?}"
+    );
+}

@@ -106,7 +106,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         None
     } else {
         Some(
-            launch::spawn_paused(&args.command)
+            launch::spawn_paused(&args.command, &[])
                 .with_context(|| format!("starting {}", args.command[0]))?,
         )
     };

@@ -51,9 +51,8 @@ pub struct ReplayArgs {
     )]
     output: PathBuf,
     /// Also attach the API probes (as `kreplay trace` does; needs root): the application's
-    /// runtime calls, with flows to their dispatches, go into the same trace. ROCm only: the
-    /// tool is then injected through `HSA_TOOLS_LIB` alone (an `LD_PRELOAD` would land in the
-    /// tracer too).
+    /// runtime calls go into the same trace, on ROCm with flows to their dispatches (on CUDA
+    /// the tool's launch wrapper runs outside the probed call, so no flow is drawn).
     #[arg(long)]
     probes: bool,
     /// The command (after `--`).
@@ -140,7 +139,10 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
     let mut cmd = if args.probes {
         let exe = std::env::current_exe().context("cannot locate the kreplay binary")?;
         let mut c = Command::new(exe);
-        c.args(["trace", "--quiet", "--keep-streams", "-o"])
+        // The preload goes to the command only: in the tracer it would load the tool too.
+        c.args(["trace", "--quiet", "--keep-streams", "--env"])
+            .arg(format!("LD_PRELOAD={preload}"))
+            .arg("-o")
             .arg(&probe_trace)
             .arg("--")
             .args(&args.command);

@@ -61,12 +61,27 @@ pub struct TraceArgs {
     /// Keep the per-thread stream files next to the trace.
     #[arg(long)]
     keep_streams: bool,
+    /// Set KEY=VALUE in the started command's environment only, not kreplay's (repeatable),
+    /// e.g. `--env LD_PRELOAD=./libtool.so` for a library that must not load into the tracer.
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = env_pair, requires = "command")]
+    env: Vec<(String, String)>,
     /// Command to start with the probes attached before its first instruction (after `--`).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
-/// Exit code for "the probes could not be set up" (bad input exits 1 through the error path).
+/// `KEY=VALUE` of `--env`: a non-empty key without `=` or NUL; the value may hold anything but
+/// NUL, `=` included.
+fn env_pair(v: &str) -> Result<(String, String), String> {
+    match v.split_once('=') {
+        Some((k, val)) if !k.is_empty() && !k.contains('\0') && !val.contains('\0') => {
+            Ok((k.to_owned(), val.to_owned()))
+        }
+        _ => Err(format!("'{v}' is not KEY=VALUE")),
+    }
+}
+
+/// The default trace file: `kreplay-<date>-<time>.pftrace` in the current directory.
 fn default_output() -> PathBuf {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -146,7 +161,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     };
     let child = match targets {
         Targets::Command(_) => Some(
-            launch::spawn_paused(&args.command)
+            launch::spawn_paused(&args.command, &args.env)
                 .with_context(|| format!("starting {}", args.command[0]))?,
         ),
         _ => None,
