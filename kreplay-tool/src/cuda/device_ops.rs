@@ -133,12 +133,45 @@ impl CudaBackend<'_> {
                 let r = unsafe { (d.module_get_function)(&mut f, m, name.as_ptr()) };
                 (r == SUCCESS).then_some(f as usize)
             };
-            Some(Kernels {
+            let k = Kernels {
                 compare: get(c"kreplay_compare_chunks")?,
                 hash: get(c"kreplay_hash_chunks")?,
                 copy_runs: get(c"kreplay_copy_runs")?,
-            })
+            };
+            self.prime(&k);
+            Some(k)
         })
+    }
+
+    /// Launches each kernel once over nothing: with lazy module loading (CUDA 12's default) a
+    /// function's code is loaded at its first launch, which would otherwise land in the first
+    /// restore's time. Every kernel's loop is empty at length 0.
+    fn prime(&self, k: &Kernels) {
+        let launches: [(usize, &'static str, &mut [u64]); 3] = [
+            (
+                k.hash,
+                "cuLaunchKernel(kreplay_hash_chunks)",
+                &mut [0, 0, 1, 0, 0],
+            ),
+            (
+                k.compare,
+                "cuLaunchKernel(kreplay_compare_chunks)",
+                &mut [0, 0, 0, 1, 0],
+            ),
+            (
+                k.copy_runs,
+                "cuLaunchKernel(kreplay_copy_runs)",
+                &mut [0, 0],
+            ),
+        ];
+        for (f, call, params) in launches {
+            if let Err(e) = self.launch_no_wait(f, call, 1, params) {
+                tracing::debug!("kreplay: priming its kernels: {e}");
+            }
+        }
+        if let Err(e) = self.synchronize() {
+            tracing::debug!("kreplay: priming its kernels: {e}");
+        }
     }
 
     /// Device memory for a snapshot copy, while the device keeps a tenth of its memory (at
