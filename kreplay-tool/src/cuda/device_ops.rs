@@ -266,7 +266,6 @@ impl CudaBackend<'_> {
         out: &mut [u8],
         reserve: usize,
     ) -> Result<(), BackendError> {
-        let d = &self.tool().driver;
         let (mut all, ctx) = self.scratch()?;
         let s = &mut all.entry(ctx).or_default().out;
         self.reserve(s, out.len().max(reserve))?;
@@ -274,20 +273,7 @@ impl CudaBackend<'_> {
         let t0 = std::time::Instant::now();
         self.launch(kernel, call, chunks as u64, &mut params)?;
         let t1 = std::time::Instant::now();
-        let dst = if s.host.is_null() {
-            out.as_mut_ptr()
-        } else {
-            s.host
-        };
-        // SAFETY: dst holds at least out.len() bytes (out itself, or the scratch of cap >=
-        // out.len()); s.dev holds the kernel's results.
-        check("cuMemcpyDtoH_v2", unsafe {
-            (d.memcpy_dtoh)(dst as *mut c_void, s.dev, out.len())
-        })?;
-        if !s.host.is_null() {
-            // SAFETY: the pinned scratch holds out.len() initialized bytes; no overlap with out.
-            unsafe { core::ptr::copy_nonoverlapping(s.host, out.as_mut_ptr(), out.len()) };
-        }
+        self.read_back(s, s.dev, out)?;
         tracing::debug!(
             "kreplay: {call} over {chunks} chunks: launch and wait {:?}, {} result bytes read in {:?}",
             t1 - t0,
@@ -311,6 +297,27 @@ impl CudaBackend<'_> {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         Ok((all, ctx as usize))
+    }
+
+    /// Reads `out.len()` bytes of device memory at `src` into `out`, through `b`'s pinned
+    /// buffer when it has one (at least `out.len()` bytes: the caller reserved them).
+    fn read_back(&self, b: &Buffer, src: u64, out: &mut [u8]) -> Result<(), BackendError> {
+        let d = &self.tool().driver;
+        let dst = if b.host.is_null() {
+            out.as_mut_ptr()
+        } else {
+            b.host
+        };
+        // SAFETY: dst holds at least out.len() bytes (out itself, or the pinned buffer the
+        // caller reserved); src is the caller's device range of that length.
+        check("cuMemcpyDtoH_v2", unsafe {
+            (d.memcpy_dtoh)(dst as *mut c_void, src, out.len())
+        })?;
+        if !b.host.is_null() {
+            // SAFETY: the pinned buffer now holds out.len() initialized bytes; no overlap.
+            unsafe { core::ptr::copy_nonoverlapping(b.host, out.as_mut_ptr(), out.len()) };
+        }
+        Ok(())
     }
 
     /// Grows `b` to at least `len` bytes (a power of two, so a run of growing regions
@@ -462,7 +469,6 @@ impl CudaBackend<'_> {
                 "dirty flags shorter than the chunk count",
             ));
         }
-        let d = &self.tool().driver;
         let (mut all, ctx) = self.scratch()?;
         let s = &mut all.entry(ctx).or_default().out;
         self.reserve(s, chunks * 17)?;
@@ -480,20 +486,7 @@ impl CudaBackend<'_> {
             &mut [now, expected, chunks as u64 * 16, 16, flags],
         )?;
         let mut bytes = vec![0u8; chunks];
-        let dst = if s.host.is_null() {
-            bytes.as_mut_ptr()
-        } else {
-            s.host
-        };
-        // SAFETY: dst holds at least `chunks` bytes (bytes itself, or the scratch of cap >=
-        // 17 * chunks); `flags` holds the comparison's `chunks` flags.
-        check("cuMemcpyDtoH_v2", unsafe {
-            (d.memcpy_dtoh)(dst as *mut c_void, flags, chunks)
-        })?;
-        if !s.host.is_null() {
-            // SAFETY: the pinned scratch holds `chunks` initialized bytes; no overlap.
-            unsafe { core::ptr::copy_nonoverlapping(s.host, bytes.as_mut_ptr(), chunks) };
-        }
+        self.read_back(s, flags, &mut bytes)?;
         for (d, f) in dirty.iter_mut().zip(&bytes) {
             *d = *f != 0;
         }
