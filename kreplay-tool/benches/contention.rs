@@ -71,28 +71,19 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
     measured
 }
 
-/// The floor: each thread pushes the same rows into its own plain `Vec` (capacity reserved
-/// and warmed), with no recorder at all — what appending the row costs on this machine.
-fn run_floor(threads: usize, records: u64) -> Pass {
+/// Runs `body(thread index, pid, tid, start)` on `threads` threads; each calls `start()` once
+/// its warm-up is done and returns its measured span (all start together).
+fn on_threads(threads: usize, body: impl Fn(usize, u32, u32, &dyn Fn()) -> Span + Sync) -> Pass {
     let sync = Barrier::new(threads + 1);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
-                let sync = &sync;
+                let (sync, body) = (&sync, &body);
                 s.spawn(move || {
-                    let (pid, tid) = (std::process::id(), current_tid());
-                    let mut rows = Vec::with_capacity(records as usize);
-                    let pass = |rows: &mut Vec<_>| {
-                        for i in 0..records {
-                            rows.push(api_call(pid, tid, t as u64, i));
-                        }
+                    let start = || {
+                        sync.wait();
                     };
-                    pass(&mut rows); // warm-up
-                    rows.clear();
-                    sync.wait(); // measured start
-                    let span = measure(|| pass(&mut rows));
-                    assert_eq!(std::hint::black_box(&rows).len() as u64, records);
-                    span
+                    body(t, std::process::id(), current_tid(), &start)
                 })
             })
             .collect();
@@ -101,35 +92,43 @@ fn run_floor(threads: usize, records: u64) -> Pass {
     })
 }
 
+/// The floor: each thread pushes the same rows into its own plain `Vec` (capacity reserved
+/// and warmed), with no recorder at all — what appending the row costs on this machine.
+fn run_floor(threads: usize, records: u64) -> Pass {
+    on_threads(threads, |t, pid, tid, start| {
+        let mut rows = Vec::with_capacity(records as usize);
+        let pass = |rows: &mut Vec<_>| {
+            for i in 0..records {
+                rows.push(api_call(pid, tid, t as u64, i));
+            }
+        };
+        pass(&mut rows); // warm-up
+        rows.clear();
+        start();
+        let span = measure(|| pass(&mut rows));
+        assert_eq!(std::hint::black_box(&rows).len() as u64, records);
+        span
+    })
+}
+
 /// The per-thread path without the recorder: each thread pushes into a `BlockLog` of its
 /// own (warmed, drained, so its blocks are recycled). Against the floor it prices the log's
 /// blocks; against the per-thread recorder, the lookup of the thread's buffer.
 fn run_log(threads: usize, records: u64) -> Pass {
-    let sync = Barrier::new(threads + 1);
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let sync = &sync;
-                s.spawn(move || {
-                    let (pid, tid) = (std::process::id(), current_tid());
-                    let log = BlockLog::new(records as usize);
-                    let pass = |log: &BlockLog<_>| {
-                        for i in 0..records {
-                            // SAFETY: this thread owns `log` and is its only pusher.
-                            unsafe { log.push_with(|| api_call(pid, tid, t as u64, i)) };
-                        }
-                    };
-                    pass(&log); // warm-up
-                    assert_eq!(log.drain(|r| drop(std::hint::black_box(r))) as u64, records);
-                    sync.wait(); // measured start
-                    let span = measure(|| pass(&log));
-                    assert_eq!(log.drain(|r| drop(std::hint::black_box(r))) as u64, records);
-                    span
-                })
-            })
-            .collect();
-        sync.wait();
-        combine(workers.into_iter().map(|w| w.join().unwrap()))
+    on_threads(threads, |t, pid, tid, start| {
+        let log = BlockLog::new(records as usize);
+        let pass = |log: &BlockLog<_>| {
+            for i in 0..records {
+                // SAFETY: this thread owns `log` and is its only pusher.
+                unsafe { log.push_with(|| api_call(pid, tid, t as u64, i)) };
+            }
+        };
+        pass(&log); // warm-up
+        assert_eq!(log.drain(|r| drop(std::hint::black_box(r))) as u64, records);
+        start();
+        let span = measure(|| pass(&log));
+        assert_eq!(log.drain(|r| drop(std::hint::black_box(r))) as u64, records);
+        span
     })
 }
 
