@@ -34,7 +34,7 @@ use kreplay_cli::{
 use kreplay_common::{
     api::{APIS, USER_FUNCTION},
     audit::{AUDIT_STATS_MAP, AuditKey, AuditStats},
-    probe::{ALLOCS_MAP, Cookie, ENTRIES_MAP, EVENTS_MAP},
+    probe::{ALLOCS_MAP, Cookie, EVENTS_MAP, THREADS_MAP},
 };
 
 type AddFn = extern "C" fn(i64, i64) -> i64;
@@ -169,7 +169,7 @@ fn map_name(t: u32, k: u32, v: u32) -> &'static str {
 
 fn memory_section(out: &mut String) {
     let mut probes =
-        Probes::load_sized(&[(EVENTS_MAP, 4096), (ENTRIES_MAP, 1024), (ALLOCS_MAP, 1024)])
+        Probes::load_sized(&[(EVENTS_MAP, 4096), (THREADS_MAP, 1024), (ALLOCS_MAP, 1024)])
             .expect("load");
     let ncpu = aya::util::nr_cpus().expect("nr_cpus");
     let before = map_fdinfo();

@@ -2,8 +2,8 @@
 //!
 //! One uprobe program and one uretprobe program serve every API: the attach cookie
 //! ([`Cookie`]) tells them which API fired and which arguments need reading. Arguments are
-//! saved at entry per (thread, API) and one [`CallRecord`] per completed call goes to the ring
-//! buffer at return.
+//! saved at entry in the calling thread's [`ThreadSlot`] (a stack of [`Frame`]s, one per
+//! nested call) and one [`CallRecord`] per completed call goes to the ring buffer at return.
 
 /// Stack words captured at entry at most (enough for `cuLaunchKernel`'s five stack arguments).
 pub const EXTRA_WORDS: usize = 5;
@@ -15,13 +15,17 @@ pub const NAME_BYTES: usize = 256;
 pub const EVENTS_MAP: &str = "EVENTS";
 /// Name of the per-CPU counter array (indexes in [`counter`]).
 pub const COUNTERS_MAP: &str = "COUNTERS";
-/// Name of the map of calls in flight ([`EntryKey`] → [`EntryState`]).
-pub const ENTRIES_MAP: &str = "ENTRIES";
+/// Name of the array of [`ThreadSlot`]s (calls in flight), indexed by `tid & SLOT_MASK`.
+pub const THREADS_MAP: &str = "THREADS";
+/// Name of the BPF global holding the slot-index mask (the array's length - 1).
+pub const SLOT_MASK_GLOBAL: &str = "SLOT_MASK";
+/// Default number of [`ThreadSlot`]s (a power of two): about 7 MiB of kernel memory.
+pub const DEFAULT_THREAD_SLOTS: u32 = 16384;
+/// Nested probed calls one thread can be inside at once with their arguments saved
+/// (hipMalloc → hsa_amd_memory_pool_allocate is two); deeper calls are counted, not recorded.
+pub const FRAME_DEPTH: usize = 4;
 /// Name of the live device-allocation inventory ([`AllocKey`] → [`AllocInfo`]).
 pub const ALLOCS_MAP: &str = "ALLOCS";
-/// Name of the LRU map of threads the reader has been woken for (their first record forces a
-/// wake-up, so their names are read from /proc while they live).
-pub const SEEN_MAP: &str = "SEEN";
 /// Name of the uprobe (entry) program.
 pub const ENTRY_PROGRAM: &str = "call_enter";
 /// Name of the uretprobe (return) program.
@@ -35,16 +39,24 @@ pub const BARE_RETURN_PROGRAM: &str = "bare_return";
 pub mod counter {
     /// Records that did not fit in the ring buffer.
     pub const RINGBUF_DROPS: u32 = 0;
-    /// Calls whose entry state could not be saved (in-flight map full).
+    /// Calls whose entry state could not be saved (nested deeper than [`super::FRAME_DEPTH`],
+    /// or no slot for the thread).
     pub const ENTRY_MAP_FULL: u32 = 1;
-    /// Returns seen without a saved entry (probe attached mid-call, or state evicted).
+    /// Returns seen without a saved entry (probe attached mid-call, or state lost).
     pub const MISSING_ENTRY: u32 = 2;
     /// Failed reads of user memory (stack words, out-pointers).
     pub const READ_FAULTS: u32 = 3;
     /// Allocations that did not fit in the live-allocation inventory.
     pub const ALLOC_MAP_FULL: u32 = 4;
+    /// Calls not recorded because their thread's [`super::ThreadSlot`] was held by another
+    /// thread with calls in flight (two thread ids equal modulo the number of slots), plus
+    /// calls in flight of an owner whose slot was taken over after [`super::STALE_NS`].
+    pub const SLOT_CLASH: u32 = 5;
+    /// Saved entries dropped because their return never fired (the thread left the call by
+    /// longjmp or died in it): no record could exist for them.
+    pub const ABANDONED: u32 = 6;
     /// Number of counters.
-    pub const COUNT: u32 = 5;
+    pub const COUNT: u32 = 7;
 }
 
 /// Flag bits of the attach cookie's mode field.
@@ -203,6 +215,47 @@ pub struct EntryState {
     pub extra: [u64; EXTRA_WORDS],
 }
 
+/// A slot whose newest call in flight is older than this (ns) may be taken over by another
+/// thread: its owner most likely died mid-call. Until then the other thread's calls are
+/// counted in [`counter::SLOT_CLASH`] and not recorded.
+pub const STALE_NS: u64 = 10_000_000_000;
+
+/// One saved call in flight: which API, and what its entry saw.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// API id.
+    pub api: u16,
+    /// Padding, zero.
+    pub _pad: [u16; 3],
+    /// The entry's time, arguments and extra words.
+    pub state: EntryState,
+}
+
+/// The calls in flight of the thread that owns the slot (array index `tid & SLOT_MASK`).
+///
+/// Only the owning thread writes its slot, so the probes take no lock. A thread that enters a
+/// probed call while another thread owns the slot takes it over when the owner has no call in
+/// flight (or only calls older than [`STALE_NS`]: a thread killed mid-call does not keep its
+/// slot for good); otherwise its call is counted in [`counter::SLOT_CLASH`] and not recorded.
+/// A return whose thread does not own the slot is dropped, never matched with another thread's
+/// entry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadSlot {
+    /// The owning thread's id (0: never used).
+    pub tid: u32,
+    /// Frames in use, innermost last (at most [`FRAME_DEPTH`]).
+    pub depth: u32,
+    /// Calls entered beyond [`FRAME_DEPTH`] and not yet returned (their returns are skipped).
+    pub overflow: u32,
+    /// 1 once the owner's first record has woken the reader (so it names the thread from /proc
+    /// while it lives).
+    pub woke: u32,
+    /// The saved calls, outermost first.
+    pub frames: [Frame; FRAME_DEPTH],
+}
+
 /// One completed call, as the return probe sends it through the ring buffer.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,6 +378,9 @@ pub struct AllocInfo {
 const _: () = assert!(core::mem::size_of::<EntryKey>() == 16);
 const _: () = assert!(core::mem::size_of::<EntryState>() == 8 + 48 + 8 * EXTRA_WORDS);
 const _: () = assert!(core::mem::size_of::<CallRecord>() == 136);
+const _: () = assert!(core::mem::size_of::<Frame>() == 8 + core::mem::size_of::<EntryState>());
+const _: () =
+    assert!(core::mem::size_of::<ThreadSlot>() == 16 + FRAME_DEPTH * core::mem::size_of::<Frame>());
 const _: () = assert!(core::mem::size_of::<AllocKey>() == 16);
 const _: () = assert!(core::mem::size_of::<AllocInfo>() == 24);
 const _: () = assert!(core::mem::size_of::<NameRecord>() == 32 + NAME_BYTES);
@@ -339,6 +395,10 @@ mod pod {
     unsafe impl aya::Pod for super::EntryState {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::CallRecord {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::Frame {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::ThreadSlot {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::AllocKey {}
     // SAFETY: as above.

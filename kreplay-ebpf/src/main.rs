@@ -2,9 +2,9 @@
 //!
 //! The attach cookie names the API and the arguments to capture ([`Cookie`]). The entry
 //! program saves the argument registers (and stack words or a struct where the API needs
-//! them) per (thread, API); the return program turns them into one [`CallRecord`] in the ring
-//! buffer, reads the out-pointer, and keeps the live-allocation inventory. Every record that
-//! cannot be delivered is counted in `COUNTERS`.
+//! them) in the thread's slot ([`slots`]); the return program turns them into one
+//! [`CallRecord`] in the ring buffer, reads the out-pointer, and keeps the live-allocation
+//! inventory. Every record that cannot be delivered is counted in `COUNTERS`.
 //!
 //! On the host target (clippy, `cargo check --workspace`) the crate builds as an ordinary
 //! binary with an empty `main`, so the workspace can be linted as a whole.
@@ -12,33 +12,26 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 mod audit;
+mod slots;
 
 use aya_ebpf::{
     EbpfContext,
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP, BPF_RB_RING_SIZE},
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
     macros::{map, uprobe, uretprobe},
-    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{HashMap, PerCpuArray, RingBuf},
     programs::{ProbeContext, RetProbeContext},
 };
 use kreplay_common::probe::{
-    AllocInfo, AllocKey, CallRecord, Cookie, EXTRA_WORDS, EntryKey, EntryState, FLAG_OUT_VALID,
-    NAME_BYTES, NameRecord, counter, mode, role,
+    AllocInfo, AllocKey, CallRecord, Cookie, EXTRA_WORDS, EntryState, FLAG_OUT_VALID, NAME_BYTES,
+    NameRecord, counter, mode, role,
 };
 
 /// Completed calls; its size is set by userspace at load time.
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
 
-/// Calls in flight. LRU so that threads killed mid-call cannot fill it for good.
-#[map]
-static ENTRIES: LruHashMap<EntryKey, EntryState> = LruHashMap::with_max_entries(65536, 0);
-
 /// Live device allocations per process.
-/// Threads whose first record already woke the reader (see `wake_flags`).
-#[map]
-static SEEN: LruHashMap<u32, u8> = LruHashMap::with_max_entries(16384, 0);
-
 #[map]
 static ALLOCS: HashMap<AllocKey, AllocInfo> = HashMap::with_max_entries(262144, 0);
 
@@ -48,9 +41,14 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT
 
 #[inline(always)]
 fn bump(index: u32) {
+    bump_by(index, 1);
+}
+
+#[inline(always)]
+fn bump_by(index: u32, n: u64) {
     if let Some(slot) = COUNTERS.get_ptr_mut(index) {
         // SAFETY: per-CPU slot of this CPU; BPF programs do not migrate while running.
-        unsafe { *slot += 1 };
+        unsafe { *slot += n };
     }
 }
 
@@ -69,13 +67,17 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
 
 #[inline(always)]
 fn try_call_enter(ctx: &ProbeContext) {
+    // SAFETY: plain helper call.
+    let enter_ns = unsafe { bpf_ktime_get_ns() };
     let c = cookie(ctx);
-    let mut state = EntryState {
-        // SAFETY: plain helper call.
-        enter_ns: unsafe { bpf_ktime_get_ns() },
-        args: [0; 6],
-        extra: [0; EXTRA_WORDS],
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(frame) = slots::push(tid, c.api(), enter_ns) else {
+        return;
     };
+    // SAFETY: `frame` points into this thread's slot of THREADS (see `slots::push`), valid for
+    // the whole program run.
+    let state = unsafe { &mut (*frame).state };
+    state.enter_ns = enter_ns;
     let mut i = 0;
     while i < 6 {
         state.args[i] = ctx.arg::<u64>(i).unwrap_or(0);
@@ -88,20 +90,13 @@ fn try_call_enter(ctx: &ProbeContext) {
         mode::ARG0_STRUCT => state.args[0],
         _ => 0,
     };
+    state.extra = [0; EXTRA_WORDS];
     if src != 0 {
         // SAFETY: bpf_probe_read_user validates the user address and fails cleanly.
         match unsafe { bpf_probe_read_user(src as *const [u64; EXTRA_WORDS]) } {
             Ok(words) => state.extra = words,
             Err(_) => bump(counter::READ_FAULTS),
         }
-    }
-    let key = EntryKey {
-        pid_tgid: bpf_get_current_pid_tgid(),
-        api: c.api() as u32,
-        _pad: 0,
-    };
-    if ENTRIES.insert(key, state, 0).is_err() {
-        bump(counter::ENTRY_MAP_FULL);
     }
 }
 
@@ -118,30 +113,26 @@ fn try_call_return(ctx: &RetProbeContext) {
     let exit_ns = unsafe { bpf_ktime_get_ns() };
     let c = cookie(ctx);
     let pid_tgid = bpf_get_current_pid_tgid();
-    let key = EntryKey {
-        pid_tgid,
-        api: c.api() as u32,
-        _pad: 0,
+    let pid = (pid_tgid >> 32) as u32;
+    let tid = pid_tgid as u32;
+    let Some(found) = slots::find(tid, c.api()) else {
+        return;
     };
-    // SAFETY: the value is copied out before the entry is removed below.
-    let state = match unsafe { ENTRIES.get(key) } {
-        Some(s) => *s,
-        None => {
-            bump(counter::MISSING_ENTRY);
-            return;
-        }
-    };
-    let _ = ENTRIES.remove(key);
+    // Copied to the stack: the verifier tracks a frame's variable offset in the slot too loosely
+    // to allow the argument indexing below on the map value itself.
+    // SAFETY: `found.frame` points into this thread's slot of THREADS (see `slots::find`); it
+    // stays saved until `commit` below.
+    let state = &unsafe { (*found.frame).state };
     let ret: u64 = ctx.ret();
 
     let mut out = 0u64;
     let mut flags = 0u16;
     let out_idx = c.out_plus_one();
     if out_idx != 0 {
-        let slot = arg_at(&state, out_idx - 1);
-        if slot != 0 {
+        let ptr = arg_at(state, out_idx - 1);
+        if ptr != 0 {
             // SAFETY: bpf_probe_read_user validates the user address and fails cleanly.
-            match unsafe { bpf_probe_read_user(slot as *const u64) } {
+            match unsafe { bpf_probe_read_user(ptr as *const u64) } {
                 Ok(v) => {
                     out = v;
                     flags |= FLAG_OUT_VALID;
@@ -150,9 +141,7 @@ fn try_call_return(ctx: &RetProbeContext) {
             }
         }
     }
-    let pid = (pid_tgid >> 32) as u32;
-    let tid = pid_tgid as u32;
-    track_inventory(c, &state, pid, tid, ret, out, flags, exit_ns);
+    track_inventory(c, state, pid, tid, ret, out, flags, exit_ns);
 
     match EVENTS.reserve::<CallRecord>(0) {
         Some(mut entry) => {
@@ -169,13 +158,14 @@ fn try_call_return(ctx: &RetProbeContext) {
                 ret,
                 out,
             });
-            entry.submit(wake_flags(tid));
+            entry.submit(wake_flags(&found));
         }
         None => bump(counter::RINGBUF_DROPS),
     }
     if c.name_plus_one() != 0 && (c.void_ret() || ret as u32 == 0) {
-        send_name(c, &state, pid, tid, out, flags, exit_ns);
+        send_name(c, state, pid, tid, out, flags, exit_ns, &found);
     }
+    found.commit();
 }
 
 /// Submit flags: no reader wake-up while the ring is less than a quarter full (the reader
@@ -184,10 +174,8 @@ fn try_call_return(ctx: &RetProbeContext) {
 /// happen while they live). A wake-up is an irq_work on the probed thread's CPU plus a context
 /// switch for the reader; batching them takes that off every call.
 #[inline(always)]
-fn wake_flags(tid: u32) -> u64 {
-    // SAFETY: the value is only tested for presence.
-    if unsafe { SEEN.get(tid) }.is_none() {
-        let _ = SEEN.insert(tid, 1, 0);
+fn wake_flags(found: &slots::Found) -> u64 {
+    if found.first_wake() {
         return BPF_RB_FORCE_WAKEUP as u64;
     }
     let avail = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
@@ -203,7 +191,17 @@ fn wake_flags(tid: u32) -> u64 {
 /// registration's handle argument): the string is read straight into the ring buffer, at most
 /// `NAME_BYTES` bytes, so the program's stack stays small.
 #[inline(always)]
-fn send_name(c: Cookie, state: &EntryState, pid: u32, tid: u32, out: u64, flags: u16, ts: u64) {
+#[allow(clippy::too_many_arguments)]
+fn send_name(
+    c: Cookie,
+    state: &EntryState,
+    pid: u32,
+    tid: u32,
+    out: u64,
+    flags: u16,
+    ts: u64,
+    found: &slots::Found,
+) {
     let handle = match c.handle_plus_one() {
         0 if flags & FLAG_OUT_VALID != 0 => out,
         0 => return,
@@ -242,7 +240,7 @@ fn send_name(c: Cookie, state: &EntryState, pid: u32, tid: u32, out: u64, flags:
     }
     // SAFETY: as above.
     unsafe { core::ptr::addr_of_mut!((*p).len).write(n as u16) };
-    entry.submit(wake_flags(tid));
+    entry.submit(wake_flags(found));
 }
 
 /// An empty entry program: the bare cost of a uprobe, the baseline of the overhead benchmarks.

@@ -23,7 +23,7 @@ use kreplay_cli::{
     probes::loader::{Probes, Programs, Scope},
     trace::{attach::Attacher, discover},
 };
-use kreplay_common::probe::{ALLOCS_MAP, ENTRIES_MAP, EVENTS_MAP, SEEN_MAP};
+use kreplay_common::probe::{ALLOCS_MAP, EVENTS_MAP, THREADS_MAP};
 
 /// Arguments of `kreplay audit`.
 #[derive(Args, Debug)]
@@ -90,9 +90,8 @@ pub fn run(args: AuditArgs) -> Result<u8> {
     preflight::raise_memlock();
     let mut probes = Probes::load_sized(&[
         (EVENTS_MAP, 4096),
-        (ENTRIES_MAP, UNUSED_MAP_ENTRIES),
+        (THREADS_MAP, UNUSED_MAP_ENTRIES),
         (ALLOCS_MAP, UNUSED_MAP_ENTRIES),
-        (SEEN_MAP, UNUSED_MAP_ENTRIES),
     ])?;
     // Kept open for the whole audit: the kernel counts program run time while any such fd
     // is open and stops by itself when the last one closes (also if kreplay is killed).

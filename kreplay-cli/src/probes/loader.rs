@@ -16,7 +16,7 @@ use aya::{
 use kreplay_common::audit::{AUDIT_ENTRY_PROGRAM, AUDIT_RETURN_PROGRAM};
 use kreplay_common::probe::{
     ALLOCS_MAP, AllocInfo, AllocKey, BARE_ENTRY_PROGRAM, BARE_RETURN_PROGRAM, COUNTERS_MAP, Cookie,
-    ENTRY_PROGRAM, EVENTS_MAP, RETURN_PROGRAM, counter,
+    ENTRY_PROGRAM, EVENTS_MAP, RETURN_PROGRAM, SLOT_MASK_GLOBAL, THREADS_MAP, counter,
 };
 
 /// The BPF object built from `kreplay-ebpf` (empty when built with AYA_BUILD_SKIP=1).
@@ -50,6 +50,16 @@ pub enum ProbeError {
     /// A map the object must define is absent.
     #[error("BPF map {0} missing from the object")]
     MissingMap(&'static str),
+}
+
+/// The number of thread slots for a requested count: the largest power of two not above it
+/// (at least 1).
+pub fn thread_slots(requested: u32) -> u32 {
+    if requested <= 1 {
+        1
+    } else {
+        1 << (31 - requested.leading_zeros())
+    }
 }
 
 /// Which pair of BPF programs an attachment uses.
@@ -99,12 +109,16 @@ pub struct Counters {
     pub read_faults: u64,
     /// Allocations the inventory could not hold.
     pub alloc_map_full: u64,
+    /// Calls not recorded because another thread held their thread's slot.
+    pub slot_clash: u64,
+    /// Saved calls whose return never fired (no record could exist).
+    pub abandoned: u64,
 }
 
 impl Counters {
     /// Records lost for any reason.
     pub fn lost(&self) -> u64 {
-        self.ringbuf_drops + self.entry_map_full + self.alloc_map_full
+        self.ringbuf_drops + self.entry_map_full + self.alloc_map_full + self.slot_clash
     }
 }
 
@@ -121,15 +135,34 @@ impl Probes {
         Self::load_sized(&[(EVENTS_MAP, ringbuf_bytes)])
     }
 
+    /// Like [`Probes::load`], with `thread_slots` slots for calls in flight (see
+    /// [`kreplay_common::probe::ThreadSlot`]; rounded down to a power of two).
+    pub fn load_with_slots(ringbuf_bytes: u32, thread_slots: u32) -> Result<Probes, ProbeError> {
+        Self::load_sized(&[(EVENTS_MAP, ringbuf_bytes), (THREADS_MAP, thread_slots)])
+    }
+
     /// Loads the embedded object with the given maps resized (name, max entries or bytes);
-    /// a mode that does not use a map shrinks it to save kernel memory.
+    /// a mode that does not use a map shrinks it to save kernel memory. The thread-slot array
+    /// ([`THREADS_MAP`]) is indexed by thread id modulo its length, which is therefore rounded
+    /// down to a power of two.
     pub fn load_sized(sizes: &[(&'static str, u32)]) -> Result<Probes, ProbeError> {
         if BPF_OBJECT.is_empty() {
             return Err(ProbeError::NotBuilt);
         }
         let mut loader = EbpfLoader::new();
+        let mut mask = None;
         for &(name, size) in sizes {
+            let size = if name == THREADS_MAP {
+                let slots = thread_slots(size);
+                mask = Some(slots - 1);
+                slots
+            } else {
+                size
+            };
             loader.map_max_entries(name, size);
+        }
+        if let Some(m) = &mask {
+            loader.override_global(SLOT_MASK_GLOBAL, m, true);
         }
         let mut bpf = loader.load(BPF_OBJECT)?;
         for name in Programs::ALL.iter().flat_map(|p| p.names()) {
@@ -263,6 +296,8 @@ impl Probes {
             missing_entry: sums[counter::MISSING_ENTRY as usize],
             read_faults: sums[counter::READ_FAULTS as usize],
             alloc_map_full: sums[counter::ALLOC_MAP_FULL as usize],
+            slot_clash: sums[counter::SLOT_CLASH as usize],
+            abandoned: sums[counter::ABANDONED as usize],
         })
     }
 
@@ -285,5 +320,35 @@ impl Probes {
             })?);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_slots_round_down_to_a_power_of_two() {
+        assert_eq!(thread_slots(0), 1);
+        assert_eq!(thread_slots(1), 1);
+        assert_eq!(thread_slots(2), 2);
+        assert_eq!(thread_slots(3), 2);
+        assert_eq!(thread_slots(16384), 16384);
+        assert_eq!(thread_slots(20000), 16384);
+        assert_eq!(thread_slots(u32::MAX), 1 << 31);
+    }
+
+    #[test]
+    fn slot_clashes_count_as_lost_records_and_abandoned_frames_do_not() {
+        let c = Counters {
+            ringbuf_drops: 1,
+            entry_map_full: 2,
+            missing_entry: 100,
+            read_faults: 100,
+            alloc_map_full: 4,
+            slot_clash: 8,
+            abandoned: 100,
+        };
+        assert_eq!(c.lost(), 15);
     }
 }
