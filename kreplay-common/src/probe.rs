@@ -49,8 +49,9 @@ pub mod counter {
     /// Allocations that did not fit in the live-allocation inventory.
     pub const ALLOC_MAP_FULL: u32 = 4;
     /// Calls not recorded because their thread's [`super::ThreadSlot`] was held by another
-    /// thread with calls in flight (two thread ids equal modulo the number of slots), plus
-    /// calls in flight of an owner whose slot was taken over after [`super::STALE_NS`].
+    /// thread (two thread ids equal modulo the number of slots) when they returned: their
+    /// entry was skipped (the other thread had calls in flight), overwritten (both took an idle
+    /// slot at the same instant) or taken over after [`super::STALE_NS`].
     pub const SLOT_CLASH: u32 = 5;
     /// Saved entries dropped because their return never fired (the thread left the call by
     /// longjmp or died in it): no record could exist for them.
@@ -237,9 +238,11 @@ pub struct Frame {
 /// Only the owning thread writes its slot, so the probes take no lock. A thread that enters a
 /// probed call while another thread owns the slot takes it over when the owner has no call in
 /// flight (or only calls older than [`STALE_NS`]: a thread killed mid-call does not keep its
-/// slot for good); otherwise its call is counted in [`counter::SLOT_CLASH`] and not recorded.
-/// A return whose thread does not own the slot is dropped, never matched with another thread's
-/// entry.
+/// slot for good); otherwise its call is not saved. A return whose thread does not own the
+/// slot is counted in [`counter::SLOT_CLASH`] and dropped, never matched with another thread's
+/// entry. Two threads taking one idle slot at the same instant (no atomics) can leave the
+/// winner with the loser's frame for one call: that call's record carries the other thread's
+/// entry time and arguments; the loser's call is counted.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreadSlot {

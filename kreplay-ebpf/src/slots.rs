@@ -29,7 +29,8 @@ fn slot_of(tid: u32) -> Option<*mut ThreadSlot> {
 }
 
 /// Saves a new innermost call of `api` for thread `tid` entered at `now_ns`: returns its frame
-/// (with `api` set) for the caller to fill, or `None` when the call cannot be saved (counted).
+/// (with `api` set) for the caller to fill, or `None` when the call cannot be saved (counted
+/// here, or at its return when another thread holds the slot).
 #[inline(always)]
 pub fn push(tid: u32, api: u16, now_ns: u64) -> Option<*mut Frame> {
     let Some(p) = slot_of(tid) else {
@@ -47,11 +48,12 @@ pub fn push(tid: u32, api: u16, now_ns: u64) -> Option<*mut Frame> {
                 .state
                 .enter_ns;
             if now_ns.wrapping_sub(newest) < STALE_NS {
-                bump(counter::SLOT_CLASH);
+                // Counted at the return, which finds the slot not its own: every lost call is
+                // counted exactly there, also when two threads race for an idle slot.
                 return None;
             }
-            // The owner has not returned for STALE_NS: most likely it died mid-call.
-            bump_by(counter::SLOT_CLASH, depth as u64);
+            // The owner has not returned for STALE_NS: most likely it died mid-call (if not,
+            // its returns find the slot taken and are counted).
         }
         s.tid = tid;
         s.depth = 0;
@@ -91,7 +93,14 @@ pub fn find(tid: u32, api: u16) -> Option<Found> {
     // SAFETY: as in `push`.
     let s = unsafe { &mut *p };
     if s.tid != tid {
-        bump(counter::MISSING_ENTRY);
+        // Another thread holds the slot: this call's entry was skipped, or overwritten when
+        // both threads took an idle slot at the same instant (tid 0: never used, the call
+        // began before the probes were attached).
+        bump(if s.tid == 0 {
+            counter::MISSING_ENTRY
+        } else {
+            counter::SLOT_CLASH
+        });
         return None;
     }
     if s.overflow != 0 {

@@ -19,6 +19,8 @@ mod cuda;
 mod devices;
 #[path = "trace_parts/dlopen.rs"]
 mod dlopen;
+#[path = "trace_parts/slots.rs"]
+mod slots;
 
 /// The HIP live-bytes track of a thread that never calls hipSetDevice.
 const HIP_LIVE: &str = "live bytes (HIP, device not set during trace)";

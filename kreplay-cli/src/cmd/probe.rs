@@ -219,11 +219,12 @@ fn print_call(
 
 fn report(calls: u64, c: &Counters, malformed: u64) {
     eprintln!(
-        "kreplay: {calls} calls recorded; dropped: {} (ring buffer full {}, in-flight map full {}); \
-         returns without entry {}; unreadable records {malformed}",
+        "kreplay: {calls} calls recorded; dropped: {} (ring buffer full {}, nested too deep {}, \
+         thread slot shared {}); returns without entry {}; unreadable records {malformed}",
         c.lost(),
         c.ringbuf_drops,
         c.entry_map_full,
+        c.slot_clash,
         c.missing_entry
     );
 }

@@ -14,7 +14,7 @@ use kreplay_cli::{
     preflight::{self, HostPaths},
     probes::{
         intake::Intake,
-        loader::{Probes, Scope},
+        loader::{Counters, Probes, Scope},
     },
     trace::{
         attach::Attacher,
@@ -58,6 +58,11 @@ pub struct TraceArgs {
     /// BPF ring buffer size in bytes (a power of two, at least 4096).
     #[arg(long, default_value_t = 1 << 24, value_name = "BYTES")]
     ringbuf_bytes: u32,
+    /// Slots for calls in flight, one per thread id modulo this count (rounded down to a power
+    /// of two, 432 bytes each). Calls of two threads sharing a slot at the same time are
+    /// counted as dropped, not recorded.
+    #[arg(long, default_value_t = kreplay_common::probe::DEFAULT_THREAD_SLOTS, value_name = "N")]
+    thread_slots: u32,
     /// Keep the per-thread stream files next to the trace.
     #[arg(long)]
     keep_streams: bool,
@@ -150,7 +155,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut probes = Probes::load(args.ringbuf_bytes)?;
+    let mut probes = Probes::load_with_slots(args.ringbuf_bytes, args.thread_slots)?;
     let mut attacher = Attacher::default();
     let targets = if args.all {
         Targets::All
@@ -260,7 +265,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let started = Instant::now();
     let status = !args.quiet;
     let tty = std::io::stderr().is_terminal();
-    let mut reported_lost = 0u64;
+    // Per cause (`Counters::losses`): what the trace's drop markers already say.
+    let mut reported = [0u64; 4];
     let exit_code = rt.block_on(async {
         let mut waiter = match targets {
             Targets::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
@@ -298,10 +304,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 Event::Tick => {
                     intake.drain(&mut |s| col.push(&s));
                     let c = probes.counters()?;
-                    if c.lost() > reported_lost {
-                        col.capture.drops(kreplay_common::stream::monotonic_ns(), "ring buffer full", c.lost() - reported_lost)?;
-                        reported_lost = c.lost();
-                    }
+                    mark_losses(&mut col.capture, &c, &mut reported)?;
                     match &targets {
                         Targets::Pids(pids) => {
                             if pids.iter().all(|p| !Path::new(&format!("/proc/{p}")).exists()) {
@@ -358,13 +361,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         return Err(e.context(format!("writing streams under {}", dir.display())));
     }
     let counters = probes.counters()?;
-    if counters.lost() > reported_lost {
-        capture.drops(
-            kreplay_common::stream::monotonic_ns(),
-            "ring buffer full",
-            counters.lost() - reported_lost,
-        )?;
-    }
+    tracing::debug!(?counters, "probe counters at the end");
+    mark_losses(&mut capture, &counters, &mut reported)?;
     let leaks = probes.live_allocations().unwrap_or_default();
     // Detaching runs one RCU grace period per probe in the kernel, which takes seconds on a
     // busy host: do it beside the rendering instead of before it.
@@ -410,6 +408,25 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     );
     let _ = detach.join();
     Ok(exit_code)
+}
+
+/// Writes a drop marker for each cause whose count grew since the last call.
+fn mark_losses(
+    capture: &mut Capture,
+    c: &Counters,
+    reported: &mut [u64; 4],
+) -> Result<(), kreplay_common::stream::StreamError> {
+    for (i, (source, n)) in c.losses().into_iter().enumerate() {
+        if n > reported[i] {
+            capture.drops(
+                kreplay_common::stream::monotonic_ns(),
+                source,
+                n - reported[i],
+            )?;
+            reported[i] = n;
+        }
+    }
+    Ok(())
 }
 
 /// What woke the trace loop.

@@ -118,7 +118,17 @@ pub struct Counters {
 impl Counters {
     /// Records lost for any reason.
     pub fn lost(&self) -> u64 {
-        self.ringbuf_drops + self.entry_map_full + self.alloc_map_full + self.slot_clash
+        self.losses().iter().map(|&(_, n)| n).sum()
+    }
+
+    /// Each cause of lost records with its count, labelled as the trace's drop markers say it.
+    pub fn losses(&self) -> [(&'static str, u64); 4] {
+        [
+            ("ring buffer full", self.ringbuf_drops),
+            ("calls nested too deep", self.entry_map_full),
+            ("allocation inventory full", self.alloc_map_full),
+            ("thread slot shared with another thread", self.slot_clash),
+        ]
     }
 }
 
@@ -350,5 +360,6 @@ mod tests {
             abandoned: 100,
         };
         assert_eq!(c.lost(), 15);
+        assert_eq!(c.losses()[3], ("thread slot shared with another thread", 8));
     }
 }
