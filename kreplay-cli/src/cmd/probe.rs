@@ -14,6 +14,7 @@ use kreplay_cli::{
     duration, launch,
     preflight::{self, HostPaths},
     probes::{
+        cost::ProgramCost,
         elf::SymbolTable,
         intake::Intake,
         loader::{Counters, Probes, Programs, Scope},
@@ -49,6 +50,10 @@ pub struct ProbeArgs {
     /// overhead measurements.
     #[arg(long, hide = true)]
     bare: bool,
+    /// Measure the programs' own run time (the kernel's BPF statistics, which add a little to
+    /// every probed call) and print it on exit.
+    #[arg(long)]
+    bpf_stats: bool,
     /// Ring buffer size in bytes (power of two).
     #[arg(long, default_value_t = 1 << 22, value_name = "BYTES")]
     ringbuf_bytes: u32,
@@ -92,6 +97,16 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         .enable_all()
         .build()?;
     let mut probes = Probes::load(args.ringbuf_bytes)?;
+    let programs = if args.bare {
+        Programs::Bare
+    } else {
+        Programs::Record
+    };
+    let cost = if args.bpf_stats {
+        ProgramCost::start(programs)
+    } else {
+        None
+    };
     let cookie = Cookie::new(
         USER_FUNCTION,
         NO_ARG,
@@ -116,11 +131,6 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         (None, true) => vec![Scope::All],
     };
     for scope in scopes {
-        let programs = if args.bare {
-            Programs::Bare
-        } else {
-            Programs::Record
-        };
         probes.attach_programs(&args.lib, offset, cookie, scope, programs)?;
     }
     let mut intake = {
@@ -183,6 +193,9 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     drop(out);
     let counters = probes.counters()?;
     report(calls, &counters, intake.malformed);
+    if let Some(c) = &cost {
+        eprintln!("{}", c.report(&probes));
+    }
     Ok(exit_code)
 }
 

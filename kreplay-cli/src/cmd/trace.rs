@@ -13,8 +13,9 @@ use kreplay_cli::{
     duration, launch, merge,
     preflight::{self, HostPaths},
     probes::{
+        cost::ProgramCost,
         intake::Intake,
-        loader::{Counters, Probes, Scope},
+        loader::{Counters, Probes, Programs, Scope},
     },
     trace::{
         attach::Attacher,
@@ -63,6 +64,10 @@ pub struct TraceArgs {
     /// counted as dropped, not recorded.
     #[arg(long, default_value_t = kreplay_common::probe::DEFAULT_THREAD_SLOTS, value_name = "N")]
     thread_slots: u32,
+    /// Measure the probes' own run time (the kernel's BPF statistics, which add a little to
+    /// every probed call) and print it on exit.
+    #[arg(long)]
+    bpf_stats: bool,
     /// Keep the per-thread stream files next to the trace.
     #[arg(long)]
     keep_streams: bool,
@@ -156,6 +161,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         .enable_all()
         .build()?;
     let mut probes = Probes::load_with_slots(args.ringbuf_bytes, args.thread_slots)?;
+    let cost = if args.bpf_stats {
+        ProgramCost::start(Programs::Record)
+    } else {
+        None
+    };
     let mut attacher = Attacher::default();
     let targets = if args.all {
         Targets::All
@@ -362,6 +372,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     }
     let counters = probes.counters()?;
     tracing::debug!(?counters, "probe counters at the end");
+    if let Some(c) = &cost {
+        eprintln!("{}", c.report(&probes));
+    }
     mark_losses(&mut capture, &counters, &mut reported)?;
     let leaks = probes.live_allocations().unwrap_or_default();
     // Detaching runs one RCU grace period per probe in the kernel, which takes seconds on a

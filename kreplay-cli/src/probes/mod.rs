@@ -1,4 +1,5 @@
 //! The BPF side seen from userspace: loading, attaching, symbol resolution and record intake.
+pub mod cost;
 pub mod elf;
 pub mod intake;
 pub mod loader;
