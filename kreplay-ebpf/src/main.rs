@@ -90,12 +90,29 @@ fn try_call_enter(ctx: &ProbeContext) {
         mode::ARG0_STRUCT => state.args[0],
         _ => 0,
     };
-    state.extra = [0; EXTRA_WORDS];
-    if src != 0 {
-        // SAFETY: bpf_probe_read_user validates the user address and fails cleanly.
-        match unsafe { bpf_probe_read_user(src as *const [u64; EXTRA_WORDS]) } {
-            Ok(words) => state.extra = words,
-            Err(_) => bump(counter::READ_FAULTS),
+    // Only an API with extra words reads them back (see `clear_unused_extra`): the others leave
+    // the frame's words as they were, which saves clearing them here.
+    if c.mode() != 0 {
+        state.extra = if src == 0 {
+            [0; EXTRA_WORDS]
+        } else {
+            // SAFETY: bpf_probe_read_user validates the user address and fails cleanly.
+            unsafe { bpf_probe_read_user(src as *const [u64; EXTRA_WORDS]) }.unwrap_or_else(|_| {
+                bump(counter::READ_FAULTS);
+                [0; EXTRA_WORDS]
+            })
+        };
+    }
+}
+
+/// Clears the extra words of an API without them, word by word: a plain zero fill becomes a
+/// call of the BPF object's byte-wise memset, about 30 ns.
+#[inline(always)]
+fn clear_unused_extra(c: Cookie, state: &mut EntryState) {
+    if c.mode() == 0 {
+        for w in state.extra.iter_mut() {
+            // SAFETY: `w` is a valid, aligned u64 of the caller's stack copy.
+            unsafe { core::ptr::write_volatile(w, 0) };
         }
     }
 }
@@ -122,7 +139,9 @@ fn try_call_return(ctx: &RetProbeContext) {
     // to allow the argument indexing below on the map value itself.
     // SAFETY: `found.frame` points into this thread's slot of THREADS (see `slots::find`); it
     // stays saved until `commit` below.
-    let state = &unsafe { (*found.frame).state };
+    let mut copy = unsafe { (*found.frame).state };
+    clear_unused_extra(c, &mut copy);
+    let state = &copy;
     let ret: u64 = ctx.ret();
 
     let mut out = 0u64;
