@@ -87,8 +87,43 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Interleaved rounds of the probe-overhead comparison (medians are reported).
+const PROBE_ROUNDS: usize = 9;
+
+/// An older `kreplay` binary to time beside the current one (`KREPLAY_BENCH_BASELINE`): a
+/// before/after comparison in one run, under the same load.
+fn baseline_bin() -> Option<PathBuf> {
+    std::env::var_os("KREPLAY_BENCH_BASELINE")
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+}
+
+/// `ns_per_call` of one callloop run under `kreplay ARGS -- callloop 1 CALLS`.
+fn timed(
+    bin: &std::path::Path,
+    args: &[&std::ffi::OsStr],
+    loop_exe: &std::path::Path,
+    calls: &str,
+) -> Result<f64> {
+    let mut c = Command::new(bin);
+    c.args(args).arg("--").arg(loop_exe).args(["1", calls]);
+    field(&capture(c)?.0, "ns_per_call:").context("ns_per_call")
+}
+
+/// The `bpf program time:` line's two ns/run figures (entry, return).
+fn program_time(stderr: &str) -> Option<(f64, f64)> {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("bpf program time:"))?;
+    let mut ns = line
+        .split(" ns/run")
+        .filter_map(|part| part.rsplit(' ').next()?.parse::<f64>().ok());
+    Some((ns.next()?, ns.next()?))
+}
+
 /// The probe-overhead comparison of issue 4: an idle `hipStreamSynchronize` loop unprobed,
-/// under empty probes, and under `kreplay trace`, interleaved, then sustained events/s.
+/// under empty probes, and under `kreplay trace` (and a baseline binary's, if given),
+/// interleaved; then where the time goes (BPF statistics) and sustained events/s.
 fn probe_overhead(out: &mut String) -> Result<()> {
     if !kreplay_tests::is_root() {
         say("bench", "probe overhead: skipped (needs root to load BPF)");
@@ -96,48 +131,71 @@ fn probe_overhead(out: &mut String) -> Result<()> {
         return Ok(());
     }
     let bin = kreplay_tests::target_dir().join("release").join("kreplay");
+    let baseline = baseline_bin();
     let lib = kreplay_tests::sim_dir().join("libamdhip64.so.6");
     let loop_exe = kreplay_tests::build_callloop();
     let calls = "200000";
     let trace_out = kreplay_tests::scratch("bench").join("overhead.pftrace");
-    let mut plain = Vec::new();
-    let mut bare = Vec::new();
-    let mut traced = Vec::new();
-    for round in 0..5 {
-        say("bench", &format!("probe overhead round {}/5", round + 1));
+    let bare_args: Vec<&std::ffi::OsStr> = ["probe", "--bare", "--lib"]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .chain([lib.as_os_str()])
+        .chain(
+            ["--symbol", "hipStreamSynchronize"]
+                .iter()
+                .map(std::ffi::OsStr::new),
+        )
+        .collect();
+    let trace_args: Vec<&std::ffi::OsStr> = ["trace", "-q", "-o"]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .chain([trace_out.as_os_str()])
+        .collect();
+    let (mut plain, mut bare, mut traced, mut before) = (vec![], vec![], vec![], vec![]);
+    for round in 0..PROBE_ROUNDS {
+        say(
+            "bench",
+            &format!("probe overhead round {}/{PROBE_ROUNDS}", round + 1),
+        );
         let mut c = Command::new(&loop_exe);
         c.args(["1", calls]);
         plain.push(field(&capture(c)?.0, "ns_per_call:").context("ns_per_call")?);
-        let mut c = Command::new(&bin);
-        c.args(["probe", "--bare", "--lib"]).arg(&lib).args([
-            "--symbol",
-            "hipStreamSynchronize",
-            "--",
-        ]);
-        c.arg(&loop_exe).args(["1", calls]);
-        bare.push(field(&capture(c)?.0, "ns_per_call:").context("ns_per_call")?);
-        let mut c = Command::new(&bin);
-        c.args(["trace", "-q", "-o"])
-            .arg(&trace_out)
-            .arg("--")
-            .arg(&loop_exe)
-            .args(["1", calls]);
-        traced.push(field(&capture(c)?.0, "ns_per_call:").context("ns_per_call")?);
+        bare.push(timed(&bin, &bare_args, &loop_exe, calls)?);
+        if let Some(old) = &baseline {
+            before.push(timed(old, &trace_args, &loop_exe, calls)?);
+        }
+        traced.push(timed(&bin, &trace_args, &loop_exe, calls)?);
     }
     let (p, b, t) = (median(plain), median(bare), median(traced));
     let _ = writeln!(
         out,
         "## Probe overhead (issue 4)\n\nA loop of {calls} idle `hipStreamSynchronize(NULL)` calls on the simulated \
-         runtime, one thread, 5 rounds interleaved, medians. *bare*: an empty uprobe + uretprobe on the same \
+         runtime, one thread, {PROBE_ROUNDS} rounds interleaved, medians. *bare*: an empty uprobe + uretprobe on the same \
          function (`kreplay probe --bare`); *trace*: `kreplay trace` with every HIP/HSA probe and the full \
          pipeline (ring buffer → per-thread streams → Perfetto).\n\n\
-         | mode | ns/call | added ns/call |\n|---|---:|---:|\n\
-         | unprobed | {p:.0} | — |\n| bare probe | {b:.0} | {:.0} |\n| kreplay trace | {t:.0} | {:.0} |\n\n\
+         | mode | ns/call | added ns/call | added / bare's added |\n|---|---:|---:|---:|\n\
+         | unprobed | {p:.0} | — | — |\n| bare probe | {b:.0} | {:.0} | 1.00 |",
+        b - p
+    );
+    if let Some(old) = &baseline {
+        let o = median(before);
+        let _ = writeln!(
+            out,
+            "| kreplay trace, baseline `{}` | {o:.0} | {:.0} | {:.2} |",
+            old.display(),
+            o - p,
+            (o - p) / (b - p)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| kreplay trace | {t:.0} | {:.0} | {:.2} |\n\n\
          Tracing adds **{:.2}×** the bare probe cost (target ≤ 1.3×).\n",
-        b - p,
         t - p,
+        (t - p) / (b - p),
         (t - p) / (b - p)
     );
+    program_breakdown(out, &bin, &bare_args, &trace_args, &loop_exe, calls)?;
     let _ = writeln!(
         out,
         "### Sustained events/s under `kreplay trace`\n\n| threads | events/s | dropped |\n|---:|---:|---:|"
@@ -157,6 +215,54 @@ fn probe_overhead(out: &mut String) -> Result<()> {
         let _ = writeln!(out, "| {threads} | {rate:.0} | {dropped:.0} |");
     }
     let _ = writeln!(out);
+    Ok(())
+}
+
+/// Where a probed call's time goes: the kernel's BPF statistics (`--bpf-stats`) of the empty
+/// programs and of kreplay's, in separate runs (the statistics add their own clock reads, so
+/// these runs are not timed), 3 of each interleaved, medians.
+fn program_breakdown(
+    out: &mut String,
+    bin: &std::path::Path,
+    bare_args: &[&std::ffi::OsStr],
+    trace_args: &[&std::ffi::OsStr],
+    loop_exe: &std::path::Path,
+    calls: &str,
+) -> Result<()> {
+    let stats = std::ffi::OsStr::new("--bpf-stats");
+    let (mut bare, mut traced) = (vec![], vec![]);
+    for _ in 0..3 {
+        for (args, into) in [(bare_args, &mut bare), (trace_args, &mut traced)] {
+            let mut c = Command::new(bin);
+            c.args(args)
+                .arg(stats)
+                .arg("--")
+                .arg(loop_exe)
+                .args(["1", calls]);
+            let (_, stderr) = capture(c)?;
+            into.push(program_time(&stderr).context("bpf program time line")?);
+        }
+    }
+    let med = |v: &[(f64, f64)]| {
+        (
+            median(v.iter().map(|x| x.0).collect()),
+            median(v.iter().map(|x| x.1).collect()),
+        )
+    };
+    let (be, br) = med(&bare);
+    let (te, tr) = med(&traced);
+    let _ = writeln!(
+        out,
+        "### Time inside the BPF programs (`--bpf-stats`, ns per run, medians of 3)\n\n\
+         | programs | entry | return | both | over the empty pair |\n|---|---:|---:|---:|---:|\n\
+         | empty (`bare_enter`/`bare_return`) | {be:.0} | {br:.0} | {:.0} | — |\n\
+         | kreplay (`call_enter`/`call_return`) | {te:.0} | {tr:.0} | {:.0} | {:.0} |\n\n\
+         The empty pair's figure is the statistics' own cost (two clock reads per run); the last \
+         column is what kreplay's programs add to a probed call.\n",
+        be + br,
+        te + tr,
+        te + tr - be - br
+    );
     Ok(())
 }
 
@@ -211,4 +317,17 @@ pub fn run(name: &str, only: &[String]) -> Result<()> {
     std::fs::write(&path, out)?;
     say("bench", &format!("results written to {}", path.display()));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::program_time;
+
+    #[test]
+    fn program_time_reads_entry_and_return_ns() {
+        let stderr = "events dropped: 0\n\
+            bpf program time: call_enter 120 ns/run (500005 runs), call_return 185.5 ns/run (500005 runs)\n";
+        assert_eq!(program_time(stderr), Some((120.0, 185.5)));
+        assert_eq!(program_time("bpf program time: unavailable (x)"), None);
+    }
 }
