@@ -80,6 +80,9 @@ pub struct TraceArgs {
     command: Vec<String>,
 }
 
+/// Most `--thread-slots` accepted: 113 MiB of kernel memory.
+const MAX_THREAD_SLOTS: u32 = 1 << 18;
+
 /// `KEY=VALUE` of `--env`: a non-empty key without `=` or NUL; the value may hold anything but
 /// NUL, `=` included.
 fn env_pair(v: &str) -> Result<(String, String), String> {
@@ -140,6 +143,12 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         bail!(
             "--ringbuf-bytes must be a power of two of at least 4096, got {}",
             args.ringbuf_bytes
+        );
+    }
+    if !(1..=MAX_THREAD_SLOTS).contains(&args.thread_slots) {
+        bail!(
+            "--thread-slots must be between 1 and {MAX_THREAD_SLOTS} (432 bytes of kernel memory each), got {}",
+            args.thread_slots
         );
     }
     for lib in &args.libs {

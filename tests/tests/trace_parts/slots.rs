@@ -75,3 +75,22 @@ fn a_shared_thread_slot_counts_every_call_it_could_not_record() {
     );
     assert_eq!(markers.iter().map(|m| m.1).sum::<u64>(), dropped);
 }
+
+#[test]
+fn a_slot_count_out_of_range_is_one_clear_line() {
+    for n in ["0", "262145"] {
+        let out = std::process::Command::new(kreplay_tests::kreplay_bin())
+            .args(["trace", "--thread-slots", n, "--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "kreplay: error: --thread-slots must be between 1 and 262144 (432 bytes of kernel \
+                 memory each), got {n}\n"
+            )
+        );
+    }
+}
