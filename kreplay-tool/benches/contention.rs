@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use kreplay_tool::record::block_log::BlockLog;
 use kreplay_tool::record::{Recorder, RecorderConfig, current_tid};
-use support::{Json, api_call, arg, cores, load_average, machine, thread_cpu_ns, write_results};
+use support::{
+    Json, Report, api_call, arg, cores, load_average, machine, thread_cpu_ns, write_results,
+};
 
 /// One measured pass.
 #[derive(Clone, Copy)]
@@ -191,28 +193,31 @@ fn main() {
         .unwrap_or_else(|| vec![1, 2, 3, 4, 8, 16, 32]);
     let only = arg("--only");
     let cores = cores();
-    println!("## Recorder contention: shared mutex vs per-thread buffers\n");
-    println!(
+    let mut report = Report::default();
+    report.line("## Recorder contention: shared mutex vs per-thread buffers\n");
+    report.line(format!(
         "machine: {}; load average at start: {}",
         machine(),
         load_average()
-    );
-    println!("{records} ApiCall rows per thread, median of {runs} runs, after a warm-up pass\n");
-    println!(
+    ));
+    report.line(format!(
+        "{records} ApiCall rows per thread, median of {runs} runs, after a warm-up pass\n"
+    ));
+    report.line(
         "ns/op = wall time / all rows of all threads: the seed's measure (its per-thread path \
          gives 18.6 ns/op at 1 thread and 9.9 at 2, so its time is divided by every thread's \
          rows). thread ns/record = wall time / one thread's rows: what one thread waits per row, \
          stricter once threads outnumber cores. CPU ns/record = the threads' CPU time / all rows. \
          floor = each thread pushing into its own plain Vec, no recorder (the cost of writing \
          the row on this machine); log = each thread pushing into its own BlockLog, no recorder \
-         (the per-thread path less the lookup of the thread's buffer).\n"
+         (the per-thread path less the lookup of the thread's buffer).\n",
     );
-    println!(
+    report.line(
         "| threads | mutex ns/op | per-thread ns/op | speedup | mutex thread ns/record | \
          per-thread thread ns/record | per-thread CPU ns/record | floor ns/op | floor thread \
-         ns/record | floor CPU ns/record | log ns/op |"
+         ns/record | floor CPU ns/record | log ns/op |",
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    report.line("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // Warm the allocator and the code once, unmeasured.
     run(true, 1, records.min(50_000));
     run(false, 1, records.min(50_000));
@@ -232,7 +237,7 @@ fn main() {
         let cpu =
             |p: Option<Pass>| p.map_or(f64::NAN, |p| p.cpu_ns as f64 / (t as u64 * records) as f64);
         let speedup = wall(mutex) / wall(local);
-        println!(
+        report.line(format!(
             "| {t} | {:.1} | {:.1} | {speedup:.1}x | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
             op(mutex),
             op(local),
@@ -243,7 +248,7 @@ fn main() {
             wall(floor),
             cpu(floor),
             op(log)
-        );
+        ));
         rows.push(Json::Obj(vec![
             ("threads", Json::Num(t as f64)),
             ("mutex_ns_per_op", Json::Num(op(mutex))),
@@ -259,14 +264,17 @@ fn main() {
             ("log_ns_per_op", Json::Num(op(log))),
         ]));
     }
-    println!("\nload average at end: {}", load_average());
-    write_results(&Json::Obj(vec![
-        ("bench", Json::Str("contention".into())),
-        ("machine", Json::Str(machine())),
-        ("cores", Json::Num(cores as f64)),
-        ("load_average_at_end", Json::Str(load_average())),
-        ("records_per_thread", Json::Num(records as f64)),
-        ("runs", Json::Num(runs as f64)),
-        ("results", Json::Arr(rows)),
-    ]));
+    report.line(format!("\nload average at end: {}", load_average()));
+    write_results(
+        &report,
+        &Json::Obj(vec![
+            ("bench", Json::Str("contention".into())),
+            ("machine", Json::Str(machine())),
+            ("cores", Json::Num(cores as f64)),
+            ("load_average_at_end", Json::Str(load_average())),
+            ("records_per_thread", Json::Num(records as f64)),
+            ("runs", Json::Num(runs as f64)),
+            ("results", Json::Arr(rows)),
+        ]),
+    );
 }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kreplay_tool::record::{Recorder, RecorderConfig, RecorderStats, current_tid};
-use support::{Json, api_call, arg, machine, write_results};
+use support::{Json, Report, api_call, arg, machine, write_results};
 
 struct Shape {
     threads: u64,
@@ -74,7 +74,12 @@ fn matching_correlations(rec: &Recorder) -> (usize, BTreeMap<u64, u64>) {
 }
 
 /// Runs the rounds of one mode; returns the last round's correlation map.
-fn mode(per_thread: bool, shape: &Shape, checks: &mut Checks) -> (BTreeMap<u64, u64>, Json) {
+fn mode(
+    per_thread: bool,
+    shape: &Shape,
+    checks: &mut Checks,
+    report: &mut Report,
+) -> (BTreeMap<u64, u64>, Json) {
     let rec = Recorder::new(RecorderConfig {
         per_thread,
         ..RecorderConfig::default()
@@ -144,7 +149,7 @@ fn mode(per_thread: bool, shape: &Shape, checks: &mut Checks) -> (BTreeMap<u64, 
              per-thread rows {:6}, shared appends {:6}",
             s.rows, s.registrations, per_thread_total, s.shared_appends
         );
-        println!("{line}");
+        report.line(&line);
         lines.push(Json::Str(line));
         rec.clear();
         checks.eq(
@@ -233,44 +238,48 @@ fn main() -> ExitCode {
         rows: num("--rows", 5000),
         rounds: num("--rounds", 3),
     };
-    println!(
+    let mut report = Report::default();
+    report.line(format!(
         "## Recorder stress: {} threads x {} rows x {} rounds per mode\n",
         shape.threads, shape.rows, shape.rounds
-    );
-    println!("machine: {}\n", machine());
+    ));
+    report.line(format!("machine: {}\n", machine()));
     let mut checks = Checks::default();
-    let (off, off_lines) = mode(false, &shape, &mut checks);
-    let (on, on_lines) = mode(true, &shape, &mut checks);
+    let (off, off_lines) = mode(false, &shape, &mut checks, &mut report);
+    let (on, on_lines) = mode(true, &shape, &mut checks, &mut report);
     checks.eq("correlations identical in both modes", on == off, true);
     let transition_line = transition(&shape, &mut checks);
-    println!("{transition_line}");
+    report.line(&transition_line);
     let pass = checks.failures.is_empty();
     for f in &checks.failures {
         eprintln!("MISMATCH {f}");
     }
-    println!(
+    report.line(format!(
         "\nstress harness: {}",
         if pass {
             "PASS, both modes, plus the flag-transition scenarios"
         } else {
             "FAIL"
         }
+    ));
+    write_results(
+        &report,
+        &Json::Obj(vec![
+            ("bench", Json::Str("stress".into())),
+            ("machine", Json::Str(machine())),
+            ("threads", Json::Num(shape.threads as f64)),
+            ("rows", Json::Num(shape.rows as f64)),
+            ("rounds", Json::Num(shape.rounds as f64)),
+            ("flag_off", off_lines),
+            ("flag_on", on_lines),
+            ("transition", Json::Str(transition_line)),
+            ("pass", Json::Bool(pass)),
+            (
+                "failures",
+                Json::Arr(checks.failures.iter().cloned().map(Json::Str).collect()),
+            ),
+        ]),
     );
-    write_results(&Json::Obj(vec![
-        ("bench", Json::Str("stress".into())),
-        ("machine", Json::Str(machine())),
-        ("threads", Json::Num(shape.threads as f64)),
-        ("rows", Json::Num(shape.rows as f64)),
-        ("rounds", Json::Num(shape.rounds as f64)),
-        ("flag_off", off_lines),
-        ("flag_on", on_lines),
-        ("transition", Json::Str(transition_line)),
-        ("pass", Json::Bool(pass)),
-        (
-            "failures",
-            Json::Arr(checks.failures.iter().cloned().map(Json::Str).collect()),
-        ),
-    ]));
     if pass {
         ExitCode::SUCCESS
     } else {

@@ -143,9 +143,9 @@ impl Json {
 }
 
 /// Writes `results` to the path in `KREPLAY_BENCH_OUT`, if set.
-pub fn write_results(results: &Json) {
+pub fn write_results(report: &Report, results: &Json) {
     if let Some(path) = std::env::var_os("KREPLAY_BENCH_OUT") {
-        let text = results.render() + "\n";
+        let text = format!("{}\n```json\n{}\n```\n", report.0, results.render());
         match std::fs::write(&path, text) {
             Ok(()) => println!("results written to {}", path.to_string_lossy()),
             Err(e) => {
@@ -153,5 +153,18 @@ pub fn write_results(results: &Json) {
                 std::process::exit(2);
             }
         }
+    }
+}
+
+/// What a bench prints, kept so that its results file holds the same readable text.
+#[derive(Default)]
+pub struct Report(String);
+
+impl Report {
+    /// Prints `line` and keeps it.
+    pub fn line(&mut self, line: impl AsRef<str>) {
+        println!("{}", line.as_ref());
+        self.0.push_str(line.as_ref());
+        self.0.push('\n');
     }
 }
