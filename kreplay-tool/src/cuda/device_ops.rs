@@ -3,11 +3,11 @@
 //! per-chunk exact comparison and 128-bit hash kernels of `kernels.cu`, shipped as PTX and
 //! loaded at run time (per context, once) with `cuModuleLoadData`.
 //!
-//! The hash: two 64-bit lanes, each a sum over the chunk's 16-byte words of a bijective mix
-//! (splitmix64's finalizer) of the word keyed by its position, so a change confined to one word
-//! always changes both lanes; for unrelated changes both lanes must cancel at once, which for
-//! data not crafted against the constants we take as about 2^-128 per chunk (not a
-//! cryptographic bound). Device-resident snapshots use the exact comparison, never the hash.
+//! The hash: two NH lanes over the chunk's 32-bit words, keyed from the word's position and a
+//! random per-process seed (see `kernels.cu` and docs/replay-restore.md for the collision
+//! bound, about 2^-64 per changed chunk). Snapshot hashes stay in device memory and a check
+//! compares them there ([`CudaBackend::changed_on_device`]): one flag per chunk comes back.
+//! The kernels' output and the restore's run table live in buffers kept per context.
 
 use core::ffi::c_void;
 use std::collections::HashMap;

@@ -391,7 +391,7 @@ pub mod info {
     pub const POOL_SIZE: u32 = 2;
     /// `HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED`.
     pub const POOL_ALLOC_ALLOWED: u32 = 5;
-    /// `HSA_AGENT_INFO_NAME` (char[64]).
+    /// `HSA_AGENT_INFO_NAME` (`char[64]`).
     pub const AGENT_NAME: u32 = 0;
     /// `HSA_AGENT_INFO_NODE`.
     pub const AGENT_NODE: u32 = 16;
