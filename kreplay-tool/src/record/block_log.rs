@@ -366,6 +366,37 @@ mod tests {
     }
 
     #[test]
+    fn values_larger_than_a_copy_piece_arrive_whole_and_are_dropped_once() {
+        // 17 words + an Arc + a String: 168 bytes, moved as two 64-byte pieces and a tail.
+        type Big = ([u64; 17], Arc<()>, String);
+        assert!(size_of::<Big>() > 128 && !size_of::<Big>().is_multiple_of(64));
+        let marker = Arc::new(());
+        let make = |i: u64| -> Big {
+            (
+                std::array::from_fn(|w| i * 100 + w as u64),
+                Arc::clone(&marker),
+                format!("row {i}"),
+            )
+        };
+        let log = BlockLog::new(4 * BLOCK_LEN);
+        for i in 0..300 {
+            // SAFETY: this test thread is the only pusher.
+            unsafe { log.push(make(i)) };
+        }
+        let mut got = Vec::new();
+        assert_eq!(log.drain(|v| got.push(v)), 300);
+        for (i, (words, _, name)) in got.iter().enumerate() {
+            let i = i as u64;
+            assert_eq!(*words, std::array::from_fn(|w| i * 100 + w as u64));
+            assert_eq!(*name, format!("row {i}"));
+        }
+        assert_eq!(Arc::strong_count(&marker), 1 + 300);
+        drop(got);
+        drop(log);
+        assert_eq!(Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
     fn values_left_undrained_are_dropped_with_the_log() {
         let marker = Arc::new(());
         let log = BlockLog::new(4 * BLOCK_LEN);
