@@ -423,3 +423,40 @@ fn a_row_builder_that_records_too_keeps_both_rows() {
         );
     }
 }
+
+#[test]
+fn recorders_used_in_turn_on_one_thread_each_keep_their_own_rows() {
+    // The hot path remembers the last (recorder, buffer) a thread used; switching recorders,
+    // and dropping one and making another, must still put every row in its own recorder.
+    thread::scope(|s| {
+        s.spawn(|| {
+            let a = Recorder::new(config(true));
+            let rows_of = |rec: &Recorder| -> Vec<u64> {
+                rec.merge();
+                let (rows, _) = rec.take_merged();
+                rows.iter()
+                    .map(|r| match r {
+                        Record::ApiCall(c) => c.args[0] * 1000 + c.args[1],
+                        other => panic!("unexpected {other:?}"),
+                    })
+                    .collect()
+            };
+            {
+                let b = Recorder::new(config(true));
+                for i in 0..5 {
+                    a.record(row(1, i));
+                    b.record(row(2, i));
+                }
+                assert_eq!(rows_of(&b), [2000, 2001, 2002, 2003, 2004]);
+            }
+            // b is gone; c is new (its buffer entry replaces b's orphaned one).
+            let c = Recorder::new(config(true));
+            for i in 5..8 {
+                c.record(row(3, i));
+                a.record(row(1, i));
+            }
+            assert_eq!(rows_of(&a), (0..8).map(|i| 1000 + i).collect::<Vec<_>>());
+            assert_eq!(rows_of(&c), [3005, 3006, 3007]);
+        });
+    });
+}
