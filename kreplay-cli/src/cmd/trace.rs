@@ -508,3 +508,24 @@ impl Collector {
         self.capture.kernel_name(n.tid, rec)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::env_pair;
+
+    #[test]
+    fn env_pairs_split_at_the_first_equals_sign_and_need_a_key() {
+        let pair = |k: &str, v: &str| Ok((k.to_owned(), v.to_owned()));
+        assert_eq!(
+            env_pair("LD_PRELOAD=/a/b.so"),
+            pair("LD_PRELOAD", "/a/b.so")
+        );
+        assert_eq!(env_pair("A=b=c"), pair("A", "b=c"));
+        assert_eq!(env_pair("EMPTY="), pair("EMPTY", ""));
+        assert_eq!(env_pair("=x"), Err("'=x' is not KEY=VALUE".to_owned()));
+        assert_eq!(
+            env_pair("NOVALUE"),
+            Err("'NOVALUE' is not KEY=VALUE".to_owned())
+        );
+    }
+}
