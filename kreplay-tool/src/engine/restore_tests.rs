@@ -12,7 +12,7 @@ use super::fake::{FakeBackend, FakeDispatch};
 use super::inventory::Inventory;
 use super::replay::Outcome;
 use super::restore::restore;
-use super::snapshot::snap;
+use super::snapshot::{RESIDENT_MIN_CHUNKS, snap};
 use super::tests::{COUNTER, GPU, N, X, Y, run_in, run_with, saxpy, setup};
 
 /// A 1 MiB buffer (16 chunks of 64 KiB) next to setup()'s x, y and counter.
@@ -301,6 +301,10 @@ fn the_device_hash_setup_cost_is_not_counted_as_hashing_cost() {
     }
 }
 
+/// A chunk size that gives B exactly `RESIDENT_MIN_CHUNKS` chunks (its hashes stay on the
+/// device) while X, Y and the variable keep one chunk each (theirs come back to the host).
+const SMALL_CHUNK: usize = B_LEN / RESIDENT_MIN_CHUNKS;
+
 #[test]
 fn hashes_kept_on_the_device_find_the_same_chunks_as_hashes_brought_back() {
     let mut seen = Vec::new();
@@ -309,11 +313,15 @@ fn hashes_kept_on_the_device_find_the_same_chunks_as_hashes_brought_back() {
         fake.enable_device(1 << 30, true, false);
         fake.no_resident_hashes.store(!resident, Ordering::SeqCst);
         let before = fake.read(B, B_LEN);
-        let (_, recs) = run_with(&fake, &inv, &scattered(), 3, policy(PlacementPref::Device));
+        let small = SnapshotPolicy {
+            chunk: SMALL_CHUNK,
+            ..policy(PlacementPref::Device)
+        };
+        let (_, recs) = run_with(&fake, &inv, &scattered(), 3, small);
         assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
         let rs = restores(&recs);
-        // Two restores, one device-side comparison per region each (X, Y, the variable, B).
-        let want_checks = if resident { 2 * 4 } else { 0 };
+        // Two restores, one device-side comparison each, of B only.
+        let want_checks = if resident { 2 } else { 0 };
         assert_eq!(fake.resident_checks.load(Ordering::SeqCst), want_checks);
         assert_eq!(fake.device_bytes_live(), 0, "copies and hashes freed");
         seen.push(
@@ -323,7 +331,10 @@ fn hashes_kept_on_the_device_find_the_same_chunks_as_hashes_brought_back() {
         );
     }
     assert_eq!(seen[0], seen[1]);
-    assert_eq!(seen[0][0], (m::DEVICE_HASH, 3 * CHUNK as u64, 3, FOOTPRINT));
+    // The byte flipped in B's chunk 3 (64 KiB chunks) and the 8 bytes across the boundary at
+    // 10 * 64 KiB: three small chunks.
+    let small = SMALL_CHUNK as u64;
+    assert_eq!(seen[0][0], (m::DEVICE_HASH, 3 * small, 3, FOOTPRINT));
 }
 
 #[test]
@@ -426,9 +437,6 @@ fn over_the_budget_the_replay_is_declined_before_anything_is_allocated() {
     assert!(matches!(out, Outcome::Replayed { passes: 2, .. }));
 }
 
-/// Chunks of `with_b()`'s regions: X and Y (N * 4 bytes each), the 4-byte variable, and B.
-const RESIDENT_CHUNKS: u64 = 3 + (B_LEN / CHUNK) as u64;
-
 #[test]
 fn a_snapshot_holds_the_footprint_once_plus_one_bounded_scratch() {
     let (fake, inv) = with_b();
@@ -453,17 +461,27 @@ fn a_snapshot_holds_the_footprint_once_plus_one_bounded_scratch() {
             fake.device_bytes_live(),
             s.scratch_len()
         ),
-        (0, FOOTPRINT + 16 * RESIDENT_CHUNKS, 0),
-        "device-resident, hashes kept and compared on the device: no host memory"
+        (0, FOOTPRINT, 0),
+        "device-resident, hashed on the device: no host memory"
     );
     drop(s);
-    // Not enough device room: the partial device attempt is freed, the copies go to pinned;
-    // the chunk hashes still fit on the device.
+    // With B in RESIDENT_MIN_CHUNKS chunks its hashes stay on the device too, 16 bytes each.
+    let small = SnapshotPolicy {
+        chunk: SMALL_CHUNK,
+        ..policy(PlacementPref::Auto)
+    };
+    let s = snap(&fake, &inv, GPU, &small);
+    assert_eq!(
+        (fake.host_bytes_live(), fake.device_bytes_live()),
+        (0, FOOTPRINT + 16 * RESIDENT_MIN_CHUNKS as u64)
+    );
+    drop(s);
+    // Not enough device room: the partial device attempt is freed, the copies go to pinned.
     fake.enable_device(FOOTPRINT - 1, true, true);
     let s = snap(&fake, &inv, GPU, &policy(PlacementPref::Auto));
     assert_eq!(
         (fake.device_bytes_live(), fake.host_bytes_live()),
-        (16 * RESIDENT_CHUNKS, FOOTPRINT)
+        (0, FOOTPRINT)
     );
     assert_eq!(s.check.code(), m::DEVICE_HASH);
 }

@@ -477,8 +477,13 @@ fn warm_device_hash<B: Backend>(
     }
 }
 
+/// Fewest chunks for which a region's device hashes stay on the device: below it a device
+/// allocation (and its free) per snapshot costs more than reading a few hashes back.
+pub const RESIDENT_MIN_CHUNKS: usize = 256;
+
 /// Hashes region `r` on the device: into device memory kept with the region when the backend
-/// can compare there (the check then reads back a flag per chunk), else into `r.hashes`.
+/// can compare there and the region has [`RESIDENT_MIN_CHUNKS`] chunks (the check then reads
+/// back a flag per chunk), else into `r.hashes`.
 fn hash_on_device<B: Backend>(
     backend: &B,
     r: &mut Region,
@@ -486,7 +491,10 @@ fn hash_on_device<B: Backend>(
 ) -> Result<bool, BackendError> {
     let (addr, size) = (r.addr, r.size as usize);
     let chunks = chunk_count(r.size, chunk);
-    if let Some(dst) = backend.device_alloc(chunks * 16) {
+    let resident = (chunks >= RESIDENT_MIN_CHUNKS)
+        .then(|| backend.device_alloc(chunks * 16))
+        .flatten();
+    if let Some(dst) = resident {
         match backend.hash_chunks_into_device(addr, size, chunk, dst) {
             Ok(true) => {
                 r.dev_hashes = dst;
