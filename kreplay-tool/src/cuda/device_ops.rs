@@ -46,6 +46,13 @@ fn hash_seed() -> u64 {
     })
 }
 
+/// Sets each `dirty[i]` from the kernels' one-byte flag `flags[i]` (non-zero: changed).
+fn set_flags(dirty: &mut [bool], flags: &[u8]) {
+    for (d, f) in dirty.iter_mut().zip(flags) {
+        *d = *f != 0;
+    }
+}
+
 /// The loaded kernels of one context.
 #[derive(Clone, Copy)]
 pub struct Kernels {
@@ -349,6 +356,17 @@ impl CudaBackend<'_> {
         Ok(())
     }
 
+    /// The kernels and chunk count of a per-chunk operation over `len` bytes, or what the
+    /// operation returns without launching anything: `false` when the kernels are unavailable,
+    /// `true` when there is nothing to do (a zero-length call only reports support).
+    fn chunk_job(&self, len: usize, chunk: usize) -> Result<(Kernels, usize), bool> {
+        let k = self.kernels().ok_or(false)?;
+        if len == 0 || chunk == 0 {
+            return Err(true);
+        }
+        Ok((k, len.div_ceil(chunk)))
+    }
+
     /// Per-chunk exact comparison of `a` and `b`; `Ok(false)` when the kernels are unavailable.
     pub fn compare_on_device(
         &self,
@@ -358,13 +376,10 @@ impl CudaBackend<'_> {
         chunk: usize,
         dirty: &mut [bool],
     ) -> Result<bool, BackendError> {
-        let Some(k) = self.kernels() else {
-            return Ok(false);
+        let (k, chunks) = match self.chunk_job(len, chunk) {
+            Ok(job) => job,
+            Err(done) => return Ok(done),
         };
-        if len == 0 || chunk == 0 {
-            return Ok(true);
-        }
-        let chunks = len.div_ceil(chunk);
         let mut flags = vec![0u8; chunks];
         self.run_chunk_kernel(
             k.compare,
@@ -374,9 +389,7 @@ impl CudaBackend<'_> {
             &mut flags,
             0,
         )?;
-        for (d, f) in dirty.iter_mut().zip(&flags) {
-            *d = *f != 0;
-        }
+        set_flags(dirty, &flags);
         Ok(true)
     }
 
@@ -388,13 +401,10 @@ impl CudaBackend<'_> {
         chunk: usize,
         out: &mut [[u64; 2]],
     ) -> Result<bool, BackendError> {
-        let Some(k) = self.kernels() else {
-            return Ok(false);
+        let (k, chunks) = match self.chunk_job(len, chunk) {
+            Ok(job) => job,
+            Err(done) => return Ok(done),
         };
-        if len == 0 || chunk == 0 {
-            return Ok(true);
-        }
-        let chunks = len.div_ceil(chunk);
         if out.len() < chunks {
             // The kernel writes a hash for every chunk of `len`.
             return Err(BackendError::Unsupported(
@@ -428,17 +438,14 @@ impl CudaBackend<'_> {
         chunk: usize,
         dst: u64,
     ) -> Result<bool, BackendError> {
-        let Some(k) = self.kernels() else {
-            return Ok(false);
+        let (k, chunks) = match self.chunk_job(len, chunk) {
+            Ok(job) => job,
+            Err(done) => return Ok(done),
         };
-        if len == 0 || chunk == 0 {
-            return Ok(true);
-        }
-        let chunks = len.div_ceil(chunk) as u64;
         self.launch(
             k.hash,
             "cuLaunchKernel(kreplay_hash_chunks)",
-            chunks,
+            chunks as u64,
             &mut [addr, len as u64, chunk as u64, hash_seed(), dst],
         )?;
         Ok(true)
@@ -457,13 +464,10 @@ impl CudaBackend<'_> {
         expected: u64,
         dirty: &mut [bool],
     ) -> Result<bool, BackendError> {
-        let Some(k) = self.kernels() else {
-            return Ok(false);
+        let (k, chunks) = match self.chunk_job(len, chunk) {
+            Ok(job) => job,
+            Err(done) => return Ok(done),
         };
-        if len == 0 || chunk == 0 {
-            return Ok(true);
-        }
-        let chunks = len.div_ceil(chunk);
         if dirty.len() < chunks {
             return Err(BackendError::Unsupported(
                 "dirty flags shorter than the chunk count",
@@ -487,9 +491,7 @@ impl CudaBackend<'_> {
         )?;
         let mut bytes = vec![0u8; chunks];
         self.read_back(s, flags, &mut bytes)?;
-        for (d, f) in dirty.iter_mut().zip(&bytes) {
-            *d = *f != 0;
-        }
+        set_flags(dirty, &bytes);
         Ok(true)
     }
 
