@@ -148,8 +148,9 @@ pub struct Snapshot<'b, B: Backend> {
     pub(crate) skip_check: std::cell::Cell<bool>,
     /// The host-hash path's read buffer (reused by every restore) and its length.
     pub(crate) scratch: Option<(Store, usize)>,
-    /// The device-hash path's per-chunk hashes of the live data, sized for the biggest region
-    /// once (reused by every restore: a fresh megabyte per check cost page faults).
+    /// The device-hash path's per-chunk hashes of the live data when they are compared on the
+    /// host, grown on first use and reused by every restore (a fresh megabyte per check cost
+    /// page faults).
     pub(crate) check_buf: std::cell::RefCell<Vec<[u64; 2]>>,
 }
 
@@ -408,7 +409,7 @@ pub fn snap_in<'b, B: Backend>(
         }
     }
     if s.check == Check::DeviceHash {
-        warm_device_hash(&mut s, &wanted, biggest);
+        warm_device_hash(&s, &wanted);
     }
     if let Some(a) = arena {
         a.clear(backend);
@@ -454,22 +455,18 @@ pub fn snap_in<'b, B: Backend>(
 
 /// Readies the device hash before the snapshot times it: hashes the first chunk of the biggest
 /// region with the output sized for that whole region, so the backend's one-time costs (the
-/// kernel's first launch, its output buffers) are not counted as hashing cost, and sizes the
-/// restores' hash buffer.
-fn warm_device_hash<B: Backend>(
-    s: &mut Snapshot<'_, B>,
-    wanted: &[(u64, u64, RegionKind)],
-    biggest: usize,
-) {
+/// kernel's first launch, its output buffers) are not counted as hashing cost.
+fn warm_device_hash<B: Backend>(s: &Snapshot<'_, B>, wanted: &[(u64, u64, RegionKind)]) {
     let Some(&(addr, size, _)) = wanted.iter().max_by_key(|w| w.1) else {
         return;
     };
-    let mut buf = s.check_buf.borrow_mut();
-    buf.resize(chunk_count(biggest as u64, s.chunk), [0; 2]);
+    // Zeroed by the allocator (pages not touched): only its length matters to the backend,
+    // which writes the first chunk's hash.
+    let mut sizing = vec![[0u64; 2]; chunk_count(size, s.chunk)];
     let first = (size as usize).min(s.chunk);
     if let Err(e) = s
         .backend
-        .hash_chunks_on_device(addr, first, s.chunk, &mut buf)
+        .hash_chunks_on_device(addr, first, s.chunk, &mut sizing)
     {
         tracing::debug!(
             "kreplay: warming the device hash failed ({e}); the snapshot's pass will say"
