@@ -249,19 +249,26 @@ fn a_device_resident_restore_writes_all_its_dirty_runs_in_one_batch() {
     }
 }
 
+/// Replays `scattered()` three passes from an adaptive device-resident snapshot, checks that B
+/// ends with one pass's writes, and returns the records.
+fn adaptive_device_run(fake: &FakeBackend, inv: &Inventory) -> Vec<Record> {
+    let before = fake.read(B, B_LEN);
+    let adaptive = SnapshotPolicy {
+        adaptive: true,
+        ..policy(PlacementPref::Device)
+    };
+    let (_, recs) = run_with(fake, inv, &scattered(), 3, adaptive);
+    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+    recs
+}
+
 #[test]
 fn a_device_copy_whose_hashing_costs_more_than_copying_it_restores_every_byte_from_the_start() {
     let (fake, inv) = with_b();
     fake.enable_device(1 << 30, true, false);
     // Hashing the snapshot takes 50 ms per region: far more than copying 1 MiB.
     fake.device_hash_delay_us.store(50_000, Ordering::SeqCst);
-    let before = fake.read(B, B_LEN);
-    let adaptive = SnapshotPolicy {
-        adaptive: true,
-        ..policy(PlacementPref::Device)
-    };
-    let (_, recs) = run_with(&fake, &inv, &scattered(), 3, adaptive);
-    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+    let recs = adaptive_device_run(&fake, &inv);
     let s = snapshot_rec(&recs);
     assert_eq!((s.placement, s.check), (m::DEVICE, m::DEVICE_HASH));
     for r in restores(&recs) {
@@ -280,13 +287,7 @@ fn the_device_hash_setup_cost_is_not_counted_as_hashing_cost() {
     fake.d2d_delay_us.store(20_000, Ordering::SeqCst);
     fake.device_hash_first_delay_us
         .store(50_000, Ordering::SeqCst);
-    let before = fake.read(B, B_LEN);
-    let adaptive = SnapshotPolicy {
-        adaptive: true,
-        ..policy(PlacementPref::Device)
-    };
-    let (_, recs) = run_with(&fake, &inv, &scattered(), 3, adaptive);
-    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+    let recs = adaptive_device_run(&fake, &inv);
     assert_eq!(fake.device_hash_first_delay_us.load(Ordering::SeqCst), 0);
     let s = snapshot_rec(&recs);
     assert_eq!((s.placement, s.check), (m::DEVICE, m::DEVICE_HASH));
