@@ -117,6 +117,15 @@ fn all_slices_within(d: &Value, t0: u64, t1: u64) {
     }
 }
 
+/// The count on the summary's `events dropped: N` line (panics with stderr when missing).
+fn events_dropped(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("events dropped: "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no 'events dropped' line: {stderr}"))
+}
+
 fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
     pairs.iter().map(|&(k, v)| (k.to_string(), v)).collect()
 }
@@ -481,11 +490,7 @@ fn sigint_stops_cleanly_and_a_tiny_ring_buffer_reports_every_drop() {
     let status = kreplay.wait().unwrap();
     let stderr = watch.finish();
     assert_eq!(status.code(), Some(0), "{stderr}");
-    let dropped: u64 = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("events dropped: "))
-        .and_then(|v| v.parse().ok())
-        .expect(&stderr);
+    let dropped = events_dropped(&stderr);
     assert!(
         dropped > 0,
         "a 4 KiB ring buffer cannot keep up with 4 threads: {stderr}"

@@ -2,7 +2,7 @@
 //! could not be recorded is counted, shown in the trace, and none is recorded wrongly.
 use kreplay_tests::{build_callloop, decode_trace, require_root};
 
-use super::{assert_valid, counts, out_path, thread_tracks, trace_command};
+use super::{assert_valid, counts, events_dropped, out_path, thread_tracks, trace_command};
 
 #[test]
 fn a_shared_thread_slot_counts_every_call_it_could_not_record() {
@@ -23,11 +23,7 @@ fn a_shared_thread_slot_counts_every_call_it_could_not_record() {
     );
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{stderr}");
-    let dropped: u64 = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("events dropped: "))
-        .and_then(|v| v.parse().ok())
-        .expect(&stderr);
+    let dropped = events_dropped(&stderr);
     assert!(
         dropped > 0,
         "{threads} threads looping on one slot must clash: {stderr}"
