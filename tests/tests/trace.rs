@@ -317,20 +317,26 @@ impl StderrWatch {
     }
 }
 
+/// Starts `kreplay trace -o OUT -p PID` and returns once it says its probes are attached.
+fn trace_pid(out: &Path, pid: u32) -> (std::process::Child, StderrWatch) {
+    let mut kreplay = Command::new(kreplay_bin())
+        .args(["trace", "-o", out.to_str().unwrap(), "-p", &pid.to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watch = StderrWatch::new(&mut kreplay);
+    watch.wait_for("kreplay: tracing pid");
+    (kreplay, watch)
+}
+
 #[test]
 fn attach_by_pid_sees_exactly_the_calls_made_after_attach() {
     require_root!();
     let out = out_path("pid");
     let (mut child, mut child_out) = kreplay_tests::spawn_pid_target(25);
     let pid = child.id();
-    let mut kreplay = Command::new(kreplay_bin())
-        .args(["trace", "-o", out.to_str().unwrap(), "-p", &pid.to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Let the target go once the probes are attached.
-    let mut watch = StderrWatch::new(&mut kreplay);
-    watch.wait_for("kreplay: tracing pid");
+    let (mut kreplay, watch) = trace_pid(&out, pid);
     child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     let mut line = String::new();
     child_out.read_line(&mut line).unwrap();

@@ -8,7 +8,7 @@ use std::{
 use kreplay_tests::{decode_trace, kreplay_bin, make_sim, require_root, workload};
 use serde_json::Value;
 
-use super::{StderrWatch, assert_valid, counter_values, counts, hip_only, out_path, thread_tracks};
+use super::{assert_valid, counter_values, counts, hip_only, out_path, thread_tracks, trace_pid};
 
 /// The `kernel` argument of every slice named `api` on track `uuid`.
 fn kernels_of(d: &Value, uuid: &str, api: &str) -> Vec<String> {
@@ -129,13 +129,7 @@ fn attach_by_pid_names_kernels_registered_before_the_attach() {
     child_out.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
     let pid = child.id();
-    let mut kreplay = Command::new(kreplay_bin())
-        .args(["trace", "-o", out.to_str().unwrap(), "-p", &pid.to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut watch = StderrWatch::new(&mut kreplay);
-    watch.wait_for("kreplay: tracing pid");
+    let (mut kreplay, watch) = trace_pid(&out, pid);
     child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     assert!(child.wait().unwrap().success());
     let status = kreplay.wait().unwrap();

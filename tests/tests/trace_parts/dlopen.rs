@@ -5,11 +5,9 @@ use std::{
     process::{Command, Stdio},
 };
 
-use kreplay_tests::{
-    cc, decode_trace, kreplay_bin, make_sim, require_root, scratch, sim_dir, workspace_root,
-};
+use kreplay_tests::{cc, decode_trace, make_sim, require_root, scratch, sim_dir, workspace_root};
 
-use super::{StderrWatch, assert_valid, counts, expect, hip_only, out_path, thread_tracks};
+use super::{assert_valid, counts, expect, hip_only, out_path, thread_tracks, trace_pid};
 
 #[test]
 fn a_runtime_dlopened_after_attach_is_traced_from_its_first_call() {
@@ -49,19 +47,7 @@ fn a_runtime_dlopened_after_attach_is_traced_from_its_first_call() {
         !maps.contains("libamdhip64"),
         "HIP is not mapped before the dlopen"
     );
-    let mut kreplay = Command::new(kreplay_bin())
-        .args([
-            "trace",
-            "-o",
-            out.to_str().unwrap(),
-            "-p",
-            &child.id().to_string(),
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut watch = StderrWatch::new(&mut kreplay);
-    watch.wait_for("kreplay: tracing pid");
+    let (mut kreplay, watch) = trace_pid(&out, child.id());
     // The target dlopens HIP, makes its calls and exits within milliseconds: far inside one
     // rescan tick (200 ms), so only probes attached ahead of the dlopen can see them.
     child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
