@@ -1,8 +1,10 @@
 // Restore-cost ceilings and CUPTI's checkpoint API on the same buffer, one run, side by side
 // with what `kreplay replay` reports for tests/gpu/replay_cases.cu footprint (same size, same
 // dirty fraction): device-to-device copy, pinned host-to-device copy, pageable host-to-device
-// copy of the footprint, and cuptiCheckpointSave/Restore.
+// copy of the footprint, kreplay's hashing pass and its one-pass restore kernel alone, and
+// cuptiCheckpointSave/Restore. Exits non-zero when the one-pass kernel restores wrongly.
 //   restore_bench MIB DIRTY_PERMILLE[,DIRTY_PERMILLE...]  (0: nothing written)
+// SKIP_CUPTI=1 in the environment leaves CUPTI out.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +33,7 @@ int main(int argc, char **argv) {
   std::vector<size_t> permilles;
   for (char *t = strtok(argc > 2 ? argv[2] : (char *)"10", ","); t; t = strtok(0, ",")) permilles.push_back(strtoull(t, 0, 10));
   size_t bytes = mib << 20, words = bytes / 4;
+  int failures = 0;
   // kreplay checks 16 KiB chunks (its default).
   const size_t chunk = 16 << 10, chunks = (bytes + chunk - 1) / chunk;
   unsigned *p, *copy;
@@ -67,8 +70,57 @@ int main(int argc, char **argv) {
     timed(name, [&] { if (dirty) CK(cudaMemcpy(copy, p, dirty, cudaMemcpyDeviceToDevice)); });
   }
 
+  // kreplay's one-pass restore kernel alone (the launch kreplay makes, without the tool
+  // around it): the snapshot copy and its hashes on the device, the fraction written as the
+  // replayed kernel writes it, then one kreplay_restore_changed. Checks that it wrote back
+  // exactly the touched chunks and that the buffer equals the copy afterwards.
+  {
+    const unsigned long long seed = 0x5eedull;
+    const unsigned blocks = (unsigned)(chunks < 65535 ? chunks : 65535);
+    unsigned long long *expected;
+    unsigned char *flags;
+    CK(cudaMalloc(&expected, chunks * 16));
+    CK(cudaMalloc(&flags, chunks));
+    CK(cudaMemset(p, 0, bytes));
+    CK(cudaMemcpy(copy, p, bytes, cudaMemcpyDeviceToDevice));
+    kreplay_hash_chunks<<<blocks, 256>>>((const unsigned char *)copy, bytes, chunk, seed, expected);
+    CK(cudaDeviceSynchronize());
+    std::vector<unsigned char> got(chunks);
+    for (size_t permille : permilles) {
+      size_t stride = permille ? (1000 / permille) * 1024 : words, touched = permille ? (words + stride - 1) / stride : 0;
+      // The chunks the touched words fall in.
+      std::vector<unsigned char> want(chunks, 0);
+      for (size_t t = 0; t < touched; t++) want[t * stride * 4 / chunk] = 1;
+      long want_n = 0;
+      for (auto w : want) want_n += w;
+      double best = 1e30;
+      long wrong_flags = 0, left_dirty = 0;
+      for (int r = 0; r < 5; r++) {
+        if (touched) touch_strided<<<(unsigned)((touched + 255) / 256), 256>>>(p, words, stride);
+        CK(cudaDeviceSynchronize());
+        double t0 = now_ms();
+        kreplay_restore_changed<<<blocks, 256>>>((unsigned char *)p, (const unsigned char *)copy, bytes, chunk, seed, expected, flags);
+        CK(cudaDeviceSynchronize());
+        best = std::min(best, now_ms() - t0);
+        CK(cudaMemcpy(got.data(), flags, chunks, cudaMemcpyDeviceToHost));
+        for (size_t c = 0; c < chunks; c++) wrong_flags += got[c] != want[c];
+        kreplay_compare_chunks<<<blocks, 256>>>((const unsigned char *)p, (const unsigned char *)copy, bytes, chunk, flags);
+        CK(cudaMemcpy(got.data(), flags, chunks, cudaMemcpyDeviceToHost));
+        for (auto g : got) left_dirty += g != 0;
+      }
+      printf("RESULT one_pass_restore_ms_%zuMiB_%zupm %.3f dirty_chunks %ld\n", mib, permille, best, want_n);
+      printf("%s one_pass_restore_%zuMiB_%zupm: %ld wrong flags, %ld chunks left differing over 5 restores\n",
+             wrong_flags || left_dirty ? "FAIL" : "PASS", mib, permille, wrong_flags, left_dirty);
+      if (wrong_flags || left_dirty) failures++;
+    }
+    CK(cudaFree(expected));
+    CK(cudaFree(flags));
+    CK(cudaMemset(p, 0, bytes));
+  }
+
   // Only the measured buffer stays: CUPTI checkpoints every allocation of the context.
   CK(cudaFree(copy));
+  if (getenv("SKIP_CUPTI")) return failures;
   CK(cudaFreeHost(pinned));
   free(pageable);
   CUcontext ctx;
@@ -109,5 +161,5 @@ int main(int argc, char **argv) {
       cuptiCheckpointFree(&cp);
     }
   }
-  return 0;
+  return failures;
 }

@@ -44,7 +44,7 @@ done
 CUPTI_H=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name cupti_checkpoint.h 2>/dev/null | head -1)
 CKPT_SO=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name 'libcheckpoint.so' 2>/dev/null | head -1)
 if [ -n "$CUPTI_H" ] && [ -n "$CKPT_SO" ] && nvcc -O2 -arch=sm_90 -I"$(dirname $CUPTI_H)" -o $W/restore_bench tests/gpu/restore_bench.cu -L"$(dirname $CKPT_SO)" -lcheckpoint -lcupti -lcuda; then
-  for mib in $sizes; do LD_LIBRARY_PATH=$(dirname $CKPT_SO) $W/restore_bench $mib ${permilles// /,}; done
+  for mib in $sizes; do LD_LIBRARY_PATH=$(dirname $CKPT_SO) $W/restore_bench $mib ${permilles// /,} || fails=$((fails+1)); done
 else
   echo "SKIPPED restore_bench: cupti_checkpoint.h or libcheckpoint.so not found, or it did not build"
 fi

@@ -10,7 +10,9 @@ use std::ffi::CString;
 use super::ffi::*;
 use super::launch::Launch;
 use super::state::{CudaTool, ModuleKind};
-use crate::engine::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
+use crate::engine::backend::{
+    Backend, BackendError, DeviceRestore, HostBuf, ModuleVar, PointerInfo,
+};
 
 /// Variables larger than this are skipped with a warning (as on HSA).
 const MAX_VARIABLE: usize = 1 << 30;
@@ -21,7 +23,8 @@ pub struct CudaBackend<'t> {
     last_launch: Cell<Option<BackendError>>,
 }
 
-fn check(call: &'static str, r: CUresult) -> Result<(), BackendError> {
+/// `Ok` when `r` is `CUDA_SUCCESS`, else the error naming `call`.
+pub(super) fn check(call: &'static str, r: CUresult) -> Result<(), BackendError> {
     if r == SUCCESS {
         Ok(())
     } else {
@@ -334,6 +337,15 @@ impl Backend for CudaBackend<'_> {
         dirty_out: &mut [bool],
     ) -> Result<bool, BackendError> {
         self.changed_on_device(addr, len, chunk, expected, dirty_out)
+    }
+
+    fn restore_changed_on_device(
+        &self,
+        jobs: &[DeviceRestore],
+        chunk: usize,
+        dirty_out: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        self.restore_changed(jobs, chunk, dirty_out)
     }
 
     fn compare_chunks_on_device(

@@ -6,16 +6,20 @@
 //! The hash: two NH lanes over the chunk's 32-bit words, keyed from the word's position and a
 //! random per-process seed (see `kernels.cu` and docs/replay-restore.md for the collision
 //! bound, about 2^-64 per changed chunk). Snapshot hashes stay in device memory and a check
-//! compares them there ([`CudaBackend::changed_on_device`]): one flag per chunk comes back.
-//! The kernels' output and the restore's run table live in buffers kept per context.
+//! compares them there ([`CudaBackend::changed_on_device`]): one flag per chunk comes back. A
+//! device-resident snapshot is restored in one pass ([`CudaBackend::restore_changed`]): one
+//! kernel per region hashes each chunk, compares it and copies it back when it changed. The
+//! kernels' output and the restore's run table live in buffers kept per context
+//! (`kernel_buffers`).
 
 use core::ffi::c_void;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
-use super::backend::CudaBackend;
+use super::backend::{CudaBackend, check};
 use super::ffi::*;
-use crate::engine::backend::BackendError;
+use super::kernel_buffers::Scratch;
+use crate::engine::backend::{BackendError, DeviceRestore};
 
 /// The PTX of `kernels.cu`.
 const KERNELS_PTX: &str = concat!(include_str!("kernels.ptx"), "\0");
@@ -23,6 +27,8 @@ const KERNELS_PTX: &str = concat!(include_str!("kernels.ptx"), "\0");
 const BLOCK: u32 = 256;
 /// Most blocks launched (the kernels stride over further chunks).
 const MAX_BLOCKS: u64 = 65_535;
+/// The one-pass restore kernel's launch, as errors name it.
+const RESTORE_CALL: &str = "cuLaunchKernel(kreplay_restore_changed)";
 /// Longest piece one block of the run-copy kernel copies.
 const MAX_RUN_PIECE: usize = 1 << 20;
 
@@ -59,6 +65,9 @@ pub struct Kernels {
     compare: usize,
     hash: usize,
     copy_runs: usize,
+    /// The one-pass restore (`None`: the PTX predates it; restores then check and copy in
+    /// separate steps).
+    restore: Option<usize>,
 }
 
 /// kreplay's kernels and their output buffers, by context.
@@ -69,46 +78,7 @@ pub struct KernelCache {
     /// Output buffers of the per-chunk kernels, kept between checks: allocating and freeing
     /// device memory around every check cost about a millisecond on an H200, several times
     /// the hash kernel itself. The lock also serializes the checks that use them.
-    scratch: Mutex<HashMap<usize, Scratch>>,
-}
-
-/// Buffers kreplay's kernels use in one context, kept for the process's life (a few bytes per
-/// chunk of the largest region checked, 24 bytes per piece of the largest restore).
-#[derive(Default)]
-struct Scratch {
-    /// The per-chunk kernels' output.
-    out: Buffer,
-    /// The run-copy kernel's table of runs.
-    runs: Buffer,
-}
-
-/// Device memory and a pinned host buffer of `cap` bytes each.
-struct Buffer {
-    dev: u64,
-    /// Pinned host memory, or null when pinning failed (copies then use pageable memory).
-    host: *mut u8,
-    cap: usize,
-}
-
-impl Default for Buffer {
-    fn default() -> Self {
-        Self {
-            dev: 0,
-            host: core::ptr::null_mut(),
-            cap: 0,
-        }
-    }
-}
-
-// SAFETY: `host` is pinned memory owned by this buffer, used only under the scratch lock.
-unsafe impl Send for Buffer {}
-
-fn check(call: &'static str, r: CUresult) -> Result<(), BackendError> {
-    if r == SUCCESS {
-        Ok(())
-    } else {
-        Err(BackendError::Call { call, status: r })
-    }
+    pub(super) scratch: Mutex<HashMap<usize, Scratch>>,
 }
 
 impl CudaBackend<'_> {
@@ -144,6 +114,7 @@ impl CudaBackend<'_> {
                 compare: get(c"kreplay_compare_chunks")?,
                 hash: get(c"kreplay_hash_chunks")?,
                 copy_runs: get(c"kreplay_copy_runs")?,
+                restore: get(c"kreplay_restore_changed"),
             };
             self.prime(&k);
             Some(k)
@@ -154,25 +125,24 @@ impl CudaBackend<'_> {
     /// function's code is loaded at its first launch, which would otherwise land in the first
     /// restore's time. Every kernel's loop is empty at length 0.
     fn prime(&self, k: &Kernels) {
-        let launches: [(usize, &'static str, &mut [u64]); 3] = [
+        let mut launches: Vec<(usize, &'static str, Vec<u64>)> = vec![
             (
                 k.hash,
                 "cuLaunchKernel(kreplay_hash_chunks)",
-                &mut [0, 0, 1, 0, 0],
+                vec![0, 0, 1, 0, 0],
             ),
             (
                 k.compare,
                 "cuLaunchKernel(kreplay_compare_chunks)",
-                &mut [0, 0, 0, 1, 0],
+                vec![0, 0, 0, 1, 0],
             ),
-            (
-                k.copy_runs,
-                "cuLaunchKernel(kreplay_copy_runs)",
-                &mut [0, 0],
-            ),
+            (k.copy_runs, "cuLaunchKernel(kreplay_copy_runs)", vec![0, 0]),
         ];
-        for (f, call, params) in launches {
-            if let Err(e) = self.launch_no_wait(f, call, 1, params) {
+        if let Some(f) = k.restore {
+            launches.push((f, RESTORE_CALL, vec![0, 0, 0, 1, 0, 0, 0]));
+        }
+        for (f, call, mut params) in launches {
+            if let Err(e) = self.launch_no_wait(f, call, 1, &mut params) {
                 tracing::debug!("kreplay: priming its kernels: {e}");
             }
         }
@@ -287,72 +257,6 @@ impl CudaBackend<'_> {
             out.len(),
             t1.elapsed()
         );
-        Ok(())
-    }
-
-    /// The scratch buffers of every context, locked (the lock also serializes the kernels
-    /// that use them), and the current context's key.
-    fn scratch(&self) -> Result<(MutexGuard<'_, HashMap<usize, Scratch>>, usize), BackendError> {
-        let d = &self.tool().driver;
-        let mut ctx: CUcontext = core::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut ctx) })?;
-        let all = self
-            .tool()
-            .kernels
-            .scratch
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        Ok((all, ctx as usize))
-    }
-
-    /// Reads `out.len()` bytes of device memory at `src` into `out`, through `b`'s pinned
-    /// buffer when it has one (at least `out.len()` bytes: the caller reserved them).
-    fn read_back(&self, b: &Buffer, src: u64, out: &mut [u8]) -> Result<(), BackendError> {
-        let d = &self.tool().driver;
-        let dst = if b.host.is_null() {
-            out.as_mut_ptr()
-        } else {
-            b.host
-        };
-        // SAFETY: dst holds at least out.len() bytes (out itself, or the pinned buffer the
-        // caller reserved); src is the caller's device range of that length.
-        check("cuMemcpyDtoH_v2", unsafe {
-            (d.memcpy_dtoh)(dst as *mut c_void, src, out.len())
-        })?;
-        if !b.host.is_null() {
-            // SAFETY: the pinned buffer now holds out.len() initialized bytes; no overlap.
-            unsafe { core::ptr::copy_nonoverlapping(b.host, out.as_mut_ptr(), out.len()) };
-        }
-        Ok(())
-    }
-
-    /// Grows `b` to at least `len` bytes (a power of two, so a run of growing regions
-    /// reallocates rarely).
-    fn reserve(&self, b: &mut Buffer, len: usize) -> Result<(), BackendError> {
-        if b.cap >= len {
-            return Ok(());
-        }
-        let d = &self.tool().driver;
-        if b.dev != 0 {
-            self.device_free_copy(b.dev);
-        }
-        if !b.host.is_null() {
-            // SAFETY: b.host came from cuMemAllocHost and nothing uses it any more.
-            let _ = unsafe { (d.mem_free_host)(b.host as *mut c_void) };
-        }
-        *b = Buffer::default();
-        let cap = len.next_power_of_two();
-        b.dev = self.device_alloc_copy(cap).ok_or(BackendError::Call {
-            call: "cuMemAlloc_v2(kreplay kernel buffer)",
-            status: ERROR_OUT_OF_MEMORY,
-        })?;
-        let mut host: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid out-pointer; on failure host stays null and pageable memory is used.
-        if unsafe { (d.mem_alloc_host)(&mut host, cap) } == SUCCESS {
-            b.host = host as *mut u8;
-        }
-        b.cap = cap;
         Ok(())
     }
 
@@ -538,5 +442,61 @@ impl CudaBackend<'_> {
             )
         });
         r.map(|()| true)
+    }
+
+    /// Restores every job's changed chunks in one pass each ([`Backend::restore_changed_on_device`]):
+    /// one launch of `kreplay_restore_changed` per job, all queued before one read of the
+    /// flags (one byte per chunk, the jobs' chunks one after another). `Ok(false)` when the
+    /// kernel is unavailable.
+    ///
+    /// [`Backend::restore_changed_on_device`]: crate::engine::backend::Backend::restore_changed_on_device
+    pub fn restore_changed(
+        &self,
+        jobs: &[DeviceRestore],
+        chunk: usize,
+        dirty: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        let Some(restore) = self.kernels().and_then(|k| k.restore) else {
+            return Ok(false);
+        };
+        let chunks: Vec<usize> = jobs.iter().map(|j| j.len.div_ceil(chunk.max(1))).collect();
+        let total: usize = chunks.iter().sum();
+        if total == 0 || chunk == 0 {
+            return Ok(true);
+        }
+        if dirty.len() < total {
+            return Err(BackendError::Unsupported(
+                "dirty flags shorter than the jobs' chunk count",
+            ));
+        }
+        let (mut all, ctx) = self.scratch()?;
+        let s = &mut all.entry(ctx).or_default().out;
+        self.reserve(s, total)?;
+        let mut at = 0u64;
+        for (j, n) in jobs.iter().zip(&chunks) {
+            if *n > 0 {
+                self.launch_no_wait(
+                    restore,
+                    RESTORE_CALL,
+                    *n as u64,
+                    &mut [
+                        j.live,
+                        j.copy,
+                        j.len as u64,
+                        chunk as u64,
+                        hash_seed(),
+                        j.expected,
+                        s.dev + at,
+                    ],
+                )?;
+            }
+            at += *n as u64;
+        }
+        // A kernel's failure surfaces at the wait, before any flag is trusted.
+        let mut flags = vec![0u8; total];
+        self.synchronize()?;
+        self.read_back(s, s.dev, &mut flags)?;
+        set_flags(dirty, &flags);
+        Ok(true)
     }
 }

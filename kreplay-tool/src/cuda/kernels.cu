@@ -1,5 +1,6 @@
-// Device-side helpers of kreplay's CUDA backend: the per-chunk exact comparison and the
-// per-chunk 128-bit hash the replay engine uses to restore only what a pass changed.
+// Device-side helpers of kreplay's CUDA backend: the per-chunk exact comparison, the
+// per-chunk 128-bit hash, the one-pass restore of changed chunks and the run copy the replay
+// engine uses to restore only what a pass changed.
 // Compiled to PTX (kernels.ptx, committed beside this file) on the GPU machine with
 //   nvcc -ptx -arch=compute_75 -o kernels.ptx kernels.cu
 // and loaded at run time with cuModuleLoadData: kreplay has no build-time CUDA dependency.
@@ -50,6 +51,47 @@ __device__ __forceinline__ void nh_word(uint4 v, unsigned i, unsigned s0, unsign
         nh(v.y + (k ^ 0xfd7046c5u), v.w + (j ^ 0xb55a4f09u));
 }
 
+// The hash of the chunk of `n` bytes at `p` (as above), summed over the block: the result is
+// valid in thread 0 only. `s0`/`s1` are the block's 32-entry shared scratch; the caller
+// synchronizes the block before they are used again.
+__device__ __forceinline__ void chunk_hash(const unsigned char *p, unsigned long long n,
+                                           unsigned seed0, unsigned seed1,
+                                           unsigned long long *s0, unsigned long long *s1,
+                                           unsigned long long &t0, unsigned long long &t1) {
+  unsigned long long h0 = 0, h1 = 0;
+  // Chunks are at most 4 GiB (the engine's limit is far lower): word indexes fit 32 bits.
+  unsigned words = (((unsigned long long)p) & 15) ? 0 : (unsigned)(n / 16);
+  const uint4 *q = (const uint4 *)p;
+  unsigned b = blockDim.x, w = threadIdx.x;
+  for (; w + 3 * b < words; w += 4 * b) {
+    uint4 v0 = q[w], v1 = q[w + b], v2 = q[w + 2 * b], v3 = q[w + 3 * b];
+    nh_word(v0, w, seed0, seed1, h0, h1);
+    nh_word(v1, w + b, seed0, seed1, h0, h1);
+    nh_word(v2, w + 2 * b, seed0, seed1, h0, h1);
+    nh_word(v3, w + 3 * b, seed0, seed1, h0, h1);
+  }
+  for (; w < words; w += b) nh_word(q[w], w, seed0, seed1, h0, h1);
+  // Tail bytes (and every byte of a chunk not 16-byte aligned): an odd multiplier is a
+  // bijection, so a changed byte always changes its term.
+  for (unsigned long long i = (unsigned long long)words * 16 + threadIdx.x; i < n; i += blockDim.x) {
+    unsigned k = (unsigned)i * 0x9e3779b1u + seed0;
+    h0 += nh(p[i] + k, (seed1 ^ (unsigned)i) | 1u);
+    h1 += nh(p[i] + (k ^ 0x165667b1u), (seed0 + (unsigned)i) | 1u);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    h0 += __shfl_down_sync(0xffffffffu, h0, o);
+    h1 += __shfl_down_sync(0xffffffffu, h1, o);
+  }
+  if ((threadIdx.x & 31) == 0) { s0[threadIdx.x >> 5] = h0; s1[threadIdx.x >> 5] = h1; }
+  __syncthreads();
+  t0 = 0;
+  t1 = 0;
+  if (threadIdx.x == 0) {
+    for (unsigned i = 0; i < (blockDim.x + 31) / 32; i++) { t0 += s0[i]; t1 += s1[i]; }
+    t0 ^= n;
+  }
+}
+
 extern "C" __global__ void kreplay_hash_chunks(const unsigned char *base, unsigned long long len,
                                                unsigned long long chunk, unsigned long long seed,
                                                unsigned long long *out) {
@@ -58,39 +100,61 @@ extern "C" __global__ void kreplay_hash_chunks(const unsigned char *base, unsign
   for (unsigned long long c = blockIdx.x; c * chunk < len; c += gridDim.x) {
     unsigned long long start = c * chunk;
     unsigned long long n = len - start < chunk ? len - start : chunk;
-    const unsigned char *p = base + start;
-    unsigned long long h0 = 0, h1 = 0;
-    // Chunks are at most 4 GiB (the engine's limit is far lower): word indexes fit 32 bits.
-    unsigned words = (((unsigned long long)p) & 15) ? 0 : (unsigned)(n / 16);
-    const uint4 *q = (const uint4 *)p;
-    unsigned b = blockDim.x, w = threadIdx.x;
-    for (; w + 3 * b < words; w += 4 * b) {
-      uint4 v0 = q[w], v1 = q[w + b], v2 = q[w + 2 * b], v3 = q[w + 3 * b];
-      nh_word(v0, w, seed0, seed1, h0, h1);
-      nh_word(v1, w + b, seed0, seed1, h0, h1);
-      nh_word(v2, w + 2 * b, seed0, seed1, h0, h1);
-      nh_word(v3, w + 3 * b, seed0, seed1, h0, h1);
-    }
-    for (; w < words; w += b) nh_word(q[w], w, seed0, seed1, h0, h1);
-    // Tail bytes (and every byte of a chunk not 16-byte aligned): an odd multiplier is a
-    // bijection, so a changed byte always changes its term.
-    for (unsigned long long i = (unsigned long long)words * 16 + threadIdx.x; i < n; i += blockDim.x) {
-      unsigned k = (unsigned)i * 0x9e3779b1u + seed0;
-      h0 += nh(p[i] + k, (seed1 ^ (unsigned)i) | 1u);
-      h1 += nh(p[i] + (k ^ 0x165667b1u), (seed0 + (unsigned)i) | 1u);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      h0 += __shfl_down_sync(0xffffffffu, h0, o);
-      h1 += __shfl_down_sync(0xffffffffu, h1, o);
-    }
-    if ((threadIdx.x & 31) == 0) { s0[threadIdx.x >> 5] = h0; s1[threadIdx.x >> 5] = h1; }
-    __syncthreads();
+    unsigned long long t0, t1;
+    chunk_hash(base + start, n, seed0, seed1, s0, s1, t0, t1);
     if (threadIdx.x == 0) {
-      unsigned long long t0 = 0, t1 = 0;
-      for (unsigned i = 0; i < (blockDim.x + 31) / 32; i++) { t0 += s0[i]; t1 += s1[i]; }
-      out[2 * c] = t0 ^ n;
+      out[2 * c] = t0;
       out[2 * c + 1] = t1;
     }
+    __syncthreads();
+  }
+}
+
+// Copies `n` bytes from `src` to `dst` with the whole block, 16 bytes per load when both are
+// aligned, four loads per thread in flight.
+__device__ __forceinline__ void block_copy(unsigned char *__restrict__ dst,
+                                           const unsigned char *__restrict__ src,
+                                           unsigned long long n) {
+  unsigned long long words = ((((unsigned long long)dst) | ((unsigned long long)src)) & 15) ? 0 : n / 16;
+  uint4 *d = (uint4 *)dst;
+  const uint4 *s = (const uint4 *)src;
+  unsigned long long b = blockDim.x, w = threadIdx.x;
+  for (; w + 3 * b < words; w += 4 * b) {
+    uint4 v0 = s[w], v1 = s[w + b], v2 = s[w + 2 * b], v3 = s[w + 3 * b];
+    d[w] = v0;
+    d[w + b] = v1;
+    d[w + 2 * b] = v2;
+    d[w + 3 * b] = v3;
+  }
+  for (; w < words; w += b) d[w] = s[w];
+  for (unsigned long long i = words * 16 + threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+
+// A whole device-resident restore of one region in one pass: each block hashes its chunk of
+// the live data `live` as kreplay_hash_chunks does, compares the hash with the snapshot's
+// (`expected`, 16 bytes per chunk, from kreplay_hash_chunks with the same seed), and when they
+// differ copies the chunk back from the snapshot copy `copy` and sets dirty[c]. Neither the
+// hashes nor a list of runs go through the host: a restore is one launch and one read of the
+// flags. Unchanged chunks are read once; changed ones are read, then rewritten from the copy.
+extern "C" __global__ void kreplay_restore_changed(unsigned char *live, const unsigned char *copy,
+                                                   unsigned long long len, unsigned long long chunk,
+                                                   unsigned long long seed,
+                                                   const unsigned long long *expected,
+                                                   unsigned char *dirty) {
+  __shared__ unsigned long long s0[32], s1[32];
+  __shared__ int changed;
+  const unsigned seed0 = (unsigned)seed, seed1 = (unsigned)(seed >> 32);
+  for (unsigned long long c = blockIdx.x; c * chunk < len; c += gridDim.x) {
+    unsigned long long start = c * chunk;
+    unsigned long long n = len - start < chunk ? len - start : chunk;
+    unsigned long long t0, t1;
+    chunk_hash(live + start, n, seed0, seed1, s0, s1, t0, t1);
+    if (threadIdx.x == 0) {
+      changed = t0 != expected[2 * c] || t1 != expected[2 * c + 1];
+      dirty[c] = changed ? 1 : 0;
+    }
+    __syncthreads();
+    if (changed) block_copy(live + start, copy + start, n);
     __syncthreads();
   }
 }

@@ -15,5 +15,6 @@ pub mod hooks;
 pub mod image;
 #[cfg(target_arch = "x86_64")]
 pub mod interpose;
+pub mod kernel_buffers;
 pub mod launch;
 pub mod state;

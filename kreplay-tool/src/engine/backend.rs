@@ -60,6 +60,20 @@ pub struct HostBuf {
 // SAFETY: a HostBuf is an owned allocation; nothing else aliases it while the engine holds it.
 unsafe impl Send for HostBuf {}
 
+/// One region of [`Backend::restore_changed_on_device`]: the live bytes, their device-resident
+/// snapshot copy, and the snapshot's per-chunk hashes in device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceRestore {
+    /// Device address of the live region.
+    pub live: u64,
+    /// Device address of its snapshot copy (`len` bytes).
+    pub copy: u64,
+    /// Bytes in the region.
+    pub len: usize,
+    /// Device address of the snapshot's hashes ([`Backend::hash_chunks_into_device`]).
+    pub expected: u64,
+}
+
 /// The narrow runtime interface of the replay engine.
 pub trait Backend {
     /// One dispatch as the backend submits it (HSA: the AQL packet and the queue's writer).
@@ -177,6 +191,22 @@ pub trait Backend {
         dirty_out: &mut [bool],
     ) -> Result<bool, BackendError> {
         let _ = (a, b, len, chunk, dirty_out);
+        Ok(false)
+    }
+    /// Restores, for every job, the chunks of its live region whose hash (as
+    /// [`Backend::hash_chunks_into_device`] computes it) differs from the snapshot's hashes at
+    /// `expected`, copying them from the job's device copy, in one pass over the live bytes
+    /// on the device: no hashes or runs go through the host. Sets `dirty_out` (the jobs'
+    /// chunks one after another) to which chunks were written back. Complete when it returns.
+    /// `Ok(false)`: unsupported, nothing written. On `Err` some chunks may have been written
+    /// back already (with the snapshot's bytes, so checking and writing again is safe).
+    fn restore_changed_on_device(
+        &self,
+        jobs: &[DeviceRestore],
+        chunk: usize,
+        dirty_out: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        let _ = (jobs, chunk, dirty_out);
         Ok(false)
     }
 }

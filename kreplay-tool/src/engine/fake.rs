@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
-use super::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
+use super::backend::{Backend, BackendError, DeviceRestore, HostBuf, ModuleVar, PointerInfo};
 
 struct Alloc {
     bytes: Vec<u8>,
@@ -45,6 +45,14 @@ pub struct FakeBackend {
     pub no_resident_hashes: AtomicBool,
     /// `changed_chunks_on_device` calls made.
     pub resident_checks: AtomicU64,
+    /// `restore_changed_on_device` unsupported (checks and writes are then separate calls).
+    pub no_one_pass_restore: AtomicBool,
+    /// `restore_changed_on_device` calls made.
+    pub one_pass_restores: AtomicU64,
+    /// The first `restore_changed_on_device` call fails when it reaches the job of the region
+    /// at this address, after it restored the jobs before it, as a kernel failing part-way
+    /// would (0: never).
+    pub fail_one_pass_before: AtomicU64,
     /// `compare_chunks_on_device` supported.
     pub device_compare: AtomicBool,
     /// Test hook: the device hash of any chunk containing this address is a constant, so the
@@ -416,6 +424,50 @@ impl Backend for FakeBackend {
             .zip(dirty_out.iter_mut())
         {
             *d = cx != cy;
+        }
+        Ok(true)
+    }
+
+    fn restore_changed_on_device(
+        &self,
+        jobs: &[DeviceRestore],
+        chunk: usize,
+        dirty_out: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        if self.no_one_pass_restore.load(Ordering::SeqCst)
+            || self.no_resident_hashes.load(Ordering::SeqCst)
+            || !self.device_hash.load(Ordering::SeqCst)
+        {
+            return Ok(false);
+        }
+        let first = self.one_pass_restores.fetch_add(1, Ordering::SeqCst) == 0;
+        let fail_at = self.fail_one_pass_before.load(Ordering::SeqCst);
+        let mut flags = dirty_out.iter_mut();
+        for j in jobs {
+            if first && j.live == fail_at {
+                return Err(BackendError::Call {
+                    call: "cuLaunchKernel(kreplay_restore_changed)",
+                    status: 719,
+                });
+            }
+            let chunks = j.len.div_ceil(chunk);
+            let mut now = vec![[0u64; 2]; chunks];
+            self.hash_chunks_on_device(j.live, j.len, chunk, &mut now)?;
+            let was = self.with_range(j.expected, chunks * 16, |s| s.to_vec())?;
+            for (c, (h, w)) in now.iter().zip(was.chunks_exact(16)).enumerate() {
+                let w = [
+                    u64::from_le_bytes(w[..8].try_into().unwrap()),
+                    u64::from_le_bytes(w[8..].try_into().unwrap()),
+                ];
+                let changed = *h != w;
+                if changed {
+                    let (off, len) = (c * chunk, chunk.min(j.len - c * chunk));
+                    self.copy_d2d(j.live + off as u64, j.copy + off as u64, len)?;
+                }
+                if let Some(d) = flags.next() {
+                    *d = changed;
+                }
+            }
         }
         Ok(true)
     }

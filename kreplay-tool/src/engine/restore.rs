@@ -1,5 +1,7 @@
 //! `restore()`: writes a snapshot back — only the chunks whose contents changed, unless the
-//! snapshot's check is `Full`. Tracked regions are re-validated under the inventory read
+//! snapshot's check is `Full`. Regions with a device copy and device-resident hashes are
+//! restored first, all in one backend call that hashes, compares and copies on the device
+//! ([`Backend::restore_changed_on_device`]); the others region by region, check then write. Tracked regions are re-validated under the inventory read
 //! lock, held across the copies so a concurrent free cannot slip in between: a region that
 //! was freed, shrunk, or reallocated at the same address (a different generation) since the
 //! snapshot is skipped with a warning. Module variables are always restored. A failed copy
@@ -13,11 +15,13 @@
 //! read also feeds the determinism check ([`restore_hashing`]) decides nothing: that read
 //! happens either way.
 
+use std::collections::BTreeMap;
+
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::backend::{Backend, BackendError};
+use super::backend::{Backend, BackendError, DeviceRestore};
 use super::chunks::{DirtyRuns, chunk_count, hash_chunk, read_in_pieces};
-use super::inventory::Inventory;
+use super::inventory::{Entry, Inventory};
 use super::placement::{Check, Store};
 use super::replay::{HASH_CHUNK, now_ns};
 use super::snapshot::{Region, RegionKind, Snapshot};
@@ -92,30 +96,19 @@ pub fn restore_hashing<B: Backend>(
     };
     let mut runs = DirtyRuns::default();
     let live = inv.read();
-    for r in &snap.regions {
+    let valid: Vec<bool> = snap
+        .regions
+        .iter()
+        .map(|r| still_captured(&live, r))
+        .collect();
+    st.skipped += valid.iter().filter(|v| !**v).count() as u64;
+    let (one_pass, one_pass_written) = restore_in_one_pass(backend, snap, &valid, &mut st);
+    for (i, r) in snap.regions.iter().enumerate() {
         if let Some(b) = blocks.as_mut() {
             b.push(Vec::new());
         }
-        if let RegionKind::Tracked { generation } = r.kind {
-            match live.get(&r.addr) {
-                Some(e) if e.generation == generation && e.size >= r.size => {}
-                Some(_) => {
-                    tracing::warn!(
-                        "kreplay: restore skipped {:#x}: reallocated or shrunk since the snapshot",
-                        r.addr
-                    );
-                    st.skipped += 1;
-                    continue;
-                }
-                None => {
-                    tracing::warn!(
-                        "kreplay: restore skipped {:#x}: freed since the snapshot",
-                        r.addr
-                    );
-                    st.skipped += 1;
-                    continue;
-                }
-            }
+        if !valid[i] || one_pass[i] {
+            continue;
         }
         runs.clear();
         let t = now_ns();
@@ -181,7 +174,8 @@ pub fn restore_hashing<B: Backend>(
             st.check_ns,
             st.bytes_checked,
             st.write_ns,
-            st.bytes,
+            // One-pass restores' writes are timed with their check, not as writes.
+            st.bytes - one_pass_written,
             (snap.copy_ns, snap.copied),
         )
     {
@@ -193,6 +187,106 @@ pub fn restore_hashing<B: Backend>(
         snap.skip_check.set(true);
     }
     st
+}
+
+/// Whether region `r` is still the allocation the snapshot captured (module variables always
+/// are); warns when it is not.
+fn still_captured(live: &BTreeMap<u64, Entry>, r: &Region) -> bool {
+    let RegionKind::Tracked { generation } = r.kind else {
+        return true;
+    };
+    match live.get(&r.addr) {
+        Some(e) if e.generation == generation && e.size >= r.size => true,
+        Some(_) => {
+            tracing::warn!(
+                "kreplay: restore skipped {:#x}: reallocated or shrunk since the snapshot",
+                r.addr
+            );
+            false
+        }
+        None => {
+            tracing::warn!(
+                "kreplay: restore skipped {:#x}: freed since the snapshot",
+                r.addr
+            );
+            false
+        }
+    }
+}
+
+/// Restores every valid region that has a device copy and device-resident hashes in one
+/// backend call ([`Backend::restore_changed_on_device`]: hash, compare and copy in one pass
+/// on the device), when the snapshot checks with the device hash. Returns which regions it
+/// restored and the bytes it wrote; the whole call's time counts as checking (the writes are
+/// not timed apart). Unsupported or failed: nothing is marked done, and the per-region path
+/// checks and writes them (after a failure part-way, what was written is the snapshot's
+/// bytes, so writing again is safe).
+fn restore_in_one_pass<B: Backend>(
+    backend: &B,
+    snap: &Snapshot<'_, B>,
+    valid: &[bool],
+    st: &mut RestoreStats,
+) -> (Vec<bool>, u64) {
+    let mut done = vec![false; snap.regions.len()];
+    if snap.check != Check::DeviceHash || st.check_skipped {
+        return (done, 0);
+    }
+    let picked: Vec<(usize, DeviceRestore)> = snap
+        .regions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r.store {
+            Store::Device(copy) if valid[i] && r.dev_hashes != 0 => Some((
+                i,
+                DeviceRestore {
+                    live: r.addr,
+                    copy,
+                    len: r.size as usize,
+                    expected: r.dev_hashes,
+                },
+            )),
+            _ => None,
+        })
+        .collect();
+    if picked.is_empty() {
+        return (done, 0);
+    }
+    let jobs: Vec<DeviceRestore> = picked.iter().map(|p| p.1).collect();
+    let chunk = snap.chunk;
+    let mut dirty = vec![false; jobs.iter().map(|j| chunk_count(j.len as u64, chunk)).sum()];
+    let t = now_ns();
+    let result = backend.restore_changed_on_device(&jobs, chunk, &mut dirty);
+    st.check_ns += now_ns() - t;
+    match result {
+        Ok(true) => {}
+        Ok(false) => return (done, 0),
+        Err(e) => {
+            tracing::warn!(
+                "kreplay: one-pass restore failed: {e}; checking and writing region by region"
+            );
+            return (done, 0);
+        }
+    }
+    let mut flags = dirty.into_iter();
+    let mut runs = DirtyRuns::default();
+    let mut written_all = 0;
+    for (i, _) in &picked {
+        let r = &snap.regions[*i];
+        runs.clear();
+        for c in 0..chunk_count(r.size, chunk) {
+            if flags.next() == Some(true) {
+                runs.mark(c, chunk, r.size);
+            }
+        }
+        let written: u64 = runs.finish().iter().map(|&(_, len)| len).sum();
+        st.bytes_checked += r.size;
+        st.dirty_chunks += runs.chunks;
+        st.bytes += written;
+        st.regions += u64::from(written > 0);
+        written_all += written;
+        done[*i] = true;
+    }
+    (done, written_all)
 }
 
 /// Writes every dirty run of a region whose copy is on the device or in pinned memory back in

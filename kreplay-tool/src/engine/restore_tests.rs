@@ -7,12 +7,13 @@ use std::sync::atomic::Ordering;
 use kreplay_common::stream::{Record, Restore, Snapshot as SnapRec, snapshot_mode as m};
 
 use super::arena::SnapshotArena;
+use super::chunks::chunk_count;
 use super::config::{PlacementPref, SnapshotPolicy};
 use super::fake::{FakeBackend, FakeDispatch};
 use super::inventory::Inventory;
 use super::replay::Outcome;
 use super::restore::restore;
-use super::snapshot::{RESIDENT_MIN_CHUNKS, snap};
+use super::snapshot::snap;
 use super::tests::{COUNTER, GPU, N, X, Y, run_in, run_with, saxpy, setup};
 
 /// A 1 MiB buffer (16 chunks of 64 KiB) next to setup()'s x, y and counter.
@@ -219,6 +220,8 @@ fn a_device_resident_restore_writes_all_its_dirty_runs_in_one_batch() {
     let (fake, inv) = with_b();
     fake.enable_device(1 << 30, true, true);
     fake.device_batch.store(true, Ordering::SeqCst);
+    // The path of a backend that checks and writes in separate calls.
+    fake.no_one_pass_restore.store(true, Ordering::SeqCst);
     let before = fake.read(B, B_LEN);
     let (out, recs) = run_with(&fake, &inv, &scattered(), 3, policy(PlacementPref::Device));
     assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
@@ -302,17 +305,19 @@ fn the_device_hash_setup_cost_is_not_counted_as_hashing_cost() {
     }
 }
 
-/// A chunk size that gives B exactly `RESIDENT_MIN_CHUNKS` chunks (its hashes stay on the
-/// device) while X, Y and the variable keep one chunk each (theirs come back to the host).
-const SMALL_CHUNK: usize = B_LEN / RESIDENT_MIN_CHUNKS;
+/// A chunk size that gives B 256 chunks.
+const SMALL_CHUNK: usize = B_LEN / 256;
 
 #[test]
 fn hashes_kept_on_the_device_find_the_same_chunks_as_hashes_brought_back() {
+    // (hashes stay on the device, one-pass restores offered)
+    let modes = [(true, true), (true, false), (false, false)];
     let mut seen = Vec::new();
-    for resident in [true, false] {
+    for (resident, one_pass) in modes {
         let (fake, inv) = with_b();
         fake.enable_device(1 << 30, true, false);
         fake.no_resident_hashes.store(!resident, Ordering::SeqCst);
+        fake.no_one_pass_restore.store(!one_pass, Ordering::SeqCst);
         let before = fake.read(B, B_LEN);
         let small = SnapshotPolicy {
             chunk: SMALL_CHUNK,
@@ -321,10 +326,28 @@ fn hashes_kept_on_the_device_find_the_same_chunks_as_hashes_brought_back() {
         let (_, recs) = run_with(&fake, &inv, &scattered(), 3, small);
         assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
         let rs = restores(&recs);
-        // Two restores, one device-side comparison each, of B only.
-        let want_checks = if resident { 2 } else { 0 };
-        assert_eq!(fake.resident_checks.load(Ordering::SeqCst), want_checks);
+        // Two restores: one one-pass restore of all four regions each when offered, else one
+        // device-side comparison per region (X, Y, B, the counter) when their hashes stay on
+        // the device.
+        let want = match (resident, one_pass) {
+            (true, true) => (2, 0),
+            (true, false) => (0, 2 * 4),
+            _ => (0, 0),
+        };
+        assert_eq!(
+            (
+                fake.one_pass_restores.load(Ordering::SeqCst),
+                fake.resident_checks.load(Ordering::SeqCst)
+            ),
+            want
+        );
         assert_eq!(fake.device_bytes_live(), 0, "copies and hashes freed");
+        // Device-to-device: the snapshot's copies, then exactly the dirty chunks twice.
+        let small = SMALL_CHUNK as u64;
+        assert_eq!(
+            fake.d2d_bytes.load(Ordering::SeqCst),
+            FOOTPRINT + 2 * 3 * small
+        );
         seen.push(
             rs.iter()
                 .map(|r| (r.check, r.bytes, r.dirty_chunks, r.bytes_checked))
@@ -332,6 +355,7 @@ fn hashes_kept_on_the_device_find_the_same_chunks_as_hashes_brought_back() {
         );
     }
     assert_eq!(seen[0], seen[1]);
+    assert_eq!(seen[0], seen[2]);
     // The byte flipped in B's chunk 3 (64 KiB chunks) and the 8 bytes across the boundary at
     // 10 * 64 KiB: three small chunks.
     let small = SMALL_CHUNK as u64;
@@ -456,33 +480,42 @@ fn a_snapshot_holds_the_footprint_once_plus_one_bounded_scratch() {
     drop(s);
     fake.enable_device(1 << 30, true, true);
     let s = snap(&fake, &inv, GPU, &policy(PlacementPref::Auto));
+    // 16 bytes of hash per chunk: B's 16, one each for X, Y and the counter.
     assert_eq!(
         (
             fake.host_bytes_live(),
             fake.device_bytes_live(),
             s.scratch_len()
         ),
-        (0, FOOTPRINT, 0),
+        (0, FOOTPRINT + 16 * 19, 0),
         "device-resident, hashed on the device: no host memory"
     );
     drop(s);
-    // With B in RESIDENT_MIN_CHUNKS chunks its hashes stay on the device too, 16 bytes each.
+    // The hashes stay on the device too, 16 bytes per chunk of every region, in one buffer.
     let small = SnapshotPolicy {
         chunk: SMALL_CHUNK,
         ..policy(PlacementPref::Auto)
     };
     let s = snap(&fake, &inv, GPU, &small);
+    let chunks: usize = s
+        .regions
+        .iter()
+        .map(|r| chunk_count(r.size, SMALL_CHUNK))
+        .sum();
+    // B's 256, three each for X and Y (12000 bytes), one for the counter.
+    assert_eq!(chunks, 256 + 2 * 3 + 1);
     assert_eq!(
         (fake.host_bytes_live(), fake.device_bytes_live()),
-        (0, FOOTPRINT + 16 * RESIDENT_MIN_CHUNKS as u64)
+        (0, FOOTPRINT + 16 * chunks as u64)
     );
     drop(s);
-    // Not enough device room: the partial device attempt is freed, the copies go to pinned.
+    // Not enough device room: the partial device attempt is freed, the copies go to pinned;
+    // their hashes (16 bytes per chunk) still fit on the device.
     fake.enable_device(FOOTPRINT - 1, true, true);
     let s = snap(&fake, &inv, GPU, &policy(PlacementPref::Auto));
     assert_eq!(
         (fake.device_bytes_live(), fake.host_bytes_live()),
-        (0, FOOTPRINT)
+        (16 * 19, FOOTPRINT)
     );
     assert_eq!(s.check.code(), m::DEVICE_HASH);
 }
@@ -596,4 +629,43 @@ fn the_determinism_check_reuses_the_restores_read_on_the_host_hash_path() {
     // Snapshot, the restores after passes 0 and 1 (each also hashing for the determinism
     // check), and the determinism read after the last pass: four reads, not six.
     assert_eq!(fake.d2h_bytes.load(Ordering::SeqCst), 4 * footprint);
+}
+
+/// A second 1 MiB buffer, as big as B (its hashes stay on the device with `SMALL_CHUNK`).
+const B2: u64 = 0x70_0000;
+
+#[test]
+fn a_one_pass_restore_that_fails_part_way_is_checked_and_written_again() {
+    let (fake, inv) = with_b();
+    fake.add_alloc(B2, B_LEN, GPU, Some(4));
+    inv.record_alloc(B2, B_LEN as u64, GPU);
+    fake.enable_device(1 << 30, true, false);
+    // The first one-pass restore writes X, Y and B back, then fails before B2.
+    fake.fail_one_pass_before.store(B2, Ordering::SeqCst);
+    let before = fake.read(B, B_LEN);
+    let both: FakeDispatch = Box::new(|f: &FakeBackend| {
+        scattered()(f);
+        f.write(B2 + 5, &[1, 2, 3]);
+    });
+    let small = SnapshotPolicy {
+        chunk: SMALL_CHUNK,
+        ..policy(PlacementPref::Device)
+    };
+    let (out, recs) = run_with(&fake, &inv, &both, 3, small);
+    assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
+    // Every pass saw the same inputs: one pass's writes at the end.
+    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+    let mut b2 = vec![0u8; B_LEN];
+    b2[5..8].copy_from_slice(&[1, 2, 3]);
+    assert_eq!(fake.read(B2, B_LEN), b2);
+    assert_eq!(fake.one_pass_restores.load(Ordering::SeqCst), 2);
+    let small = SMALL_CHUNK as u64;
+    let rs: Vec<(u64, u64)> = restores(&recs)
+        .iter()
+        .map(|r| (r.bytes, r.dirty_chunks))
+        .collect();
+    // The failed restore's fallback found B already written back by the failed call and
+    // wrote B2's chunk; the next restore did both in one pass.
+    assert_eq!(rs, [(small, 1), (4 * small, 4)]);
+    assert_eq!(fake.device_bytes_live(), 0);
 }

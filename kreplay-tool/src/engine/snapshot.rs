@@ -7,7 +7,8 @@
 //! numbers. Placement and check are chosen as `engine::placement` describes. Host memory held:
 //! the footprint once (host placements) plus, on the host-hash path, one scratch buffer of
 //! min(largest region, max(chunk, 1 MiB)) bytes reused by every restore, plus 16 bytes of
-//! hash per chunk (0.1% of the footprint at the default 16 KiB chunks). With an arena
+//! hash per chunk (0.1% of the footprint at the default 16 KiB chunks; on the device-hash path
+//! those hashes live in one device buffer per snapshot when the backend can keep them there). With an arena
 //! (`engine::arena`) the buffers outlive the snapshot and are reused by the next one of the
 //! same shape; the bound is the same.
 //!
@@ -56,8 +57,8 @@ pub struct Region {
     pub store: Store,
     /// One hash per chunk (host or device hashes per the snapshot's check; empty otherwise).
     pub hashes: Vec<Hash128>,
-    /// Device memory holding the region's device hashes instead of `hashes` (0: none); the
-    /// check then compares on the device. Freed with the snapshot.
+    /// Device address of the region's device hashes, in the snapshot's hash buffer, instead of
+    /// `hashes` (0: none); the check then compares on the device.
     pub dev_hashes: u64,
 }
 
@@ -148,6 +149,11 @@ pub struct Snapshot<'b, B: Backend> {
     pub(crate) skip_check: std::cell::Cell<bool>,
     /// The host-hash path's read buffer (reused by every restore) and its length.
     pub(crate) scratch: Option<(Store, usize)>,
+    /// Device memory holding every region's device hashes, 16 bytes per chunk (0: none; the
+    /// hashes are then kept on the host). One allocation per snapshot, freed with it.
+    dev_hash_buf: u64,
+    /// Chunks of `dev_hash_buf` given to regions so far.
+    dev_hash_used: usize,
     /// The device-hash path's per-chunk hashes of the live data when they are compared on the
     /// host, grown on first use and reused by every restore (a fresh megabyte per check cost
     /// page faults).
@@ -185,10 +191,8 @@ impl<B: Backend> Snapshot<'_, B> {
 
 impl<B: Backend> Drop for Snapshot<'_, B> {
     fn drop(&mut self) {
-        for r in &self.regions {
-            if r.dev_hashes != 0 {
-                self.backend.device_free(r.dev_hashes);
-            }
+        if self.dev_hash_buf != 0 {
+            self.backend.device_free(self.dev_hash_buf);
         }
         let bufs = self
             .regions
@@ -344,6 +348,8 @@ pub fn snap_in<'b, B: Backend>(
         skip_check: std::cell::Cell::new(false),
         scratch: None,
         check_buf: Default::default(),
+        dev_hash_buf: 0,
+        dev_hash_used: 0,
     };
     let wanted = match wanted(backend, inv, agent, &mut s.oversized_vars) {
         Ok(w) => w,
@@ -410,6 +416,8 @@ pub fn snap_in<'b, B: Backend>(
     }
     if s.check == Check::DeviceHash {
         warm_device_hash(&s, &wanted);
+        let chunks: usize = wanted.iter().map(|w| chunk_count(w.1, s.chunk)).sum();
+        s.dev_hash_buf = backend.device_alloc(chunks * 16).unwrap_or(0);
     }
     if let Some(a) = arena {
         a.clear(backend);
@@ -474,38 +482,29 @@ fn warm_device_hash<B: Backend>(s: &Snapshot<'_, B>, wanted: &[(u64, u64, Region
     }
 }
 
-/// Fewest chunks for which a region's device hashes stay on the device: below it a device
-/// allocation (and its free) per snapshot costs more than reading a few hashes back.
-pub const RESIDENT_MIN_CHUNKS: usize = 256;
-
-/// Hashes region `r` on the device: into device memory kept with the region when the backend
-/// can compare there and the region has [`RESIDENT_MIN_CHUNKS`] chunks (the check then reads
-/// back a flag per chunk), else into `r.hashes`.
+/// Hashes region `r` on the device: into `slot` (its place in the snapshot's device hash
+/// buffer, when there is one) when the backend can keep hashes there (the check then compares
+/// on the device and only a flag per chunk comes back, or restores in one pass), else into
+/// `r.hashes`.
 fn hash_on_device<B: Backend>(
     backend: &B,
     r: &mut Region,
     chunk: usize,
+    slot: Option<u64>,
 ) -> Result<bool, BackendError> {
     let (addr, size) = (r.addr, r.size as usize);
-    let chunks = chunk_count(r.size, chunk);
-    let resident = (chunks >= RESIDENT_MIN_CHUNKS)
-        .then(|| backend.device_alloc(chunks * 16))
-        .flatten();
-    if let Some(dst) = resident {
+    if let Some(dst) = slot {
         match backend.hash_chunks_into_device(addr, size, chunk, dst) {
             Ok(true) => {
                 r.dev_hashes = dst;
                 return Ok(true);
             }
-            other => {
-                tracing::debug!(
-                    "kreplay: device-resident hashes of {addr:#x}: {other:?}; keeping them on the host"
-                );
-                backend.device_free(dst);
-            }
+            other => tracing::debug!(
+                "kreplay: device-resident hashes of {addr:#x}: {other:?}; keeping them on the host"
+            ),
         }
     }
-    r.hashes.resize(chunks, [0; 2]);
+    r.hashes.resize(chunk_count(r.size, chunk), [0; 2]);
     backend.hash_chunks_on_device(addr, size, chunk, &mut r.hashes)
 }
 
@@ -517,9 +516,11 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
         .scratch
         .as_ref()
         .and_then(|(st, n)| Some((st.host_ptr()?, *n)));
+    let slot = (s.dev_hash_buf != 0).then(|| s.dev_hash_buf + 16 * s.dev_hash_used as u64);
     let Some(r) = s.regions.last_mut() else {
         return Ok(());
     };
+    s.dev_hash_used += chunk_count(r.size, chunk);
     let (addr, size) = (r.addr, r.size as usize);
     let want_hashes = matches!(check, Check::HostHash | Check::DeviceHash);
     if want_hashes
@@ -564,7 +565,7 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
     match check {
         Check::DeviceHash => {
             let t = now_ns();
-            let hashed = hash_on_device(backend, r, chunk);
+            let hashed = hash_on_device(backend, r, chunk, slot);
             s.hash_ns += now_ns() - t;
             match hashed {
                 Ok(true) => s.bytes_hashed += size as u64,

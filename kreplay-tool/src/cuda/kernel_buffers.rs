@@ -1,0 +1,120 @@
+//! The device and pinned host buffers kreplay's CUDA kernels use, kept per context between
+//! checks and restores (allocating and freeing them around every call cost more than the
+//! kernels): the per-chunk kernels' output and the run-copy kernel's table, grown to a power of
+//! two, and reading results back through the pinned side.
+
+use core::ffi::c_void;
+use std::collections::HashMap;
+use std::sync::MutexGuard;
+
+use super::backend::{CudaBackend, check};
+use super::ffi::*;
+use crate::engine::backend::BackendError;
+
+/// Buffers kreplay's kernels use in one context, kept for the process's life (a few bytes per
+/// chunk of the largest region checked, 24 bytes per piece of the largest restore).
+#[derive(Default)]
+pub struct Scratch {
+    /// The per-chunk kernels' output.
+    pub out: Buffer,
+    /// The run-copy kernel's table of runs.
+    pub runs: Buffer,
+}
+
+/// Device memory and a pinned host buffer of `cap` bytes each.
+pub struct Buffer {
+    /// Device memory.
+    pub dev: u64,
+    /// Pinned host memory, or null when pinning failed (copies then use pageable memory).
+    pub host: *mut u8,
+    /// Bytes each side holds.
+    pub cap: usize,
+}
+
+impl Default for Buffer {
+    fn default() -> Self {
+        Self {
+            dev: 0,
+            host: core::ptr::null_mut(),
+            cap: 0,
+        }
+    }
+}
+
+// SAFETY: `host` is pinned memory owned by this buffer, used only under the scratch lock.
+unsafe impl Send for Buffer {}
+
+impl CudaBackend<'_> {
+    /// The scratch buffers of every context, locked (the lock also serializes the kernels
+    /// that use them), and the current context's key.
+    pub(super) fn scratch(
+        &self,
+    ) -> Result<(MutexGuard<'_, HashMap<usize, Scratch>>, usize), BackendError> {
+        let d = &self.tool().driver;
+        let mut ctx: CUcontext = core::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut ctx) })?;
+        let all = self
+            .tool()
+            .kernels
+            .scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        Ok((all, ctx as usize))
+    }
+
+    /// Reads `out.len()` bytes of device memory at `src` into `out`, through `b`'s pinned
+    /// buffer when it has one (at least `out.len()` bytes: the caller reserved them).
+    pub(super) fn read_back(
+        &self,
+        b: &Buffer,
+        src: u64,
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        let d = &self.tool().driver;
+        let dst = if b.host.is_null() {
+            out.as_mut_ptr()
+        } else {
+            b.host
+        };
+        // SAFETY: dst holds at least out.len() bytes (out itself, or the pinned buffer the
+        // caller reserved); src is the caller's device range of that length.
+        check("cuMemcpyDtoH_v2", unsafe {
+            (d.memcpy_dtoh)(dst as *mut c_void, src, out.len())
+        })?;
+        if !b.host.is_null() {
+            // SAFETY: the pinned buffer now holds out.len() initialized bytes; no overlap.
+            unsafe { core::ptr::copy_nonoverlapping(b.host, out.as_mut_ptr(), out.len()) };
+        }
+        Ok(())
+    }
+
+    /// Grows `b` to at least `len` bytes (a power of two, so a run of growing regions
+    /// reallocates rarely).
+    pub(super) fn reserve(&self, b: &mut Buffer, len: usize) -> Result<(), BackendError> {
+        if b.cap >= len {
+            return Ok(());
+        }
+        let d = &self.tool().driver;
+        if b.dev != 0 {
+            self.device_free_copy(b.dev);
+        }
+        if !b.host.is_null() {
+            // SAFETY: b.host came from cuMemAllocHost and nothing uses it any more.
+            let _ = unsafe { (d.mem_free_host)(b.host as *mut c_void) };
+        }
+        *b = Buffer::default();
+        let cap = len.next_power_of_two();
+        b.dev = self.device_alloc_copy(cap).ok_or(BackendError::Call {
+            call: "cuMemAlloc_v2(kreplay kernel buffer)",
+            status: ERROR_OUT_OF_MEMORY,
+        })?;
+        let mut host: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid out-pointer; on failure host stays null and pageable memory is used.
+        if unsafe { (d.mem_alloc_host)(&mut host, cap) } == SUCCESS {
+            b.host = host as *mut u8;
+        }
+        b.cap = cap;
+        Ok(())
+    }
+}
