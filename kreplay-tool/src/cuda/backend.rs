@@ -11,7 +11,7 @@ use super::ffi::*;
 use super::launch::Launch;
 use super::state::{CudaTool, ModuleKind};
 use crate::engine::backend::{
-    Backend, BackendError, DeviceRestore, HostBuf, ModuleVar, PointerInfo,
+    Backend, BackendError, DeviceRestore, HostBuf, ModuleVar, PointerInfo, Written,
 };
 
 /// Variables larger than this are skipped with a warning (as on HSA).
@@ -343,9 +343,9 @@ impl Backend for CudaBackend<'_> {
         &self,
         jobs: &[DeviceRestore],
         chunk: usize,
-        dirty_out: &mut [bool],
+        written: &mut [Written],
     ) -> Result<bool, BackendError> {
-        self.restore_changed(jobs, chunk, dirty_out)
+        self.restore_changed(jobs, chunk, written)
     }
 
     fn compare_chunks_on_device(

@@ -19,7 +19,7 @@ use std::sync::{Mutex, OnceLock};
 use super::backend::{CudaBackend, check};
 use super::ffi::*;
 use super::kernel_buffers::Scratch;
-use crate::engine::backend::{BackendError, DeviceRestore};
+use crate::engine::backend::{BackendError, DeviceRestore, Written};
 
 /// The PTX of `kernels.cu`.
 const KERNELS_PTX: &str = concat!(include_str!("kernels.ptx"), "\0");
@@ -454,7 +454,7 @@ impl CudaBackend<'_> {
         &self,
         jobs: &[DeviceRestore],
         chunk: usize,
-        dirty: &mut [bool],
+        written: &mut [Written],
     ) -> Result<bool, BackendError> {
         let Some(restore) = self.kernels().and_then(|k| k.restore) else {
             return Ok(false);
@@ -464,10 +464,8 @@ impl CudaBackend<'_> {
         if total == 0 || chunk == 0 {
             return Ok(true);
         }
-        if dirty.len() < total {
-            return Err(BackendError::Unsupported(
-                "dirty flags shorter than the jobs' chunk count",
-            ));
+        if written.len() < jobs.len() {
+            return Err(BackendError::Unsupported("fewer results than jobs"));
         }
         let (mut all, ctx) = self.scratch()?;
         let s = &mut all.entry(ctx).or_default().out;
@@ -492,11 +490,27 @@ impl CudaBackend<'_> {
             }
             at += *n as u64;
         }
-        // A kernel's failure surfaces at the wait, before any flag is trusted.
-        let mut flags = vec![0u8; total];
-        self.synchronize()?;
-        self.read_back(s, s.dev, &mut flags)?;
-        set_flags(dirty, &flags);
+        // The flags are read where they land (the pinned buffer, else a vector) and only
+        // counted: the read, on the launches' stream, waits for them and fails when they did.
+        let mut fallback = Vec::new();
+        let flags: &[u8] = if s.host.is_null() {
+            fallback.resize(total, 0u8);
+            self.read_back(s, s.dev, &mut fallback)?;
+            &fallback
+        } else {
+            // SAFETY: the pinned buffer holds at least `total` bytes (reserved above).
+            check("cuMemcpyDtoH_v2", unsafe {
+                (self.tool().driver.memcpy_dtoh)(s.host as *mut c_void, s.dev, total)
+            })?;
+            // SAFETY: the copy above initialized `total` bytes of the pinned buffer, which
+            // nothing else uses while the scratch lock is held.
+            unsafe { core::slice::from_raw_parts(s.host, total) }
+        };
+        let mut from = 0;
+        for ((j, n), w) in jobs.iter().zip(&chunks).zip(written.iter_mut()) {
+            *w = Written::from_flags(&flags[from..from + n], j.len, chunk);
+            from += n;
+        }
         Ok(true)
     }
 }

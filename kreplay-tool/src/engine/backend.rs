@@ -74,6 +74,29 @@ pub struct DeviceRestore {
     pub expected: u64,
 }
 
+/// What [`Backend::restore_changed_on_device`] wrote back in one region.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Chunks written back.
+    pub chunks: u64,
+    /// Their bytes (the region's last chunk may be short).
+    pub bytes: u64,
+}
+
+impl Written {
+    /// The chunks flagged non-zero in `flags` (one per chunk of a region of `len` bytes in
+    /// chunks of `chunk` bytes) and their bytes.
+    pub fn from_flags(flags: &[u8], len: usize, chunk: usize) -> Self {
+        let chunks = flags.iter().filter(|f| **f != 0).count() as u64;
+        let mut bytes = chunks * chunk as u64;
+        let tail = len % chunk;
+        if tail != 0 && flags.last().is_some_and(|f| *f != 0) {
+            bytes -= (chunk - tail) as u64;
+        }
+        Self { chunks, bytes }
+    }
+}
+
 /// The narrow runtime interface of the replay engine.
 pub trait Backend {
     /// One dispatch as the backend submits it (HSA: the AQL packet and the queue's writer).
@@ -196,17 +219,44 @@ pub trait Backend {
     /// Restores, for every job, the chunks of its live region whose hash (as
     /// [`Backend::hash_chunks_into_device`] computes it) differs from the snapshot's hashes at
     /// `expected`, copying them from the job's device copy, in one pass over the live bytes
-    /// on the device: no hashes or runs go through the host. Sets `dirty_out` (the jobs'
-    /// chunks one after another) to which chunks were written back. Complete when it returns.
-    /// `Ok(false)`: unsupported, nothing written. On `Err` some chunks may have been written
-    /// back already (with the snapshot's bytes, so checking and writing again is safe).
+    /// on the device: no hashes or runs go through the host. Sets `written[i]` to what job `i`
+    /// wrote back. Complete when it returns. `Ok(false)`: unsupported, nothing written. On
+    /// `Err` some chunks may have been written back already (with the snapshot's bytes, so
+    /// checking and writing again is safe).
     fn restore_changed_on_device(
         &self,
         jobs: &[DeviceRestore],
         chunk: usize,
-        dirty_out: &mut [bool],
+        written: &mut [Written],
     ) -> Result<bool, BackendError> {
-        let _ = (jobs, chunk, dirty_out);
+        let _ = (jobs, chunk, written);
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Written;
+
+    #[test]
+    fn written_counts_flagged_chunks_and_a_short_last_chunk_by_its_length() {
+        let k = 4096;
+        // Chunks 1 and 3 of a region whose last chunk holds 100 bytes.
+        assert_eq!(
+            Written::from_flags(&[0, 1, 0, 7], 3 * k + 100, k),
+            Written {
+                chunks: 2,
+                bytes: k as u64 + 100
+            }
+        );
+        // A short last chunk that was not written does not shorten the count.
+        assert_eq!(
+            Written::from_flags(&[1, 1, 0], 2 * k + 1, k),
+            Written {
+                chunks: 2,
+                bytes: 2 * k as u64
+            }
+        );
+        assert_eq!(Written::from_flags(&[0, 0], 2 * k, k), Written::default());
     }
 }

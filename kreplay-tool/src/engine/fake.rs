@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
-use super::backend::{Backend, BackendError, DeviceRestore, HostBuf, ModuleVar, PointerInfo};
+use super::backend::{
+    Backend, BackendError, DeviceRestore, HostBuf, ModuleVar, PointerInfo, Written,
+};
 
 struct Alloc {
     bytes: Vec<u8>,
@@ -432,7 +434,7 @@ impl Backend for FakeBackend {
         &self,
         jobs: &[DeviceRestore],
         chunk: usize,
-        dirty_out: &mut [bool],
+        written: &mut [Written],
     ) -> Result<bool, BackendError> {
         if self.no_one_pass_restore.load(Ordering::SeqCst)
             || self.no_resident_hashes.load(Ordering::SeqCst)
@@ -442,8 +444,7 @@ impl Backend for FakeBackend {
         }
         let first = self.one_pass_restores.fetch_add(1, Ordering::SeqCst) == 0;
         let fail_at = self.fail_one_pass_before.load(Ordering::SeqCst);
-        let mut flags = dirty_out.iter_mut();
-        for j in jobs {
+        for (j, out) in jobs.iter().zip(written.iter_mut()) {
             if first && j.live == fail_at {
                 return Err(BackendError::Call {
                     call: "cuLaunchKernel(kreplay_restore_changed)",
@@ -454,20 +455,19 @@ impl Backend for FakeBackend {
             let mut now = vec![[0u64; 2]; chunks];
             self.hash_chunks_on_device(j.live, j.len, chunk, &mut now)?;
             let was = self.with_range(j.expected, chunks * 16, |s| s.to_vec())?;
+            let mut flags = vec![0u8; chunks];
             for (c, (h, w)) in now.iter().zip(was.chunks_exact(16)).enumerate() {
                 let w = [
                     u64::from_le_bytes(w[..8].try_into().unwrap()),
                     u64::from_le_bytes(w[8..].try_into().unwrap()),
                 ];
-                let changed = *h != w;
-                if changed {
+                if *h != w {
                     let (off, len) = (c * chunk, chunk.min(j.len - c * chunk));
                     self.copy_d2d(j.live + off as u64, j.copy + off as u64, len)?;
-                }
-                if let Some(d) = flags.next() {
-                    *d = changed;
+                    flags[c] = 1;
                 }
             }
+            *out = Written::from_flags(&flags, j.len, chunk);
         }
         Ok(true)
     }

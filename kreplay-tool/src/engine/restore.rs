@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::backend::{Backend, BackendError, DeviceRestore};
+use super::backend::{Backend, BackendError, DeviceRestore, Written};
 use super::chunks::{DirtyRuns, chunk_count, hash_chunk, read_in_pieces};
 use super::inventory::{Entry, Inventory};
 use super::placement::{Check, Store};
@@ -252,10 +252,9 @@ fn restore_in_one_pass<B: Backend>(
         return (done, 0);
     }
     let jobs: Vec<DeviceRestore> = picked.iter().map(|p| p.1).collect();
-    let chunk = snap.chunk;
-    let mut dirty = vec![false; jobs.iter().map(|j| chunk_count(j.len as u64, chunk)).sum()];
+    let mut written = vec![Written::default(); jobs.len()];
     let t = now_ns();
-    let result = backend.restore_changed_on_device(&jobs, chunk, &mut dirty);
+    let result = backend.restore_changed_on_device(&jobs, snap.chunk, &mut written);
     st.check_ns += now_ns() - t;
     match result {
         Ok(true) => {}
@@ -267,23 +266,13 @@ fn restore_in_one_pass<B: Backend>(
             return (done, 0);
         }
     }
-    let mut flags = dirty.into_iter();
-    let mut runs = DirtyRuns::default();
     let mut written_all = 0;
-    for (i, _) in &picked {
-        let r = &snap.regions[*i];
-        runs.clear();
-        for c in 0..chunk_count(r.size, chunk) {
-            if flags.next() == Some(true) {
-                runs.mark(c, chunk, r.size);
-            }
-        }
-        let written: u64 = runs.finish().iter().map(|&(_, len)| len).sum();
-        st.bytes_checked += r.size;
-        st.dirty_chunks += runs.chunks;
-        st.bytes += written;
-        st.regions += u64::from(written > 0);
-        written_all += written;
+    for ((i, j), w) in picked.iter().zip(&written) {
+        st.bytes_checked += j.len as u64;
+        st.dirty_chunks += w.chunks;
+        st.bytes += w.bytes;
+        st.regions += u64::from(w.bytes > 0);
+        written_all += w.bytes;
         done[*i] = true;
     }
     (done, written_all)
