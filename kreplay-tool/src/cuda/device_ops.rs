@@ -7,10 +7,8 @@
 //! random per-process seed (see `kernels.cu` and docs/replay-restore.md for the collision
 //! bound, about 2^-64 per changed chunk). Snapshot hashes stay in device memory and a check
 //! compares them there ([`CudaBackend::changed_on_device`]): one flag per chunk comes back. A
-//! device-resident snapshot is restored in one pass ([`CudaBackend::restore_changed`]): one
-//! kernel per region hashes each chunk, compares it and copies it back when it changed. The
-//! kernels' output and the restore's run table live in buffers kept per context
-//! (`kernel_buffers`).
+//! device-resident snapshot is restored in one pass (`one_pass`). The kernels' output and the
+//! restore's run table live in buffers kept per context (`kernel_buffers`).
 
 use core::ffi::c_void;
 use std::collections::HashMap;
@@ -19,7 +17,7 @@ use std::sync::{Mutex, OnceLock};
 use super::backend::{CudaBackend, check};
 use super::ffi::*;
 use super::kernel_buffers::Scratch;
-use crate::engine::backend::{BackendError, DeviceRestore, Written};
+use crate::engine::backend::BackendError;
 
 /// The PTX of `kernels.cu`.
 const KERNELS_PTX: &str = concat!(include_str!("kernels.ptx"), "\0");
@@ -28,14 +26,14 @@ const BLOCK: u32 = 256;
 /// Most blocks launched (the kernels stride over further chunks).
 const MAX_BLOCKS: u64 = 65_535;
 /// The one-pass restore kernel's launch, as errors name it.
-const RESTORE_CALL: &str = "cuLaunchKernel(kreplay_restore_changed)";
+pub(super) const RESTORE_CALL: &str = "cuLaunchKernel(kreplay_restore_regions)";
 /// Longest piece one block of the run-copy kernel copies.
 const MAX_RUN_PIECE: usize = 1 << 20;
 
 /// The hash kernel's key seed: random, once per process, so that no fixed data pattern defeats
 /// the hash (its collision bound holds for random keys; see kernels.cu). The snapshot's hashes
 /// and every later check's come from this process, so they share it.
-fn hash_seed() -> u64 {
+pub(super) fn hash_seed() -> u64 {
     static SEED: OnceLock<u64> = OnceLock::new();
     *SEED.get_or_init(|| {
         let mut seed = 0u64;
@@ -67,7 +65,7 @@ pub struct Kernels {
     copy_runs: usize,
     /// The one-pass restore (`None`: the PTX predates it; restores then check and copy in
     /// separate steps).
-    restore: Option<usize>,
+    pub restore: Option<usize>,
 }
 
 /// kreplay's kernels and their output buffers, by context.
@@ -83,7 +81,7 @@ pub struct KernelCache {
 
 impl CudaBackend<'_> {
     /// kreplay's kernels in the current context, loading them on first use.
-    fn kernels(&self) -> Option<Kernels> {
+    pub(super) fn kernels(&self) -> Option<Kernels> {
         let d = &self.tool().driver;
         let mut ctx: CUcontext = core::ptr::null_mut();
         // SAFETY: valid out-pointer.
@@ -114,7 +112,7 @@ impl CudaBackend<'_> {
                 compare: get(c"kreplay_compare_chunks")?,
                 hash: get(c"kreplay_hash_chunks")?,
                 copy_runs: get(c"kreplay_copy_runs")?,
-                restore: get(c"kreplay_restore_changed"),
+                restore: get(c"kreplay_restore_regions"),
             };
             self.prime(&k);
             Some(k)
@@ -139,7 +137,7 @@ impl CudaBackend<'_> {
             (k.copy_runs, "cuLaunchKernel(kreplay_copy_runs)", vec![0, 0]),
         ];
         if let Some(f) = k.restore {
-            launches.push((f, RESTORE_CALL, vec![0, 0, 0, 1, 0, 0, 0]));
+            launches.push((f, RESTORE_CALL, vec![0, 0, 0, 1, 0, 0]));
         }
         for (f, call, mut params) in launches {
             if let Err(e) = self.launch_no_wait(f, call, 1, &mut params) {
@@ -200,7 +198,7 @@ impl CudaBackend<'_> {
 
     /// [`Self::launch`] without the wait: a later launch on the same (default) stream runs
     /// after it.
-    fn launch_no_wait(
+    pub(super) fn launch_no_wait(
         &self,
         kernel: usize,
         call: &'static str,
@@ -418,99 +416,15 @@ impl CudaBackend<'_> {
         if pieces == 0 {
             return Ok(true);
         }
-        let bytes = table.len() * 8;
         let (mut all, ctx) = self.scratch()?;
         let b = &mut all.entry(ctx).or_default().runs;
-        self.reserve(b, bytes)?;
-        let src = if b.host.is_null() {
-            table.as_ptr() as *const c_void
-        } else {
-            // SAFETY: the pinned buffer holds at least `bytes` bytes; no overlap with table.
-            unsafe { core::ptr::copy_nonoverlapping(table.as_ptr().cast::<u8>(), b.host, bytes) };
-            b.host as *const c_void
-        };
-        // SAFETY: b.dev and src hold at least `bytes` bytes.
-        let r = check("cuMemcpyHtoD_v2", unsafe {
-            (self.tool().driver.memcpy_htod)(b.dev, src, bytes)
-        })
-        .and_then(|()| {
-            self.launch(
-                k.copy_runs,
-                "cuLaunchKernel(kreplay_copy_runs)",
-                pieces,
-                &mut [b.dev, pieces],
-            )
-        });
-        r.map(|()| true)
-    }
-
-    /// Restores every job's changed chunks in one pass each ([`Backend::restore_changed_on_device`]):
-    /// one launch of `kreplay_restore_changed` per job, all queued before one read of the
-    /// flags (one byte per chunk, the jobs' chunks one after another). `Ok(false)` when the
-    /// kernel is unavailable.
-    ///
-    /// [`Backend::restore_changed_on_device`]: crate::engine::backend::Backend::restore_changed_on_device
-    pub fn restore_changed(
-        &self,
-        jobs: &[DeviceRestore],
-        chunk: usize,
-        written: &mut [Written],
-    ) -> Result<bool, BackendError> {
-        let Some(restore) = self.kernels().and_then(|k| k.restore) else {
-            return Ok(false);
-        };
-        let chunks: Vec<usize> = jobs.iter().map(|j| j.len.div_ceil(chunk.max(1))).collect();
-        let total: usize = chunks.iter().sum();
-        if total == 0 || chunk == 0 {
-            return Ok(true);
-        }
-        if written.len() < jobs.len() {
-            return Err(BackendError::Unsupported("fewer results than jobs"));
-        }
-        let (mut all, ctx) = self.scratch()?;
-        let s = &mut all.entry(ctx).or_default().out;
-        self.reserve(s, total)?;
-        let mut at = 0u64;
-        for (j, n) in jobs.iter().zip(&chunks) {
-            if *n > 0 {
-                self.launch_no_wait(
-                    restore,
-                    RESTORE_CALL,
-                    *n as u64,
-                    &mut [
-                        j.live,
-                        j.copy,
-                        j.len as u64,
-                        chunk as u64,
-                        hash_seed(),
-                        j.expected,
-                        s.dev + at,
-                    ],
-                )?;
-            }
-            at += *n as u64;
-        }
-        // The flags are read where they land (the pinned buffer, else a vector) and only
-        // counted: the read, on the launches' stream, waits for them and fails when they did.
-        let mut fallback = Vec::new();
-        let flags: &[u8] = if s.host.is_null() {
-            fallback.resize(total, 0u8);
-            self.read_back(s, s.dev, &mut fallback)?;
-            &fallback
-        } else {
-            // SAFETY: the pinned buffer holds at least `total` bytes (reserved above).
-            check("cuMemcpyDtoH_v2", unsafe {
-                (self.tool().driver.memcpy_dtoh)(s.host as *mut c_void, s.dev, total)
-            })?;
-            // SAFETY: the copy above initialized `total` bytes of the pinned buffer, which
-            // nothing else uses while the scratch lock is held.
-            unsafe { core::slice::from_raw_parts(s.host, total) }
-        };
-        let mut from = 0;
-        for ((j, n), w) in jobs.iter().zip(&chunks).zip(written.iter_mut()) {
-            *w = Written::from_flags(&flags[from..from + n], j.len, chunk);
-            from += n;
-        }
+        self.upload(b, &table)?;
+        self.launch(
+            k.copy_runs,
+            "cuLaunchKernel(kreplay_copy_runs)",
+            pieces,
+            &mut [b.dev, pieces],
+        )?;
         Ok(true)
     }
 }

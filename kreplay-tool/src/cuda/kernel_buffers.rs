@@ -19,6 +19,25 @@ pub struct Scratch {
     pub out: Buffer,
     /// The run-copy kernel's table of runs.
     pub runs: Buffer,
+    /// The one-pass restore's job table and counters.
+    pub one_pass: OnePassBuffers,
+}
+
+/// The one-pass restore kernel's buffers (`one_pass`).
+#[derive(Default)]
+pub struct OnePassBuffers {
+    /// Its table of regions on the device.
+    pub jobs: Buffer,
+    /// The table last uploaded into `jobs` (empty: none): a replay restores the same
+    /// snapshot after every pass, so the table goes up once.
+    pub uploaded: Vec<u64>,
+    /// Its per-region counters, which the kernel only adds to.
+    pub counts: Buffer,
+    /// The counters' values as last read.
+    pub seen: Vec<u64>,
+    /// Whether the counters on the device equal `seen` (false at first and after a failed
+    /// call: they are zeroed before the next use).
+    pub synced: bool,
 }
 
 /// Device memory and a pinned host buffer of `cap` bytes each.
@@ -116,5 +135,23 @@ impl CudaBackend<'_> {
         }
         b.cap = cap;
         Ok(())
+    }
+
+    /// Copies `words` into `b`'s device memory (grown as needed), through its pinned side when
+    /// it has one.
+    pub(super) fn upload(&self, b: &mut Buffer, words: &[u64]) -> Result<(), BackendError> {
+        let bytes = core::mem::size_of_val(words);
+        self.reserve(b, bytes)?;
+        let src = if b.host.is_null() {
+            words.as_ptr() as *const c_void
+        } else {
+            // SAFETY: the pinned buffer holds at least `bytes` bytes; no overlap with `words`.
+            unsafe { core::ptr::copy_nonoverlapping(words.as_ptr().cast::<u8>(), b.host, bytes) };
+            b.host as *const c_void
+        };
+        // SAFETY: b.dev and src hold at least `bytes` bytes.
+        check("cuMemcpyHtoD_v2", unsafe {
+            (self.tool().driver.memcpy_htod)(b.dev, src, bytes)
+        })
     }
 }

@@ -130,28 +130,46 @@ __device__ __forceinline__ void block_copy(unsigned char *__restrict__ dst,
   for (unsigned long long i = words * 16 + threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
 }
 
-// A whole device-resident restore of one region in one pass: each block hashes its chunk of
-// the live data `live` as kreplay_hash_chunks does, compares the hash with the snapshot's
-// (`expected`, 16 bytes per chunk, from kreplay_hash_chunks with the same seed), and when they
-// differ copies the chunk back from the snapshot copy `copy` and sets dirty[c]. Neither the
-// hashes nor a list of runs go through the host: a restore is one launch and one read of the
-// flags. Unchanged chunks are read once; changed ones are read, then rewritten from the copy.
-extern "C" __global__ void kreplay_restore_changed(unsigned char *live, const unsigned char *copy,
-                                                   unsigned long long len, unsigned long long chunk,
+// A whole device-resident restore in one pass and one launch. `jobs` holds `njobs` regions
+// of 6 words each: live address, snapshot copy address, length, address of the snapshot's
+// hashes (16 bytes per chunk, from kreplay_hash_chunks with the same seed), index of the
+// region's first chunk among all `total` chunks (increasing), unused. Each block takes a
+// chunk, finds its region, hashes the live chunk as kreplay_hash_chunks does, compares the
+// hash with the snapshot's and, when they differ, copies the chunk back from the copy and adds
+// 1 and its length to counts[2j] and counts[2j + 1] (never reset: the host reads the growth).
+// Neither hashes nor runs go through the host. Unchanged chunks are read once; changed ones
+// are read, then rewritten from the copy.
+extern "C" __global__ void kreplay_restore_regions(const unsigned long long *jobs,
+                                                   unsigned long long njobs,
+                                                   unsigned long long total,
+                                                   unsigned long long chunk,
                                                    unsigned long long seed,
-                                                   const unsigned long long *expected,
-                                                   unsigned char *dirty) {
+                                                   unsigned long long *counts) {
   __shared__ unsigned long long s0[32], s1[32];
   __shared__ int changed;
   const unsigned seed0 = (unsigned)seed, seed1 = (unsigned)(seed >> 32);
-  for (unsigned long long c = blockIdx.x; c * chunk < len; c += gridDim.x) {
-    unsigned long long start = c * chunk;
+  for (unsigned long long g = blockIdx.x; g < total; g += gridDim.x) {
+    // The last region whose first chunk is at or before g (regions of length 0 share their
+    // successor's first chunk and are passed over).
+    unsigned long long lo = 0, hi = njobs;
+    while (hi - lo > 1) {
+      unsigned long long mid = (lo + hi) / 2;
+      if (jobs[6 * mid + 4] <= g) lo = mid; else hi = mid;
+    }
+    const unsigned long long *job = jobs + 6 * lo;
+    unsigned char *live = (unsigned char *)job[0];
+    const unsigned char *copy = (const unsigned char *)job[1];
+    const unsigned long long len = job[2], *expected = (const unsigned long long *)job[3];
+    unsigned long long c = g - job[4], start = c * chunk;
     unsigned long long n = len - start < chunk ? len - start : chunk;
     unsigned long long t0, t1;
     chunk_hash(live + start, n, seed0, seed1, s0, s1, t0, t1);
     if (threadIdx.x == 0) {
       changed = t0 != expected[2 * c] || t1 != expected[2 * c + 1];
-      dirty[c] = changed ? 1 : 0;
+      if (changed) {
+        atomicAdd(counts + 2 * lo, 1ull);
+        atomicAdd(counts + 2 * lo + 1, n);
+      }
     }
     __syncthreads();
     if (changed) block_copy(live + start, copy + start, n);

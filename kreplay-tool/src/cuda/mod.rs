@@ -17,4 +17,5 @@ pub mod image;
 pub mod interpose;
 pub mod kernel_buffers;
 pub mod launch;
+pub mod one_pass;
 pub mod state;
