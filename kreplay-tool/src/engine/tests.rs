@@ -245,12 +245,37 @@ fn a_region_freed_before_restore_is_skipped_and_a_reallocation_is_not_written() 
 #[test]
 fn a_pass_that_writes_differently_is_reported_with_its_region_and_offset() {
     let (fake, inv) = setup();
+    let (out, recs) = run(&fake, &inv, &differing_writes(), 3);
+    assert_first_difference(out, &recs);
+}
+
+#[test]
+fn a_device_resident_replay_checks_determinism_on_the_device() {
+    let (fake, inv) = setup();
+    fake.enable_device(1 << 30, true, false);
+    let device = SnapshotPolicy {
+        placement: PlacementPref::Device,
+        ..SnapshotPolicy::default()
+    };
+    let (out, recs) = run_with(&fake, &inv, &differing_writes(), 3, device);
+    // Found at the same 4 KiB block as on the host path, and no byte of any pass's output
+    // (nor of the snapshot) was read to the host.
+    assert_first_difference(out, &recs);
+    assert_eq!(fake.d2h_bytes.load(Ordering::SeqCst), 0);
+}
+
+/// A dispatch whose passes write a different byte at Y + 5000 each time.
+fn differing_writes() -> FakeDispatch {
     let calls = AtomicU32::new(0);
-    let d: FakeDispatch = Box::new(move |f: &FakeBackend| {
+    Box::new(move |f: &FakeBackend| {
         let n = calls.fetch_add(1, Ordering::SeqCst);
         f.write(Y + 5000, &[n as u8 + 1]);
-    });
-    let (out, recs) = run(&fake, &inv, &d, 3);
+    })
+}
+
+/// Checks a replay of `differing_writes` over 3 passes: nondeterministic, reported once, at
+/// pass 1, region Y, the 4 KiB block holding offset 5000.
+fn assert_first_difference(out: Outcome, recs: &[Record]) {
     assert_eq!(
         out,
         Outcome::Replayed {
