@@ -3,7 +3,7 @@
 //! plain per-thread `Vec` as the floor.
 //!
 //! `cargo bench -p kreplay-tool --bench contention [-- --records N --threads 1,2,4 --runs R]`
-//! (`--only mutex|per-thread|floor|log` times one path, for profiling); the built binary also
+//! (`--only per-thread,log` times only the named columns, for profiling); the built binary also
 //! runs on its own. `KREPLAY_BENCH_OUT=file.json` saves the results.
 
 mod support;
@@ -42,7 +42,7 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
     let sync = Barrier::new(threads + 1);
     let pass = |rec: &Recorder, t: usize, pid: u32, tid: u32| {
         for i in 0..records {
-            rec.record_with(|| api_call(pid, tid, t as u64, i));
+            rec.record(api_call(pid, tid, t as u64, i));
         }
     };
     let measured = std::thread::scope(|s| {
@@ -52,14 +52,17 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
                 s.spawn(move || {
                     let (pid, tid) = (std::process::id(), current_tid());
                     pass(rec, t, pid, tid); // warm-up
-                    sync.wait(); // main merges and clears
+                    sync.wait(); // main clears
                     sync.wait(); // measured start
                     measure(|| pass(rec, t, pid, tid))
                 })
             })
             .collect();
         sync.wait();
-        rec.merge();
+        // Only `clear`: a merge here would pour the warm-up's rows (29 MB at 200k rows) into
+        // the merged list just before the measured pass, and the pass would then pay for
+        // evicting those dirty lines, a cost of this benchmark's one huge batch (the tool
+        // flushes every few thousand rows), not of recording.
         rec.clear();
         sync.wait();
         combine(workers.into_iter().map(|w| w.join().unwrap()))
@@ -122,7 +125,7 @@ fn run_log(threads: usize, records: u64) -> Pass {
         let pass = |log: &BlockLog<_>| {
             for i in 0..records {
                 // SAFETY: this thread owns `log` and is its only pusher.
-                unsafe { log.push_with(|| api_call(pid, tid, t as u64, i)) };
+                unsafe { log.push(api_call(pid, tid, t as u64, i)) };
             }
         };
         pass(&log); // warm-up
@@ -173,11 +176,39 @@ fn combine(spans: impl Iterator<Item = Span>) -> Pass {
     }
 }
 
-/// The run of median wall time among `runs` runs of `one`.
-fn median(runs: usize, one: impl Fn() -> Pass) -> Pass {
-    let mut passes: Vec<Pass> = (0..runs).map(|_| one()).collect();
+/// The pass of median wall time, if any.
+fn median(mut passes: Vec<Pass>) -> Option<Pass> {
     passes.sort_by_key(|p| p.wall);
-    passes[runs / 2]
+    passes.get(passes.len() / 2).copied()
+}
+
+/// The columns, in the order each round times them.
+const COLUMNS: [&str; 4] = ["mutex", "per-thread", "floor", "log"];
+
+/// Times every column (or only those in the comma-separated `only`) at `threads` threads, `runs` rounds; each round times
+/// each column once, so that a change in the machine's load between columns shows in all of
+/// them alike rather than in one. Returns each column's median pass.
+fn time_columns(
+    threads: usize,
+    records: u64,
+    runs: usize,
+    only: Option<&str>,
+) -> [Option<Pass>; 4] {
+    let mut passes: [Vec<Pass>; 4] = Default::default();
+    for _ in 0..runs {
+        for (column, name) in COLUMNS.iter().enumerate() {
+            if only.is_some_and(|o| !o.split(',').any(|o| o == *name)) {
+                continue;
+            }
+            passes[column].push(match column {
+                0 => run(false, threads, records),
+                1 => run(true, threads, records),
+                2 => run_floor(threads, records),
+                _ => run_log(threads, records),
+            });
+        }
+    }
+    passes.map(median)
 }
 
 fn main() {
@@ -201,7 +232,8 @@ fn main() {
         load_average()
     ));
     report.line(format!(
-        "{records} ApiCall rows per thread, median of {runs} runs, after a warm-up pass\n"
+        "{records} ApiCall rows per thread, median of {runs} rounds (each round times every \
+         column once, in turn), each pass after a warm-up pass\n"
     ));
     report.line(
         "ns/op = wall time / all rows of all threads: the seed's measure (its per-thread path \
@@ -223,14 +255,7 @@ fn main() {
     run(false, 1, records.min(50_000));
     let mut rows = Vec::new();
     for &t in &threads {
-        let time = |name: &str, one: &dyn Fn() -> Pass| match only.as_deref() {
-            Some(o) if o != name => None,
-            _ => Some(median(runs, one)),
-        };
-        let mutex = time("mutex", &|| run(false, t, records));
-        let local = time("per-thread", &|| run(true, t, records));
-        let floor = time("floor", &|| run_floor(t, records));
-        let log = time("log", &|| run_log(t, records));
+        let [mutex, local, floor, log] = time_columns(t, records, runs, only.as_deref());
         let wall =
             |p: Option<Pass>| p.map_or(f64::NAN, |p| p.wall.as_nanos() as f64 / records as f64);
         let op = |p: Option<Pass>| wall(p) / t as f64;

@@ -29,7 +29,7 @@ fn round(rec: &Recorder, shape: &Shape) {
                 s.spawn(move || {
                     let (pid, tid) = (std::process::id(), current_tid());
                     for i in 0..shape.rows {
-                        rec.record_with(|| api_call(pid, tid, t, i));
+                        rec.record(api_call(pid, tid, t, i));
                         rec.record_correlation(t << 32 | i, i * 7 + t);
                     }
                 })

@@ -15,25 +15,40 @@ use super::lock;
 /// Records per block.
 pub const BLOCK_LEN: usize = 256;
 
-/// `BLOCK_LEN` slots; `[0, taken)` moved out by the drainer, `[taken, len)` live.
+/// `BLOCK_LEN` slots; `[0, taken)` moved out by the drainer, `[taken, len)` live. The slots
+/// sit in the block itself, so the owner reaches slot `n` with no load beyond the block's.
+#[repr(C)]
 struct Block<T> {
-    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
     /// Published slots. Stored only by the owner (Release), loaded by the drainer (Acquire).
     len: AtomicUsize,
     /// Slots already moved out. Touched only by the drainer, under the drain lock.
     taken: AtomicUsize,
+    slots: [UnsafeCell<MaybeUninit<T>>; BLOCK_LEN],
 }
 
 impl<T> Block<T> {
     fn new_raw() -> *mut Self {
-        let slots = (0..BLOCK_LEN)
-            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-            .collect();
-        Box::into_raw(Box::new(Self {
-            slots,
-            len: AtomicUsize::new(0),
-            taken: AtomicUsize::new(0),
-        }))
+        let mut block = Box::<Self>::new_uninit();
+        let p = block.as_mut_ptr();
+        // SAFETY: `p` points to the box's memory, valid for writes of a whole `Block`; the two
+        // counters are initialized here and the slots are `MaybeUninit`, which needs no
+        // initialization, so the block is then fully initialized.
+        unsafe {
+            (&raw mut (*p).len).write(AtomicUsize::new(0));
+            (&raw mut (*p).taken).write(AtomicUsize::new(0));
+            Box::into_raw(block.assume_init())
+        }
+    }
+
+    /// Slot `n` as a pointer to `T`.
+    ///
+    /// # Safety
+    /// `n < BLOCK_LEN`.
+    #[inline(always)]
+    unsafe fn slot(&self, n: usize) -> *mut T {
+        // SAFETY: the caller guarantees `n` is in bounds; `UnsafeCell<MaybeUninit<T>>` has
+        // `T`'s layout.
+        unsafe { self.slots.get_unchecked(n).get().cast::<T>() }
     }
 
     /// Moves the published, not yet taken slots into `sink`. Drainer only, under the drain lock.
@@ -62,19 +77,20 @@ impl<T> Drop for Block<T> {
     }
 }
 
-/// Moves `value` into `dst` in copies of at most 64 bytes.
+/// Copies the value at `src` into `dst` in pieces of at most 64 bytes.
 ///
 /// A plain `write` of a record larger than 128 bytes (an `ApiCall` row is 144) compiles to
-/// a call to libc's `memmove`, which costs the hot path about a quarter of its time;
-/// fixed-size pieces are inlined as vector moves.
+/// a call to libc's `memmove`; fixed-size pieces are inlined as moves. They also let the
+/// compiler, once the push is inlined where the row is built, store the row's fields straight
+/// into the slot instead of building it on the stack and copying it.
 ///
 /// # Safety
-/// `dst` must be valid for writes of one `T` and not overlap `value`.
+/// `src` must be valid for reads and `dst` for writes of one `T`, and they must not overlap.
+/// The value is duplicated bitwise: the caller must make sure only one copy is ever dropped.
 #[inline(always)]
-unsafe fn move_into<T>(dst: *mut T, value: T) {
+unsafe fn copy_into<T>(dst: *mut T, src: *const T) {
     const PIECE: usize = 64;
-    let value = std::mem::ManuallyDrop::new(value);
-    let src = (&*value as *const T).cast::<u8>();
+    let src = src.cast::<u8>();
     let dst = dst.cast::<u8>();
     let size = size_of::<T>();
     let mut off = 0;
@@ -83,8 +99,7 @@ unsafe fn move_into<T>(dst: *mut T, value: T) {
         unsafe { std::ptr::copy_nonoverlapping(src.add(off), dst.add(off), PIECE) };
         off += PIECE;
     }
-    // SAFETY: as above, for the remaining `size - off` bytes. The value's ownership moved to
-    // `dst`; `ManuallyDrop` keeps it from being dropped here.
+    // SAFETY: as above, for the remaining `size - off` bytes.
     unsafe { std::ptr::copy_nonoverlapping(src.add(off), dst.add(off), size - off) };
 }
 
@@ -166,8 +181,55 @@ impl<T> BlockLog<T> {
     /// Only one thread, the log's owner, may ever call `push` on a given log.
     #[inline]
     pub unsafe fn push(&self, value: T) -> Pushed {
-        // SAFETY: the caller upholds `push_with`'s contract, which is `push`'s.
-        unsafe { self.push_with(|| value) }
+        let value = std::mem::ManuallyDrop::new(value);
+        // SAFETY: the caller upholds `push_from`'s contract, and `value` is valid and is
+        // never used again once the log took it.
+        let pushed = unsafe { self.push_from(&*value) };
+        if pushed == Pushed::Dropped {
+            drop(std::mem::ManuallyDrop::into_inner(value));
+        }
+        pushed
+    }
+
+    /// Appends the value at `src` by copying it, once, straight into its slot: the log then
+    /// owns it, unless the result is [`Pushed::Dropped`] (nothing copied, `*src` still the
+    /// caller's). Taking a pointer instead of a value spares a 144-byte row the extra copy
+    /// that moving it through a by-value parameter costs.
+    ///
+    /// # Safety
+    /// Only one thread, the log's owner, may ever push to a given log. `src` must be valid for
+    /// reads of one `T`; unless the result is `Dropped`, the caller must not use or drop
+    /// `*src` afterwards (`mem::forget` it).
+    #[inline(always)]
+    pub unsafe fn push_from(&self, src: *const T) -> Pushed {
+        let mut outcome = Pushed::Stored;
+        // SAFETY: `current` always points to a live block: only the owner (us) replaces it,
+        // and a replaced block lives on in `full` until a drain frees it.
+        let mut block = unsafe { &*self.current.load(Ordering::Relaxed) };
+        let mut n = block.len.load(Ordering::Relaxed);
+        if n == BLOCK_LEN {
+            match self.hand_off() {
+                Some((fresh, waiting)) => {
+                    // SAFETY: as above: `fresh` is now the current block.
+                    block = unsafe { &*fresh };
+                    n = 0;
+                    outcome = Pushed::HandedOff(waiting);
+                }
+                None => {
+                    self.count_drop();
+                    return Pushed::Dropped;
+                }
+            }
+        }
+        // SAFETY: `n < BLOCK_LEN` (a block's `len` never exceeds it, and a full one was just
+        // replaced); slot `n` is unpublished (`n == len`), so no drainer reads it, and only the
+        // owner writes slots. `src` is valid and cannot overlap a slot the log owns; the
+        // caller gives the value up (contract), and the Release store publishes it.
+        unsafe {
+            copy_into(block.slot(n), src);
+            block.len.store(n + 1, Ordering::Release);
+        }
+        outcome
     }
 
     /// Appends the value `make` returns; `make` is not called when the value would be
@@ -178,7 +240,7 @@ impl<T> BlockLog<T> {
     /// As [`BlockLog::push`]: only the log's owner thread may call it.
     #[inline]
     pub unsafe fn push_with(&self, make: impl FnOnce() -> T) -> Pushed {
-        // SAFETY: as below, `current` is live and only this owner thread writes it.
+        // SAFETY: as in `push`, `current` is live and only this owner thread writes it.
         let full = unsafe {
             (*self.current.load(Ordering::Relaxed))
                 .len
@@ -188,33 +250,8 @@ impl<T> BlockLog<T> {
             self.count_drop();
             return Pushed::Dropped;
         }
-        let value = make();
-        let mut outcome = Pushed::Stored;
-        let mut block = self.current.load(Ordering::Relaxed);
-        // SAFETY: `current` always points to a live block: only the owner (us) replaces it,
-        // and a replaced block lives on in `full` until a drain frees it.
-        let mut n = unsafe { (*block).len.load(Ordering::Relaxed) };
-        if n == BLOCK_LEN {
-            match self.hand_off() {
-                Some((fresh, waiting)) => {
-                    block = fresh;
-                    n = 0;
-                    outcome = Pushed::HandedOff(waiting);
-                }
-                None => {
-                    self.count_drop();
-                    return Pushed::Dropped;
-                }
-            }
-        }
-        // SAFETY: slot `n` of the current block is unpublished (`n == len`), so no drainer
-        // reads it, and only the owner writes slots; the Release store publishes it.
-        unsafe {
-            let b = &*block;
-            move_into((*b.slots[n].get()).as_mut_ptr(), value);
-            b.len.store(n + 1, Ordering::Release);
-        }
-        outcome
+        // SAFETY: the caller upholds `push`'s contract.
+        unsafe { self.push(make()) }
     }
 
     /// Owner only: counts one dropped value (load + store: no other thread writes it).
@@ -414,6 +451,55 @@ mod tests {
         drop(log);
         assert_eq!(Arc::strong_count(&marker), 1 + BLOCK_LEN + 5);
         drop(taken);
+        assert_eq!(Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
+    fn push_from_takes_a_value_only_when_it_stores_it() {
+        // One block may wait plus the current one: 2 * BLOCK_LEN values fit.
+        let log = BlockLog::new(BLOCK_LEN);
+        let marker = Arc::new(());
+        let mut outcomes = Vec::new();
+        for _ in 0..(2 * BLOCK_LEN + 3) {
+            let value = Arc::clone(&marker);
+            // SAFETY: this test thread is the only pusher; `value` is valid, and forgotten
+            // exactly when the log took it.
+            let pushed = unsafe { log.push_from(&value) };
+            if pushed == Pushed::Dropped {
+                drop(value);
+            } else {
+                std::mem::forget(value);
+            }
+            outcomes.push(pushed);
+        }
+        assert_eq!(
+            outcomes.iter().filter(|o| **o == Pushed::Dropped).count(),
+            3
+        );
+        assert_eq!(outcomes[BLOCK_LEN], Pushed::HandedOff(1));
+        assert_eq!(log.dropped(), 3);
+        // The log holds one reference per stored value; refused ones went back to the caller.
+        assert_eq!(Arc::strong_count(&marker), 1 + 2 * BLOCK_LEN);
+        let mut taken = Vec::new();
+        assert_eq!(log.drain(|v| taken.push(v)), 2 * BLOCK_LEN);
+        drop(taken);
+        assert_eq!(Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
+    fn push_drops_a_value_refused_at_the_cap_exactly_once() {
+        let log = BlockLog::new(BLOCK_LEN);
+        let marker = Arc::new(());
+        let mut dropped = 0;
+        for _ in 0..(2 * BLOCK_LEN + 5) {
+            // SAFETY: this test thread is the only pusher.
+            if unsafe { log.push(Arc::clone(&marker)) } == Pushed::Dropped {
+                dropped += 1;
+            }
+        }
+        assert_eq!(dropped, 5);
+        assert_eq!(Arc::strong_count(&marker), 1 + 2 * BLOCK_LEN);
+        drop(log);
         assert_eq!(Arc::strong_count(&marker), 1);
     }
 

@@ -99,6 +99,18 @@ pub fn local_buffer(
             return Some(NonNull::from(buffer));
         }
     }
+    local_buffer_slow(id, make, register)
+}
+
+/// `local_buffer` when `LAST` does not hold a registered buffer for `id`: the table search,
+/// creation and registration, out of line so that the hot path stays small.
+#[cold]
+#[inline(never)]
+fn local_buffer_slow(
+    id: u64,
+    make: impl FnOnce() -> ThreadBuffer,
+    register: impl FnOnce(&Arc<ThreadBuffer>),
+) -> Option<NonNull<ThreadBuffer>> {
     LOCAL
         .try_with(|table| {
             let mut table = table.try_borrow_mut().ok()?;
