@@ -12,7 +12,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use kreplay_tool::record::block_log::BlockLog;
-use kreplay_tool::record::{Recorder, RecorderConfig, current_tid};
+use kreplay_tool::record::{Recorder, RecorderConfig};
 use support::{
     Json, Report, api_call, arg, cores, load_average, machine, thread_cpu_ns, write_results,
 };
@@ -40,9 +40,9 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
         flush_threshold: usize::MAX,
     });
     let sync = Barrier::new(threads + 1);
-    let pass = |rec: &Recorder, t: usize, pid: u32, tid: u32| {
+    let pass = |rec: &Recorder, t: usize| {
         for i in 0..records {
-            rec.record(api_call(pid, tid, t as u64, i));
+            rec.record(api_call(t as u64, i));
         }
     };
     let measured = std::thread::scope(|s| {
@@ -50,11 +50,10 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
             .map(|t| {
                 let (rec, sync, pass) = (&rec, &sync, &pass);
                 s.spawn(move || {
-                    let (pid, tid) = (std::process::id(), current_tid());
-                    pass(rec, t, pid, tid); // warm-up
+                    pass(rec, t); // warm-up
                     sync.wait(); // main clears
                     sync.wait(); // measured start
-                    measure(|| pass(rec, t, pid, tid))
+                    measure(|| pass(rec, t))
                 })
             })
             .collect();
@@ -76,9 +75,9 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
     measured
 }
 
-/// Runs `body(thread index, pid, tid, start)` on `threads` threads; each calls `start()` once
+/// Runs `body(thread index, start)` on `threads` threads; each calls `start()` once
 /// its warm-up is done and returns its measured span (all start together).
-fn on_threads(threads: usize, body: impl Fn(usize, u32, u32, &dyn Fn()) -> Span + Sync) -> Pass {
+fn on_threads(threads: usize, body: impl Fn(usize, &dyn Fn()) -> Span + Sync) -> Pass {
     let sync = Barrier::new(threads + 1);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -88,7 +87,7 @@ fn on_threads(threads: usize, body: impl Fn(usize, u32, u32, &dyn Fn()) -> Span 
                     let start = || {
                         sync.wait();
                     };
-                    body(t, std::process::id(), current_tid(), &start)
+                    body(t, &start)
                 })
             })
             .collect();
@@ -100,11 +99,11 @@ fn on_threads(threads: usize, body: impl Fn(usize, u32, u32, &dyn Fn()) -> Span 
 /// The floor: each thread pushes the same rows into its own plain `Vec` (capacity reserved
 /// and warmed), with no recorder at all — what appending the row costs on this machine.
 fn run_floor(threads: usize, records: u64) -> Pass {
-    on_threads(threads, |t, pid, tid, start| {
+    on_threads(threads, |t, start| {
         let mut rows = Vec::with_capacity(records as usize);
         let pass = |rows: &mut Vec<_>| {
             for i in 0..records {
-                rows.push(api_call(pid, tid, t as u64, i));
+                rows.push(api_call(t as u64, i));
             }
         };
         pass(&mut rows); // warm-up
@@ -120,12 +119,12 @@ fn run_floor(threads: usize, records: u64) -> Pass {
 /// own (warmed, drained, so its blocks are recycled). Against the floor it prices the log's
 /// blocks; against the per-thread recorder, the lookup of the thread's buffer.
 fn run_log(threads: usize, records: u64) -> Pass {
-    on_threads(threads, |t, pid, tid, start| {
+    on_threads(threads, |t, start| {
         let log = BlockLog::new(records as usize);
         let pass = |log: &BlockLog<_>| {
             for i in 0..records {
                 // SAFETY: this thread owns `log` and is its only pusher.
-                unsafe { log.push(api_call(pid, tid, t as u64, i)) };
+                unsafe { log.push(api_call(t as u64, i)) };
             }
         };
         pass(&log); // warm-up
@@ -185,9 +184,14 @@ fn median(mut passes: Vec<Pass>) -> Option<Pass> {
 /// The columns, in the order each round times them.
 const COLUMNS: [&str; 4] = ["mutex", "per-thread", "floor", "log"];
 
-/// Times every column (or only those in the comma-separated `only`) at `threads` threads, `runs` rounds; each round times
-/// each column once, so that a change in the machine's load between columns shows in all of
-/// them alike rather than in one. Returns each column's median pass.
+/// Times every column (or only those in the comma-separated `only`) at `threads` threads,
+/// `runs` rounds; each round times each column once, so that a change in the machine's load
+/// shows in all columns alike rather than in one. Every pass runs in a fresh process (this
+/// binary with `--pass`): in one process a pass was slowed or sped up by what the pass before
+/// it left in the caches and the allocator (on the dev VM the block log alone ran at 10 ns
+/// after the floor column and at 17 ns, the per-thread recorder's figure, after the
+/// per-thread column). Round `r` starts at column `r % 4` all the same. Returns each
+/// column's median pass.
 fn time_columns(
     threads: usize,
     records: u64,
@@ -195,20 +199,62 @@ fn time_columns(
     only: Option<&str>,
 ) -> [Option<Pass>; 4] {
     let mut passes: [Vec<Pass>; 4] = Default::default();
-    for _ in 0..runs {
-        for (column, name) in COLUMNS.iter().enumerate() {
-            if only.is_some_and(|o| !o.split(',').any(|o| o == *name)) {
+    for round in 0..runs {
+        for column in (0..COLUMNS.len()).map(|c| (c + round) % COLUMNS.len()) {
+            let name = COLUMNS[column];
+            if only.is_some_and(|o| !o.split(',').any(|o| o == name)) {
                 continue;
             }
-            passes[column].push(match column {
-                0 => run(false, threads, records),
-                1 => run(true, threads, records),
-                2 => run_floor(threads, records),
-                _ => run_log(threads, records),
-            });
+            passes[column].push(pass_in_child(name, threads, records));
         }
     }
     passes.map(median)
+}
+
+/// Runs one pass of `column` in a fresh process and reads back its timing.
+fn pass_in_child(column: &str, threads: usize, records: u64) -> Pass {
+    let exe = std::env::current_exe().expect("the benchmark's own path");
+    let out = std::process::Command::new(&exe)
+        .args(["--pass", column, "--pass-threads"])
+        .arg(threads.to_string())
+        .arg("--records")
+        .arg(records.to_string())
+        .output()
+        .unwrap_or_else(|e| panic!("starting {} --pass {column}: {e}", exe.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "--pass {column} --pass-threads {threads} failed: {}{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nums: Vec<u64> = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pass "))
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    match nums[..] {
+        [wall_ns, cpu_ns] => Pass {
+            wall: Duration::from_nanos(wall_ns),
+            cpu_ns,
+        },
+        _ => panic!("no 'pass WALL_NS CPU_NS' line from --pass {column}: {stdout}"),
+    }
+}
+
+/// `--pass COLUMN --pass-threads T`: times one pass here and prints `pass WALL_NS CPU_NS`.
+fn run_one_pass(column: &str, threads: usize, records: u64) {
+    let pass = match column {
+        "mutex" => run(false, threads, records),
+        "per-thread" => run(true, threads, records),
+        "floor" => run_floor(threads, records),
+        "log" => run_log(threads, records),
+        other => panic!("--pass {other}: not one of {COLUMNS:?}"),
+    };
+    println!("pass {} {}", pass.wall.as_nanos(), pass.cpu_ns);
 }
 
 fn main() {
@@ -217,11 +263,18 @@ fn main() {
         .unwrap_or(200_000);
     let runs: usize = arg("--runs")
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
+        .unwrap_or(5)
         .max(1);
     let threads: Vec<usize> = arg("--threads")
         .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 2, 3, 4, 8, 16, 32]);
+    if let Some(column) = arg("--pass") {
+        let threads = arg("--pass-threads")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        run_one_pass(&column, threads, records);
+        return;
+    }
     let only = arg("--only");
     let cores = cores();
     let mut report = Report::default();
@@ -233,7 +286,8 @@ fn main() {
     ));
     report.line(format!(
         "{records} ApiCall rows per thread, median of {runs} rounds (each round times every \
-         column once, in turn), each pass after a warm-up pass\n"
+         column once, round r starting at column r mod 4), each pass in a fresh process after \
+         a warm-up pass\n"
     ));
     report.line(
         "ns/op = wall time / all rows of all threads: the seed's measure (its per-thread path \
@@ -250,9 +304,6 @@ fn main() {
          ns/record | floor CPU ns/record | log ns/op |",
     );
     report.line("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    // Warm the allocator and the code once, unmeasured.
-    run(true, 1, records.min(50_000));
-    run(false, 1, records.min(50_000));
     let mut rows = Vec::new();
     for &t in &threads {
         let [mutex, local, floor, log] = time_columns(t, records, runs, only.as_deref());

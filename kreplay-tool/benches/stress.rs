@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kreplay_tool::record::{Recorder, RecorderConfig, RecorderStats, current_tid};
+use kreplay_tool::record::{Recorder, RecorderConfig, RecorderStats};
 use support::{Json, Report, api_call, arg, machine, write_results};
 
 struct Shape {
@@ -27,9 +27,8 @@ fn round(rec: &Recorder, shape: &Shape) {
         let workers: Vec<_> = (0..shape.threads)
             .map(|t| {
                 s.spawn(move || {
-                    let (pid, tid) = (std::process::id(), current_tid());
                     for i in 0..shape.rows {
-                        rec.record(api_call(pid, tid, t, i));
+                        rec.record(api_call(t, i));
                         rec.record_correlation(t << 32 | i, i * 7 + t);
                     }
                 })

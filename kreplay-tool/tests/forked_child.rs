@@ -1,5 +1,5 @@
 //! A forked child of a recording process records nothing and takes no lock (its parent's
-//! other threads, which may hold them, are gone), and its thread id is its own.
+//! other threads, which may hold them, are gone), and its thread and process ids are its own.
 
 mod support;
 
@@ -7,13 +7,15 @@ use kreplay_tool::record;
 use support::call;
 
 #[test]
-fn a_forked_child_records_nothing_and_knows_its_own_tid() {
+fn a_forked_child_records_nothing_and_knows_its_own_tid_and_pid() {
     let rec = record::global();
     assert!(record::install_exit_flush());
     (0..100).for_each(|i| rec.record(call(i)));
     rec.merge();
     assert_eq!(rec.stats().rows, 100);
     let parent_tid = record::current_tid();
+    // Cached from here on; the child must not see this value.
+    assert_eq!(record::current_pid(), std::process::id());
 
     // SAFETY: the child only reads atomics and thread-locals, checks, and `_exit`s.
     let pid = unsafe { libc::fork() };
@@ -25,6 +27,8 @@ fn a_forked_child_records_nothing_and_knows_its_own_tid() {
             11
         } else if record::current_tid() != std::process::id() {
             12
+        } else if record::current_pid() != std::process::id() {
+            14
         } else {
             rec.record(call(7));
             rec.record_correlation(1, 2);
@@ -41,6 +45,7 @@ fn a_forked_child_records_nothing_and_knows_its_own_tid() {
     assert_eq!(libc::WEXITSTATUS(status), 0, "child check failed");
     // The parent keeps recording.
     assert!(rec.is_enabled());
+    assert_eq!(record::current_pid(), std::process::id());
     rec.record(call(100));
     rec.merge();
     assert_eq!(rec.stats().rows, 101);

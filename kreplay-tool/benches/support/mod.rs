@@ -6,14 +6,16 @@
 use std::fmt::Write as _;
 
 use kreplay_common::stream::{ApiCall, Record};
+use kreplay_tool::record::{current_pid, current_tid};
 
-/// A realistic row: one intercepted API call, as the tool records it (the caller has the
-/// pid and tid at hand, as the tool does: both are syscalls).
+/// A realistic row: one intercepted API call, built as the tool's call sites build theirs,
+/// with the process and thread ids looked up per row (`current_pid`, `current_tid`: cached,
+/// so no system call).
 #[inline]
-pub fn api_call(pid: u32, tid: u32, thread: u64, i: u64) -> Record {
+pub fn api_call(thread: u64, i: u64) -> Record {
     ApiCall {
-        pid,
-        tid,
+        pid: current_pid(),
+        tid: current_tid(),
         api: 12,
         enter_ns: 1_000_000 + i * 250,
         exit_ns: 1_000_000 + i * 250 + 180,

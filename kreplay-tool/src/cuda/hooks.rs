@@ -413,7 +413,7 @@ pub unsafe fn graph_launch(real: GraphLaunchFn, g: CUgraphExec, stream: CUstream
         let now = crate::engine::replay::now_ns();
         crate::record::global().record(
             kreplay_common::stream::Dispatch {
-                pid: std::process::id(),
+                pid: crate::record::current_pid(),
                 tid: crate::record::current_tid(),
                 agent: t.driver.current_device(),
                 queue: stream as u64,

@@ -200,7 +200,7 @@ unsafe fn replay_launch(t: &CudaTool, l: &Launch, device: u64, name: String) -> 
     let (grid, block, stream) = l.geometry();
     crate::record::global().record(
         Dispatch {
-            pid: std::process::id(),
+            pid: crate::record::current_pid(),
             tid: crate::record::current_tid(),
             agent: device,
             queue: stream,

@@ -233,7 +233,7 @@ fn dispatch_record(
     end: u64,
 ) -> Record {
     Dispatch {
-        pid: std::process::id(),
+        pid: crate::record::current_pid(),
         tid: origin.map_or_else(crate::record::current_tid, |o| o.tid),
         agent: ctx.agent,
         queue: ctx.queue,

@@ -17,12 +17,13 @@ mod process_hooks;
 mod recorder;
 mod sink;
 mod thread_buffer;
+mod thread_slot;
 
 #[cfg(test)]
 mod tests;
 
 pub use config::{ENV_OUTPUT_DIR, ENV_PER_THREAD, ENV_PER_THREAD_CAP, RecorderConfig};
-pub use process_hooks::{enter_teardown, install_exit_flush};
+pub use process_hooks::{current_pid, enter_teardown, install_exit_flush};
 pub use recorder::{DROPS_PER_THREAD, DROPS_SHARED, FlushStats, Recorder, RecorderStats};
 pub use sink::{StreamSink, flush_global, global, start_global_flusher};
 pub use thread_buffer::current_tid;

@@ -1,7 +1,7 @@
 //! One application thread's buffers and the thread-local table that finds them: the hot path
 //! of per-thread recording.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use kreplay_common::stream::{Correlation, Record};
 
 use super::block_log::BlockLog;
+use super::thread_slot::slot;
 
 /// A thread's rows and correlation records; the thread owns the push side of both logs.
 pub struct ThreadBuffer {
@@ -55,12 +56,15 @@ struct LocalEntry {
 impl Drop for LocalEntry {
     fn drop(&mut self) {
         // The fast path must never see a buffer whose table entry is gone.
-        let this = Arc::as_ptr(&self.buffer);
-        let _ = LAST.try_with(|last| {
-            if last.get().1 == this {
-                last.set((0, std::ptr::null()));
+        let slot = slot();
+        // SAFETY: entries are dropped on their own thread (the table is thread-local), and
+        // the slot is that thread's, valid for its whole life and used by it alone.
+        unsafe {
+            if (*slot).buffer == Arc::as_ptr(&self.buffer) {
+                (*slot).recorder = 0;
+                (*slot).buffer = std::ptr::null();
             }
-        });
+        }
         // The thread is exiting (or the recorder is gone): the registry's reference keeps the
         // buffer, and its rows, until the next merge drains and frees it.
         self.buffer.exited.store(true, Ordering::Release);
@@ -68,12 +72,9 @@ impl Drop for LocalEntry {
 }
 
 thread_local! {
+    /// This thread's buffers, one per recorder. The hot path does not read it: it reads the
+    /// buffer last returned from the thread's [`slot`], which an entry's drop clears.
     static LOCAL: RefCell<Vec<LocalEntry>> = const { RefCell::new(Vec::new()) };
-    /// The (recorder id, buffer) `local_buffer` last returned: the hot path's lookup, one
-    /// thread-local load with no destructor state to check. Points only at a buffer whose
-    /// `LOCAL` entry exists: an entry's drop clears it.
-    static LAST: Cell<(u64, *const ThreadBuffer)> = const { Cell::new((0, std::ptr::null())) };
-    static TID: Cell<u32> = const { Cell::new(0) };
 }
 
 /// This thread's buffer for recorder `id`, creating it with `make` and passing a fresh or
@@ -88,14 +89,15 @@ pub fn local_buffer(
     make: impl FnOnce() -> ThreadBuffer,
     register: impl FnOnce(&Arc<ThreadBuffer>),
 ) -> Option<NonNull<ThreadBuffer>> {
-    if let Ok((last_id, last)) = LAST.try_with(Cell::get)
-        && last_id == id
-        && !last.is_null()
-    {
-        // SAFETY: `LAST` points at a buffer kept alive by this thread's `LOCAL` entry for it
-        // (the entry's drop clears `LAST` first), and only this thread touches either.
-        let buffer = unsafe { &*last };
-        if buffer.registered.load(Ordering::Relaxed) {
+    let slot = slot();
+    // SAFETY: the slot is this thread's, valid for its whole life and used by it alone; its
+    // buffer, when not null, is kept alive by this thread's `LOCAL` entry for it (the entry's
+    // drop clears the slot first).
+    unsafe {
+        if (*slot).recorder == id
+            && let Some(buffer) = (*slot).buffer.as_ref()
+            && buffer.registered.load(Ordering::Relaxed)
+        {
             return Some(NonNull::from(buffer));
         }
     }
@@ -122,7 +124,13 @@ fn local_buffer_slow(
             if !buffer.registered.load(Ordering::Relaxed) {
                 register(buffer);
             }
-            let _ = LAST.try_with(|last| last.set((id, Arc::as_ptr(buffer))));
+            let slot = slot();
+            // SAFETY: the slot is this thread's and used by it alone; the buffer stays alive
+            // while its table entry exists, and removing the entry clears the slot.
+            unsafe {
+                (*slot).recorder = id;
+                (*slot).buffer = Arc::as_ptr(buffer);
+            }
             Some(NonNull::from(&**buffer))
         })
         .ok()
@@ -140,19 +148,22 @@ fn add_entry(table: &mut Vec<LocalEntry>, id: u64, buffer: ThreadBuffer) -> usiz
 }
 
 /// The calling thread's kernel thread id (cached per thread: gettid is a real syscall).
+#[inline]
 pub fn current_tid() -> u32 {
-    TID.try_with(|cached| {
-        if cached.get() == 0 {
-            cached.set(gettid());
+    let slot = slot();
+    // SAFETY: the slot is this thread's, valid for its whole life and used by it alone.
+    unsafe {
+        if (*slot).tid == 0 {
+            (*slot).tid = gettid();
         }
-        cached.get()
-    })
-    .unwrap_or_else(|_| gettid())
+        (*slot).tid
+    }
 }
 
 /// Forgets the cached thread id (in a forked child the surviving thread has a new one).
 pub fn forget_cached_tid() {
-    let _ = TID.try_with(|cached| cached.set(0));
+    // SAFETY: as in `current_tid`.
+    unsafe { (*slot()).tid = 0 };
 }
 
 fn gettid() -> u32 {
