@@ -40,6 +40,7 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
         flush_threshold: usize::MAX,
     });
     let sync = Barrier::new(threads + 1);
+    let done = Barrier::new(threads);
     let pass = |rec: &Recorder, t: usize| {
         for i in 0..records {
             rec.record(api_call(t as u64, i));
@@ -48,12 +49,16 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
     let measured = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
-                let (rec, sync, pass) = (&rec, &sync, &pass);
+                let (rec, sync, done, pass) = (&rec, &sync, &done, &pass);
                 s.spawn(move || {
                     pass(rec, t); // warm-up
                     sync.wait(); // main clears
                     sync.wait(); // measured start
-                    measure(|| pass(rec, t))
+                    let span = measure(|| pass(rec, t));
+                    // Exit (and free the thread's stack) only once every pass is over, as
+                    // the floor and log columns do (`on_threads`).
+                    done.wait();
+                    span
                 })
             })
             .collect();
@@ -75,19 +80,25 @@ fn run(per_thread: bool, threads: usize, records: u64) -> Pass {
     measured
 }
 
-/// Runs `body(thread index, start)` on `threads` threads; each calls `start()` once
-/// its warm-up is done and returns its measured span (all start together).
-fn on_threads(threads: usize, body: impl Fn(usize, &dyn Fn()) -> Span + Sync) -> Pass {
+/// Runs `body(thread index, start, finished)` on `threads` threads; each calls `start()` once
+/// its warm-up is done (all start together), `finished()` right after its measured pass (it
+/// returns once every thread's pass is over, so that no thread's checks and teardown run
+/// beside another's pass), and returns its measured span.
+fn on_threads(threads: usize, body: impl Fn(usize, &dyn Fn(), &dyn Fn()) -> Span + Sync) -> Pass {
     let sync = Barrier::new(threads + 1);
+    let done = Barrier::new(threads);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
-                let (sync, body) = (&sync, &body);
+                let (sync, done, body) = (&sync, &done, &body);
                 s.spawn(move || {
                     let start = || {
                         sync.wait();
                     };
-                    body(t, &start)
+                    let finished = || {
+                        done.wait();
+                    };
+                    body(t, &start, &finished)
                 })
             })
             .collect();
@@ -99,7 +110,7 @@ fn on_threads(threads: usize, body: impl Fn(usize, &dyn Fn()) -> Span + Sync) ->
 /// The floor: each thread pushes the same rows into its own plain `Vec` (capacity reserved
 /// and warmed), with no recorder at all — what appending the row costs on this machine.
 fn run_floor(threads: usize, records: u64) -> Pass {
-    on_threads(threads, |t, start| {
+    on_threads(threads, |t, start, finished| {
         let mut rows = Vec::with_capacity(records as usize);
         let pass = |rows: &mut Vec<_>| {
             for i in 0..records {
@@ -110,6 +121,7 @@ fn run_floor(threads: usize, records: u64) -> Pass {
         rows.clear();
         start();
         let span = measure(|| pass(&mut rows));
+        finished();
         assert_eq!(std::hint::black_box(&rows).len() as u64, records);
         span
     })
@@ -119,7 +131,7 @@ fn run_floor(threads: usize, records: u64) -> Pass {
 /// own (warmed, drained, so its blocks are recycled). Against the floor it prices the log's
 /// blocks; against the per-thread recorder, the lookup of the thread's buffer.
 fn run_log(threads: usize, records: u64) -> Pass {
-    on_threads(threads, |t, start| {
+    on_threads(threads, |t, start, finished| {
         let log = BlockLog::new(records as usize);
         let pass = |log: &BlockLog<_>| {
             for i in 0..records {
@@ -131,6 +143,7 @@ fn run_log(threads: usize, records: u64) -> Pass {
         assert_eq!(log.drain(|r| drop(std::hint::black_box(r))) as u64, records);
         start();
         let span = measure(|| pass(&log));
+        finished();
         assert_eq!(log.drain(|r| drop(std::hint::black_box(r))) as u64, records);
         span
     })
