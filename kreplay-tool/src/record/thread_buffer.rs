@@ -104,7 +104,7 @@ pub fn local_buffer(
     local_buffer_slow(id, make, register)
 }
 
-/// `local_buffer` when `LAST` does not hold a registered buffer for `id`: the table search,
+/// `local_buffer` when the slot does not hold a registered buffer for `id`: the table search,
 /// creation and registration, out of line so that the hot path stays small.
 #[cold]
 #[inline(never)]
