@@ -6,6 +6,8 @@
 # (`cargo xtask gpu-test --build-only`). Prints RESULT lines and a PASS/FAIL per run (the
 # program's device-side sum must be one pass's worth: every restore was complete).
 #   bash tests/gpu/restore_matrix.sh [MIB...]
+# MODES="name:flags|..." limits the kreplay modes; SKIP_CUPTI=1 leaves CUPTI out of
+# restore_bench.
 set -u
 C=.gpu-carry
 K=${KREPLAY_BIN:-$C/kreplay}
@@ -24,6 +26,8 @@ for mib in $sizes; do
   for pm in $permilles; do
     modes="default:|full:--restore full|pinned_full:--snapshot-placement pinned --restore full"
     case $mib in 1024|4096|8192) modes="$modes|compare:--device-check compare|pinned:--snapshot-placement pinned";; esac
+    # MODES="name:flags|..." runs only those (e.g. MODES="default:|full:--restore full").
+    modes=${MODES:-$modes}
     IFS='|' read -ra list <<< "$modes"
     for m in "${list[@]}"; do
       name=${mib}_${pm}_${m%%:*}

@@ -339,6 +339,10 @@ impl Backend for CudaBackend<'_> {
         self.changed_on_device(addr, len, chunk, expected, dirty_out)
     }
 
+    fn prepare_restore_on_device(&self, jobs: &[DeviceRestore], chunk: usize) {
+        self.prepare_restore(jobs, chunk);
+    }
+
     fn restore_changed_on_device(
         &self,
         jobs: &[DeviceRestore],

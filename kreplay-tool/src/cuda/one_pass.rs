@@ -36,13 +36,7 @@ impl CudaBackend<'_> {
         if written.len() < jobs.len() {
             return Err(BackendError::Unsupported("fewer results than jobs"));
         }
-        // Regions of length 0 have no chunks: they stay out of the table.
-        let mut table = Vec::with_capacity(jobs.len() * JOB_WORDS);
-        let mut total = 0u64;
-        for j in jobs.iter().filter(|j| j.len > 0) {
-            table.extend([j.live, j.copy, j.len as u64, j.expected, total, 0]);
-            total += j.len.div_ceil(chunk) as u64;
-        }
+        let (table, total) = job_table(jobs, chunk);
         written.iter_mut().for_each(|w| *w = Written::default());
         if total == 0 {
             return Ok(true);
@@ -66,18 +60,33 @@ impl CudaBackend<'_> {
         Ok(true)
     }
 
-    /// Launches the kernel over `table` and returns each region's (chunks, bytes) written.
-    fn run_one_pass(
-        &self,
-        b: &mut OnePassBuffers,
-        kernel: usize,
-        table: &[u64],
-        total: u64,
-        chunk: usize,
-    ) -> Result<Vec<[u64; 2]>, BackendError> {
-        let t0 = std::time::Instant::now();
-        let regions = table.len() / JOB_WORDS;
-        let counters = 2 * regions;
+    /// [`Backend::prepare_restore_on_device`]: the buffers, zeroed counters and job table of
+    /// [`Self::restore_changed`] for `jobs`, ready before the first restore.
+    ///
+    /// [`Backend::prepare_restore_on_device`]: crate::engine::backend::Backend::prepare_restore_on_device
+    pub fn prepare_restore(&self, jobs: &[DeviceRestore], chunk: usize) {
+        if chunk == 0 || self.kernels().and_then(|k| k.restore).is_none() {
+            return;
+        }
+        let (table, _) = job_table(jobs, chunk);
+        let ready = self.scratch().and_then(|(mut all, ctx)| {
+            let b = &mut all.entry(ctx).or_default().one_pass;
+            let r = self.ready(b, &table);
+            if r.is_err() {
+                b.synced = false;
+            }
+            r
+        });
+        if let Err(e) = ready {
+            tracing::debug!(
+                "kreplay: readying the one-pass restore failed ({e}); the first restore will"
+            );
+        }
+    }
+
+    /// Makes `b`'s counters known (zeroed when they are not) and its table `table`.
+    fn ready(&self, b: &mut OnePassBuffers, table: &[u64]) -> Result<(), BackendError> {
+        let counters = 2 * (table.len() / JOB_WORDS);
         if !b.synced || b.counts.cap < counters * 8 {
             self.reserve(&mut b.counts, counters * 8)?;
             let zeros = vec![0u64; b.counts.cap / 8];
@@ -90,6 +99,22 @@ impl CudaBackend<'_> {
             self.upload(&mut b.jobs, table)?;
             b.uploaded.extend_from_slice(table);
         }
+        Ok(())
+    }
+
+    /// Launches the kernel over `table` and returns each region's (chunks, bytes) written.
+    fn run_one_pass(
+        &self,
+        b: &mut OnePassBuffers,
+        kernel: usize,
+        table: &[u64],
+        total: u64,
+        chunk: usize,
+    ) -> Result<Vec<[u64; 2]>, BackendError> {
+        let t0 = std::time::Instant::now();
+        let regions = table.len() / JOB_WORDS;
+        let counters = 2 * regions;
+        self.ready(b, table)?;
         let t1 = std::time::Instant::now();
         self.launch_no_wait(
             kernel,
@@ -140,4 +165,16 @@ impl CudaBackend<'_> {
         );
         Ok(grown)
     }
+}
+
+/// The kernel's table for `jobs` (regions of length 0 have no chunks and stay out) and the
+/// chunks it covers.
+fn job_table(jobs: &[DeviceRestore], chunk: usize) -> (Vec<u64>, u64) {
+    let mut table = Vec::with_capacity(jobs.len() * JOB_WORDS);
+    let mut total = 0u64;
+    for j in jobs.iter().filter(|j| j.len > 0) {
+        table.extend([j.live, j.copy, j.len as u64, j.expected, total, 0]);
+        total += j.len.div_ceil(chunk) as u64;
+    }
+    (table, total)
 }

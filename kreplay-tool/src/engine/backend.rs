@@ -232,6 +232,13 @@ pub trait Backend {
         let _ = (jobs, chunk, written);
         Ok(false)
     }
+    /// Readies what [`Backend::restore_changed_on_device`] needs for these jobs (buffers, the
+    /// job table) ahead of the first restore, so that restore's time, which decides whether
+    /// checking pays, holds no one-time setup. Best effort: a failure is logged and the first
+    /// restore does the setup itself.
+    fn prepare_restore_on_device(&self, jobs: &[DeviceRestore], chunk: usize) {
+        let _ = (jobs, chunk);
+    }
 }
 
 #[cfg(test)]

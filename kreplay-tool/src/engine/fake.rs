@@ -51,6 +51,12 @@ pub struct FakeBackend {
     pub no_one_pass_restore: AtomicBool,
     /// `restore_changed_on_device` calls made.
     pub one_pass_restores: AtomicU64,
+    /// `prepare_restore_on_device` calls made.
+    pub one_pass_prepares: AtomicU64,
+    /// A `restore_changed_on_device` call whose jobs were not the last prepared ones first
+    /// sleeps this many microseconds (its one-time setup: buffers, the job table).
+    pub one_pass_setup_delay_us: AtomicU64,
+    prepared: Mutex<Vec<DeviceRestore>>,
     /// The first `restore_changed_on_device` call fails when it reaches the job of the region
     /// at this address, after it restored the jobs before it, as a kernel failing part-way
     /// would (0: never).
@@ -443,6 +449,13 @@ impl Backend for FakeBackend {
             return Ok(false);
         }
         let first = self.one_pass_restores.fetch_add(1, Ordering::SeqCst) == 0;
+        let mut prepared = self.prepared.lock().unwrap();
+        if *prepared != jobs {
+            let delay = self.one_pass_setup_delay_us.load(Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_micros(delay));
+            *prepared = jobs.to_vec();
+        }
+        drop(prepared);
         let fail_at = self.fail_one_pass_before.load(Ordering::SeqCst);
         for (j, out) in jobs.iter().zip(written.iter_mut()) {
             if first && j.live == fail_at {
@@ -462,13 +475,21 @@ impl Backend for FakeBackend {
                     u64::from_le_bytes(w[8..].try_into().unwrap()),
                 ];
                 if *h != w {
+                    // One kernel: the copy engine's delay does not apply per chunk.
                     let (off, len) = (c * chunk, chunk.min(j.len - c * chunk));
-                    self.copy_d2d(j.live + off as u64, j.copy + off as u64, len)?;
+                    let bytes = self.with_range(j.copy + off as u64, len, |s| s.to_vec())?;
+                    self.with_range(j.live + off as u64, len, |d| d.copy_from_slice(&bytes))?;
+                    self.d2d_bytes.fetch_add(len as u64, Ordering::SeqCst);
                     flags[c] = 1;
                 }
             }
             *out = Written::from_flags(&flags, j.len, chunk);
         }
         Ok(true)
+    }
+
+    fn prepare_restore_on_device(&self, jobs: &[DeviceRestore], _chunk: usize) {
+        self.one_pass_prepares.fetch_add(1, Ordering::SeqCst);
+        *self.prepared.lock().unwrap() = jobs.to_vec();
     }
 }

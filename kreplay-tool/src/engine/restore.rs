@@ -214,6 +214,30 @@ fn still_captured(live: &BTreeMap<u64, Entry>, r: &Region) -> bool {
     }
 }
 
+/// The regions a one-pass restore covers (by index, with their job): those with a device copy
+/// and device-resident hashes, among the still-valid ones (`valid`, one flag per region).
+pub(crate) fn one_pass_jobs<B: Backend>(
+    snap: &Snapshot<'_, B>,
+    valid: &[bool],
+) -> Vec<(usize, DeviceRestore)> {
+    snap.regions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r.store {
+            Store::Device(copy) if valid[i] && r.dev_hashes != 0 => Some((
+                i,
+                DeviceRestore {
+                    live: r.addr,
+                    copy,
+                    len: r.size as usize,
+                    expected: r.dev_hashes,
+                },
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Restores every valid region that has a device copy and device-resident hashes in one
 /// backend call ([`Backend::restore_changed_on_device`]: hash, compare and copy in one pass
 /// on the device), when the snapshot checks with the device hash. Returns which regions it
@@ -231,23 +255,7 @@ fn restore_in_one_pass<B: Backend>(
     if snap.check != Check::DeviceHash || st.check_skipped {
         return (done, 0);
     }
-    let picked: Vec<(usize, DeviceRestore)> = snap
-        .regions
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| match r.store {
-            Store::Device(copy) if valid[i] && r.dev_hashes != 0 => Some((
-                i,
-                DeviceRestore {
-                    live: r.addr,
-                    copy,
-                    len: r.size as usize,
-                    expected: r.dev_hashes,
-                },
-            )),
-            _ => None,
-        })
-        .collect();
+    let picked = one_pass_jobs(snap, valid);
     if picked.is_empty() {
         return (done, 0);
     }

@@ -305,6 +305,33 @@ fn the_device_hash_setup_cost_is_not_counted_as_hashing_cost() {
     }
 }
 
+#[test]
+fn the_one_pass_restore_is_readied_at_snapshot_time_not_timed_as_checking() {
+    let (fake, inv) = with_b();
+    fake.enable_device(1 << 30, true, false);
+    // Each of the snapshot's four copies takes 20 ms, so a full restore is estimated at about
+    // 80 ms; the one-pass restore's one-time setup takes 200 ms unless it was readied for its
+    // jobs. The snapshot readies it, so the first restore is timed without it and checking
+    // stays on.
+    fake.d2d_delay_us.store(20_000, Ordering::SeqCst);
+    fake.one_pass_setup_delay_us
+        .store(200_000, Ordering::SeqCst);
+    let recs = adaptive_device_run(&fake, &inv);
+    assert_eq!(
+        (
+            fake.one_pass_prepares.load(Ordering::SeqCst),
+            fake.one_pass_restores.load(Ordering::SeqCst)
+        ),
+        (1, 2)
+    );
+    for r in restores(&recs) {
+        assert_eq!(
+            (r.check, r.bytes, r.bytes_checked),
+            (m::DEVICE_HASH, 3 * CHUNK as u64, FOOTPRINT)
+        );
+    }
+}
+
 /// A chunk size that gives B 256 chunks.
 const SMALL_CHUNK: usize = B_LEN / 256;
 

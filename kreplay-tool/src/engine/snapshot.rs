@@ -458,6 +458,18 @@ pub fn snap_in<'b, B: Backend>(
         );
         s.skip_check.set(true);
     }
+    // Ready the one-pass restore now, so the first restore's time (which decides whether
+    // checking pays) holds no one-time setup.
+    if s.check == Check::DeviceHash && !s.skip_check.get() {
+        let all = vec![true; s.regions.len()];
+        let jobs: Vec<_> = super::restore::one_pass_jobs(&s, &all)
+            .into_iter()
+            .map(|(_, j)| j)
+            .collect();
+        if !jobs.is_empty() {
+            backend.prepare_restore_on_device(&jobs, s.chunk);
+        }
+    }
     s
 }
 
