@@ -83,7 +83,9 @@ pub struct Request<'a, B: Backend> {
 
 /// Per-4-KiB hashes of every region of `snap` as the device holds it now.
 fn hash_regions<B: Backend>(backend: &B, snap: &Snapshot<'_, B>) -> Option<Vec<Vec<u64>>> {
-    if matches!(snap.check, Check::DeviceHash | Check::DeviceCompare) {
+    // The host-hash check means the device cannot hash; every other check (full restores
+    // included) tries the device first.
+    if snap.check != Check::HostHash {
         match device_block_hashes(backend, snap) {
             Ok(Some(h)) => return Some(h),
             Ok(None) => {}

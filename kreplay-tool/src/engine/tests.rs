@@ -251,17 +251,21 @@ fn a_pass_that_writes_differently_is_reported_with_its_region_and_offset() {
 
 #[test]
 fn a_device_resident_replay_checks_determinism_on_the_device() {
-    let (fake, inv) = setup();
-    fake.enable_device(1 << 30, true, false);
-    let device = SnapshotPolicy {
-        placement: PlacementPref::Device,
-        ..SnapshotPolicy::default()
-    };
-    let (out, recs) = run_with(&fake, &inv, &differing_writes(), 3, device);
-    // Found at the same 4 KiB block as on the host path, and no byte of any pass's output
-    // (nor of the snapshot) was read to the host.
-    assert_first_difference(out, &recs);
-    assert_eq!(fake.d2h_bytes.load(Ordering::SeqCst), 0);
+    // Restoring changed chunks, and restoring every byte (`--restore full`).
+    for dirty_only in [true, false] {
+        let (fake, inv) = setup();
+        fake.enable_device(1 << 30, true, false);
+        let device = SnapshotPolicy {
+            placement: PlacementPref::Device,
+            dirty_only,
+            ..SnapshotPolicy::default()
+        };
+        let (out, recs) = run_with(&fake, &inv, &differing_writes(), 3, device);
+        // Found at the same 4 KiB block as on the host path, and no byte of any pass's
+        // output (nor of the snapshot) was read to the host.
+        assert_first_difference(out, &recs);
+        assert_eq!(fake.d2h_bytes.load(Ordering::SeqCst), 0, "{dirty_only}");
+    }
 }
 
 /// A dispatch whose passes write a different byte at Y + 5000 each time.
