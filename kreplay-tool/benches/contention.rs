@@ -326,17 +326,30 @@ fn main() {
         let cpu =
             |p: Option<Pass>| p.map_or(f64::NAN, |p| p.cpu_ns as f64 / (t as u64 * records) as f64);
         let speedup = wall(mutex) / wall(local);
+        // A column left out with `--only` reads "—".
+        let c = |v: f64| {
+            if v.is_finite() {
+                format!("{v:.1}")
+            } else {
+                "—".to_string()
+            }
+        };
         report.line(format!(
-            "| {t} | {:.1} | {:.1} | {speedup:.1}x | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
-            op(mutex),
-            op(local),
-            wall(mutex),
-            wall(local),
-            cpu(local),
-            op(floor),
-            wall(floor),
-            cpu(floor),
-            op(log)
+            "| {t} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c(op(mutex)),
+            c(op(local)),
+            if speedup.is_finite() {
+                format!("{speedup:.1}x")
+            } else {
+                "—".to_string()
+            },
+            c(wall(mutex)),
+            c(wall(local)),
+            c(cpu(local)),
+            c(op(floor)),
+            c(wall(floor)),
+            c(cpu(floor)),
+            c(op(log))
         ));
         rows.push(Json::Obj(vec![
             ("threads", Json::Num(t as f64)),

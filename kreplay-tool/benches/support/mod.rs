@@ -98,6 +98,8 @@ impl Json {
 
     fn write(&self, out: &mut String) {
         match self {
+            // A column a run did not time (`--only`): JSON has no NaN.
+            Self::Num(n) if !n.is_finite() => out.push_str("null"),
             Self::Num(n) if n.fract() == 0.0 && n.abs() < 1e15 => {
                 let _ = write!(out, "{}", *n as i64);
             }
