@@ -8,9 +8,9 @@
 //! the footprint once (host placements) plus, on the host-hash path, one scratch buffer of
 //! min(largest region, max(chunk, 1 MiB)) bytes reused by every restore, plus 16 bytes of
 //! hash per chunk (0.1% of the footprint at the default 16 KiB chunks; on the device-hash path
-//! those hashes live in one device buffer per snapshot when the backend can keep them there). With an arena
-//! (`engine::arena`) the buffers outlive the snapshot and are reused by the next one of the
-//! same shape; the bound is the same.
+//! those hashes live in one device buffer per snapshot when the backend can keep them there).
+//! With an arena (`engine::arena`) the buffers outlive the snapshot and are reused by the next
+//! one of the same shape; the bound is the same.
 //!
 //! Constant variables are skipped: kernels cannot write them, so a pass cannot change them
 //! and restoring them would only cost bandwidth. Variables with a zero address or size are
