@@ -4,7 +4,8 @@
 //! Why: fresh host memory is faulted in and zeroed by the kernel on its first write; on the
 //! 2-core dev VM a snapshot into fresh buffers ran at 52–58% of a memcpy into memory already
 //! touched, and into kept buffers at 97–113% (docs/bench/restore-dev-vm.md, `replay`);
-//! pinned allocations add the runtime's page registration on top. Kernels are usually replayed many times over the same allocations.
+//! pinned allocations add the runtime's page registration on top. Kernels are usually
+//! replayed many times over the same allocations.
 //!
 //! Policy: a snapshot takes the arena's buffers only when they cover every region exactly
 //! (same placement, same sizes, all or nothing); whatever it does not take is freed before

@@ -1,6 +1,7 @@
 //! The replay engine, independent of the GPU runtime: the allocation inventory, pointer
 //! classification, snapshot, restore, the per-agent replay gate and the replay loop, all
-//! restoring only the chunks a pass changed, all driven through the narrow [`backend::Backend`] trait (HSA today, CUDA later).
+//! restoring only the chunks a pass changed, all driven through the narrow
+//! [`backend::Backend`] trait (the HSA and CUDA backends, and a fake one in tests).
 
 pub mod arena;
 pub mod backend;
