@@ -1,9 +1,11 @@
 //! CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320), the chunk and header checksum.
 //!
-//! Slicing-by-8: eight 256-entry tables built at compile time, so the main loop folds eight
-//! input bytes per step with eight independent lookups instead of eight dependent ones. The
-//! result is bit-for-bit the classic byte-at-a-time CRC ([`crc32_bytewise`], kept as the
-//! reference and the benchmark's baseline), so the stream format is unchanged.
+//! [`crc32`] is the `crc32fast` crate's: carry-less multiplication (PCLMULQDQ) folding 64 bytes
+//! per step where the CPU has it, else slicing-by-16 tables. The chunk checksum was the largest
+//! single cost of `kreplay trace`'s reader (27% of its CPU with the slicing-by-8 loop kept here
+//! as [`crc32_slice8`]; docs/bench/probe-cost-2026-11-30-d.md). The result is bit-for-bit the
+//! classic byte-at-a-time CRC ([`crc32_bytewise`], kept as the reference and the benchmark's
+//! baseline), so the stream format is unchanged.
 
 /// The reflected IEEE polynomial.
 const POLY: u32 = 0xEDB8_8320;
@@ -47,8 +49,14 @@ fn fold_bytes(mut crc: u32, bytes: &[u8]) -> u32 {
     crc
 }
 
-/// CRC-32 of `bytes` (the zlib / PNG / Ethernet checksum), eight bytes per step.
+/// CRC-32 of `bytes` (the zlib / PNG / Ethernet checksum).
 pub fn crc32(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+/// The same CRC-32 by slicing-by-8 tables, eight bytes per step: the previous implementation,
+/// kept as a second reference for the tests and the merge benchmark.
+pub fn crc32_slice8(bytes: &[u8]) -> u32 {
     let mut crc = !0u32;
     let mut words = bytes.chunks_exact(8);
     for w in &mut words {
@@ -73,12 +81,12 @@ pub fn crc32_bytewise(bytes: &[u8]) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{crc32, crc32_bytewise};
+    use super::{crc32, crc32_bytewise, crc32_slice8};
 
     #[test]
     fn matches_the_standard_check_values() {
         // The catalogue check value of CRC-32/ISO-HDLC, and zlib's crc32 of the empty input.
-        for f in [crc32, crc32_bytewise] {
+        for f in [crc32, crc32_slice8, crc32_bytewise] {
             assert_eq!(f(b"123456789"), 0xCBF4_3926);
             assert_eq!(f(b""), 0);
             assert_eq!(f(b"a"), 0xE8B7_BE43);
@@ -94,14 +102,16 @@ mod tests {
     }
 
     #[test]
-    fn slicing_by_8_equals_bytewise_at_every_length_and_alignment() {
+    fn every_implementation_equals_bytewise_at_every_length_and_alignment() {
         let data: Vec<u8> = (0..4099u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
         for start in 0..8 {
             for len in (0..=300).chain([1023, 1024, 1025, 4000]) {
                 let s = &data[start..start + len];
-                assert_eq!(crc32(s), crc32_bytewise(s), "start {start} len {len}");
+                let want = crc32_bytewise(s);
+                assert_eq!(crc32(s), want, "start {start} len {len}");
+                assert_eq!(crc32_slice8(s), want, "slice8 start {start} len {len}");
             }
         }
     }

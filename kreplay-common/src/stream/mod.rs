@@ -45,7 +45,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use crc32::{crc32, crc32_bytewise};
+pub use crc32::{crc32, crc32_bytewise, crc32_slice8};
 pub use error::{DamageKind, StreamDamage, StreamError};
 pub use header::{
     CLOCK_MONOTONIC_ID, FORMAT_VERSION, HEADER_LEN, MAGIC, StreamHeader, StreamKind, monotonic_ns,
