@@ -463,8 +463,8 @@ struct Collector {
     capture: Capture,
     summary: Summary,
     kernels: KernelNames,
-    /// Processes seen so far.
-    pids: std::collections::HashSet<u32>,
+    /// Processes seen so far (checked for every record: foldhash, not SipHash).
+    pids: std::collections::HashSet<u32, foldhash::fast::RandomState>,
     io_error: Option<anyhow::Error>,
 }
 

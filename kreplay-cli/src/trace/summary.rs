@@ -28,16 +28,20 @@ pub struct ApiStats {
     pub bytes_freed: u64,
 }
 
+/// The summary's maps: updated for every record on the reader's hot path, so hashed with
+/// foldhash rather than std's SipHash.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Everything the end-of-trace summary prints.
 #[derive(Default)]
 pub struct Summary {
     /// Per API id.
-    pub apis: HashMap<u16, ApiStats>,
+    pub apis: FastMap<u16, ApiStats>,
     /// Live allocations: (pid, pointer) → bytes. Nested calls that return the same pointer
     /// (hipMalloc over hsa_amd_memory_pool_allocate) count once.
-    pub live: HashMap<(u32, u64), u64>,
+    pub live: FastMap<(u32, u64), u64>,
     /// Live bytes per process.
-    pub live_bytes: HashMap<u32, u64>,
+    pub live_bytes: FastMap<u32, u64>,
     /// Launches per kernel name (launch APIs that name a kernel; unresolved ones under
     /// [`UNRESOLVED`]).
     pub kernels: BTreeMap<String, u64>,
