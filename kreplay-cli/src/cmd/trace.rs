@@ -13,7 +13,7 @@ use kreplay_cli::{
     duration, launch, merge,
     preflight::{self, HostPaths},
     probes::{
-        cost::ProgramCost,
+        cost::{ProgramCost, reader_cpu_line, reader_cpu_ns},
         intake::Intake,
         loader::{Counters, Probes, Programs, Scope},
     },
@@ -272,6 +272,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         summary: Summary::default(),
         kernels: KernelNames::default(),
         pids: Default::default(),
+        last_pid: 0,
         io_error: None,
     };
     // The targets' mappings as of the attach: a launch drained after its process exited still
@@ -282,6 +283,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         }
     }
     let started = Instant::now();
+    let cpu_at_start = reader_cpu_ns();
     let status = !args.quiet;
     let tty = std::io::stderr().is_terminal();
     // Per cause (`Counters::losses`): what the trace's drop markers already say.
@@ -364,9 +366,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         intake.drain(&mut |s| col.push(&s));
         anyhow::Ok(code)
     })?;
+    let reader_cpu = reader_cpu_ns().saturating_sub(cpu_at_start);
     // The waiter for a command that is still running (kreplay was stopped first) must not hold
     // the exit: the command is the user's and runs on.
     rt.shutdown_background();
+    let col_records = col.capture.records;
     let Collector {
         mut capture,
         summary,
@@ -411,6 +415,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             "still allocated at end: pid {pid} ({layer}): {n} allocations, {bytes} bytes"
         );
     }
+    let _ = writeln!(e, "{}", reader_cpu_line(reader_cpu, col_records));
     for d in &report.damage {
         let _ = writeln!(e, "kreplay: warning: {d}");
     }
@@ -465,6 +470,9 @@ struct Collector {
     kernels: KernelNames,
     /// Processes seen so far (checked for every record: foldhash, not SipHash).
     pids: std::collections::HashSet<u32, foldhash::fast::RandomState>,
+    /// The pid of the previous record (0: none yet): records come in runs of one process, so
+    /// most skip the set.
+    last_pid: u32,
     io_error: Option<anyhow::Error>,
 }
 
@@ -480,10 +488,11 @@ impl Collector {
     }
 
     fn call(&mut self, r: &CallRecord) -> Result<(), kreplay_common::stream::StreamError> {
-        if self.pids.insert(r.pid) {
+        if r.pid != self.last_pid && self.pids.insert(r.pid) {
             // First sight of a process (--all): its mappings while it is surely alive.
             self.kernels.remember(r.pid);
         }
+        self.last_pid = r.pid;
         self.summary.add(r);
         let Some(spec) = spec_of(r.api) else {
             return self.capture.push(r);
