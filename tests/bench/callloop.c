@@ -1,8 +1,9 @@
 /* callloop - the tight loop of the probe-overhead benchmarks.
  * Usage: callloop THREADS CALLS
  * Each thread calls hipStreamSynchronize(NULL) (idle stream: the runtime call itself is cheap)
- * CALLS times. Prints `ns_per_call: X` (mean per-thread loop time / CALLS) and
- * `calls_per_sec: Y` (all calls / wall time of the parallel section). */
+ * CALLS times. Prints `ns_per_call: X` (mean per-thread loop time / CALLS),
+ * `cpu_ns_per_call: Z` (mean per-thread CPU time / CALLS: the loop's own cost, without the time
+ * it waited for a CPU) and `calls_per_sec: Y` (all calls / wall time of the parallel section). */
 #include <pthread.h>
 #include <time.h>
 
@@ -11,17 +12,22 @@
 static uint64_t calls;
 static pthread_barrier_t start;
 
-static uint64_t now_ns(void) {
+static uint64_t clock_ns(clockid_t clock) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+/* out[0]: the loop's wall time, out[1]: its thread's CPU time. */
 static void* worker(void* out) {
   pthread_barrier_wait(&start);
+  uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   uint64_t t0 = now_ns();
   for (uint64_t i = 0; i < calls; i++) HIP_CHECK(hipStreamSynchronize(NULL));
-  *(uint64_t*)out = now_ns() - t0;
+  ((uint64_t*)out)[0] = now_ns() - t0;
+  ((uint64_t*)out)[1] = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
   return NULL;
 }
 
@@ -32,17 +38,22 @@ int main(int argc, char** argv) {
   HIP_CHECK(hipMalloc(&warm, 64));
   HIP_CHECK(hipFree(warm));
   pthread_t* t = calloc(threads, sizeof(pthread_t));
-  uint64_t* ns = calloc(threads, sizeof(uint64_t));
+  uint64_t* ns = calloc(threads * 2, sizeof(uint64_t));
   pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
-  for (uint64_t i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, &ns[i]);
+  for (uint64_t i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, &ns[2 * i]);
   uint64_t t0 = now_ns();
   pthread_barrier_wait(&start);
   for (uint64_t i = 0; i < threads; i++) pthread_join(t[i], NULL);
   uint64_t wall = now_ns() - t0;
-  double mean = 0;
-  for (uint64_t i = 0; i < threads; i++) mean += (double)ns[i] / (double)calls;
+  double mean = 0, cpu = 0;
+  for (uint64_t i = 0; i < threads; i++) {
+    mean += (double)ns[2 * i] / (double)calls;
+    cpu += (double)ns[2 * i + 1] / (double)calls;
+  }
   mean /= (double)threads;
+  cpu /= (double)threads;
   printf("ns_per_call: %.1f\n", mean);
+  printf("cpu_ns_per_call: %.1f\n", cpu);
   printf("calls_per_sec: %.0f\n", (double)(threads * calls) / ((double)wall / 1e9));
   return 0;
 }

@@ -98,16 +98,61 @@ fn baseline_bin() -> Option<PathBuf> {
         .filter(|p| p.exists())
 }
 
-/// `ns_per_call` of one callloop run under `kreplay ARGS -- callloop 1 CALLS`.
+/// One timed callloop run: the loop's wall and CPU ns per call, and (under `kreplay trace`) the
+/// reader's CPU ns per event from the trace summary.
+#[derive(Clone, Copy)]
+struct Timing {
+    wall: f64,
+    cpu: f64,
+    reader: Option<f64>,
+}
+
+impl Timing {
+    fn parse(stdout: &str, stderr: &str) -> Result<Timing> {
+        Ok(Timing {
+            wall: field(stdout, "ns_per_call:").context("ns_per_call")?,
+            cpu: field(stdout, "cpu_ns_per_call:").context("cpu_ns_per_call")?,
+            reader: reader_cpu(stderr),
+        })
+    }
+}
+
+/// The trace summary's `reader cpu: N ns per event (...)` figure.
+fn reader_cpu(stderr: &str) -> Option<f64> {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("reader cpu: "))
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+}
+
+/// One callloop run under `kreplay ARGS -- callloop 1 CALLS` (`bin` None: unprobed).
 fn timed(
-    bin: &std::path::Path,
+    bin: Option<&std::path::Path>,
     args: &[&std::ffi::OsStr],
     loop_exe: &std::path::Path,
     calls: &str,
-) -> Result<f64> {
-    let mut c = Command::new(bin);
-    c.args(args).arg("--").arg(loop_exe).args(["1", calls]);
-    field(&capture(c)?.0, "ns_per_call:").context("ns_per_call")
+) -> Result<Timing> {
+    let mut c = match bin {
+        Some(b) => {
+            let mut c = Command::new(b);
+            c.args(args).arg("--").arg(loop_exe);
+            c
+        }
+        None => Command::new(loop_exe),
+    };
+    c.args(["1", calls]);
+    let (stdout, stderr) = capture(c)?;
+    Timing::parse(&stdout, &stderr)
+}
+
+/// Medians of a mode's rounds: (wall, cpu, reader).
+fn medians(v: &[Timing]) -> (f64, f64, Option<f64>) {
+    let reader: Vec<f64> = v.iter().filter_map(|t| t.reader).collect();
+    (
+        median(v.iter().map(|t| t.wall).collect()),
+        median(v.iter().map(|t| t.cpu).collect()),
+        (!reader.is_empty()).then(|| median(reader)),
+    )
 }
 
 /// The `bpf program time:` line's two ns/run figures (entry, return).
@@ -157,43 +202,55 @@ fn probe_overhead(out: &mut String) -> Result<()> {
             "bench",
             &format!("probe overhead round {}/{PROBE_ROUNDS}", round + 1),
         );
-        let mut c = Command::new(&loop_exe);
-        c.args(["1", calls]);
-        plain.push(field(&capture(c)?.0, "ns_per_call:").context("ns_per_call")?);
-        bare.push(timed(&bin, &bare_args, &loop_exe, calls)?);
+        plain.push(timed(None, &[], &loop_exe, calls)?);
+        bare.push(timed(Some(&bin), &bare_args, &loop_exe, calls)?);
         if let Some(old) = &baseline {
-            before.push(timed(old, &trace_args, &loop_exe, calls)?);
+            before.push(timed(Some(old), &trace_args, &loop_exe, calls)?);
         }
-        traced.push(timed(&bin, &trace_args, &loop_exe, calls)?);
+        traced.push(timed(Some(&bin), &trace_args, &loop_exe, calls)?);
     }
-    let (p, b, t) = (median(plain), median(bare), median(traced));
+    let (p, pc, _) = medians(&plain);
+    let (b, bc, _) = medians(&bare);
     let _ = writeln!(
         out,
         "## Probe overhead (issue 4)\n\nA loop of {calls} idle `hipStreamSynchronize(NULL)` calls on the simulated \
          runtime, one thread, {PROBE_ROUNDS} rounds interleaved, medians. *bare*: an empty uprobe + uretprobe on the same \
          function (`kreplay probe --bare`); *trace*: `kreplay trace` with every HIP/HSA probe and the full \
-         pipeline (ring buffer → per-thread streams → Perfetto).\n\n\
-         | mode | ns/call | added ns/call | added / bare's added |\n|---|---:|---:|---:|\n\
-         | unprobed | {p:.0} | — | — |\n| bare probe | {b:.0} | {:.0} | 1.00 |",
-        b - p
+         pipeline (ring buffer → per-thread streams → Perfetto). *wall*: the loop's elapsed time per call (the \
+         target's measure); *CPU*: its thread's CPU time per call (the probes' own cost, without time spent \
+         waiting for a CPU); *reader*: `kreplay`'s CPU time per event while capturing (its summary's \
+         `reader cpu` line), which competes with the loop for this machine's cores.\n\n\
+         | mode | wall ns/call | added | / bare's added | CPU ns/call | added | / bare's added | reader CPU ns/event |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n\
+         | unprobed | {p:.0} | — | — | {pc:.0} | — | — | — |\n\
+         | bare probe | {b:.0} | {:.0} | 1.00 | {bc:.0} | {:.0} | 1.00 | — |",
+        b - p,
+        bc - pc
     );
-    if let Some(old) = &baseline {
-        let o = median(before);
+    let row = |out: &mut String, name: &str, v: &[Timing]| -> f64 {
+        let (t, tc, r) = medians(v);
         let _ = writeln!(
             out,
-            "| kreplay trace, baseline `{}` | {o:.0} | {:.0} | {:.2} |",
-            old.display(),
-            o - p,
-            (o - p) / (b - p)
+            "| {name} | {t:.0} | {:.0} | {:.2} | {tc:.0} | {:.0} | {:.2} | {} |",
+            t - p,
+            (t - p) / (b - p),
+            tc - pc,
+            (tc - pc) / (bc - pc),
+            r.map_or("—".to_string(), |r| format!("{r:.0}"))
+        );
+        (t - p) / (b - p)
+    };
+    if let Some(old) = &baseline {
+        row(
+            out,
+            &format!("kreplay trace, baseline `{}`", old.display()),
+            &before,
         );
     }
+    let ratio = row(out, "kreplay trace", &traced);
     let _ = writeln!(
         out,
-        "| kreplay trace | {t:.0} | {:.0} | {:.2} |\n\n\
-         Tracing adds **{:.2}×** the bare probe cost (target ≤ 1.3×).\n",
-        t - p,
-        (t - p) / (b - p),
-        (t - p) / (b - p)
+        "\nTracing adds **{ratio:.2}×** the bare probe cost in wall time (target ≤ 1.3×).\n"
     );
     program_breakdown(out, &bin, &bare_args, &trace_args, &loop_exe, calls)?;
     let _ = writeln!(
@@ -321,7 +378,7 @@ pub fn run(name: &str, only: &[String]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::program_time;
+    use super::{Timing, program_time, reader_cpu};
 
     #[test]
     fn program_time_reads_entry_and_return_ns() {
@@ -329,5 +386,15 @@ mod tests {
             bpf program time: call_enter 120 ns/run (500005 runs), call_return 185.5 ns/run (500005 runs)\n";
         assert_eq!(program_time(stderr), Some((120.0, 185.5)));
         assert_eq!(program_time("bpf program time: unavailable (x)"), None);
+    }
+
+    #[test]
+    fn timing_reads_the_loop_and_reader_figures() {
+        let stdout = "ns_per_call: 1210.5\ncpu_ns_per_call: 1002.0\ncalls_per_sec: 826000\n";
+        let stderr = "events dropped: 0\nreader cpu: 142 ns per event (200001 events, 28.4 ms)\n";
+        let t = Timing::parse(stdout, stderr).unwrap();
+        assert_eq!((t.wall, t.cpu, t.reader), (1210.5, 1002.0, Some(142.0)));
+        assert_eq!(reader_cpu("events dropped: 0\n"), None);
+        assert!(Timing::parse("ns_per_call: 5\n", "").is_err());
     }
 }
