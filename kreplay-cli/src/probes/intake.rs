@@ -1,10 +1,13 @@
 //! Pulling call and name records out of the BPF ring buffer without busy-waiting. The BPF side
 //! wakes the reader only once the ring is a quarter full (a wake-up per record costs the probed
 //! thread an irq_work and the reader a context switch), so readers also drain every
-//! [`DRAIN_EVERY`].
+//! [`DRAIN_EVERY`]. Records are read through [`RingReader`], which publishes its position once
+//! per batch (aya's `RingBuf` is kept for its fd, which tokio polls).
 use aya::maps::{MapData, RingBuf};
 use kreplay_common::probe::{CallRecord, Sample};
 use tokio::io::{Interest, unix::AsyncFd};
+
+use super::ring::RingReader;
 
 /// How often readers drain the ring whether or not they were woken.
 pub const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
@@ -12,6 +15,7 @@ pub const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_millis(10
 /// The ring buffer registered with tokio's reactor.
 pub struct Intake {
     fd: AsyncFd<RingBuf<MapData>>,
+    reader: RingReader,
     /// Most records handed out by one drain: the ring's capacity, so a drain ends even while
     /// producers keep writing (they would otherwise keep it going forever).
     batch: usize,
@@ -23,6 +27,7 @@ impl Intake {
     /// Wraps the ring buffer taken from [`super::loader::Probes::take_events`]. Must be
     /// called inside a tokio runtime.
     pub fn new(ring: RingBuf<MapData>, ring_bytes: u32) -> std::io::Result<Intake> {
+        let reader = RingReader::new(&ring, ring_bytes).map_err(std::io::Error::other)?;
         // SAFETY: the RingBuf owns its map fd and keeps it open, unchanged, until it is
         // dropped, which happens only when this AsyncFd is dropped.
         let fd = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
@@ -30,6 +35,7 @@ impl Intake {
         let batch = ring_bytes as usize / std::mem::size_of::<CallRecord>() + 1;
         Ok(Intake {
             fd,
+            reader,
             batch,
             malformed: 0,
         })
@@ -37,18 +43,16 @@ impl Intake {
 
     /// Hands the records available now to `sink`, at most one ring's worth; returns how many.
     pub fn drain(&mut self, sink: &mut impl FnMut(Sample)) -> usize {
-        let ring = self.fd.get_mut();
+        let malformed = &mut self.malformed;
         let mut n = 0;
-        for _ in 0..self.batch {
-            let Some(item) = ring.next() else { break };
-            match Sample::from_bytes(&item) {
+        self.reader
+            .drain(self.batch, &mut |item| match Sample::from_bytes(item) {
                 Some(r) => {
                     sink(r);
                     n += 1;
                 }
-                None => self.malformed += 1,
-            }
-        }
+                None => *malformed += 1,
+            });
         n
     }
 

@@ -3,3 +3,4 @@ pub mod cost;
 pub mod elf;
 pub mod intake;
 pub mod loader;
+pub mod ring;
