@@ -249,6 +249,15 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let dir = streams_dir(&output);
     let _ = std::fs::remove_dir_all(&dir);
     let capture = Capture::create(&dir)?;
+    // The targets' mappings as of the attach, read before the status line says tracing has
+    // begun (a target told to go on that line may run and exit at once): a launch drained after
+    // its process exited still finds the file its kernel's address lies in.
+    let mut kernels = KernelNames::default();
+    if let Targets::Pids(pids) = &targets {
+        for &pid in pids {
+            kernels.remember(pid);
+        }
+    }
     if !args.quiet {
         let what = match &targets {
             Targets::Pids(p) => format!(
@@ -270,18 +279,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let mut col = Collector {
         capture,
         summary: Summary::default(),
-        kernels: KernelNames::default(),
+        kernels,
         pids: Default::default(),
         last_pid: 0,
         io_error: None,
     };
-    // The targets' mappings as of the attach: a launch drained after its process exited still
-    // finds the file its kernel's address lies in.
-    if let Targets::Pids(pids) = &targets {
-        for &pid in pids {
-            col.kernels.remember(pid);
-        }
-    }
     let started = Instant::now();
     let cpu_at_start = reader_cpu_ns();
     let status = !args.quiet;
