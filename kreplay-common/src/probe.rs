@@ -56,8 +56,10 @@ pub mod counter {
     /// Saved entries dropped because their return never fired (the thread left the call by
     /// longjmp or died in it): no record could exist for them.
     pub const ABANDONED: u32 = 6;
+    /// Reader wake-ups the programs forced (not a loss: how often a probed call paid for one).
+    pub const WAKEUPS: u32 = 7;
     /// Number of counters.
-    pub const COUNT: u32 = 7;
+    pub const COUNT: u32 = 8;
 }
 
 /// Flag bits of the attach cookie's mode field.

@@ -177,7 +177,7 @@ fn try_call_return(ctx: &RetProbeContext) {
                 ret,
                 out,
             });
-            entry.submit(wake_flags(&found));
+            entry.submit(wake_flags(&found, ring_bytes::<CallRecord>()));
         }
         None => bump(counter::RINGBUF_DROPS),
     }
@@ -188,22 +188,37 @@ fn try_call_return(ctx: &RetProbeContext) {
 }
 
 /// Submit flags: no reader wake-up while the ring is less than a quarter full (the reader
-/// drains on a short timer), a forced one beyond, and a forced one for a thread's first record
-/// (the reader names threads and processes from /proc when it first sees them, which must
-/// happen while they live). A wake-up is an irq_work on the probed thread's CPU plus a context
-/// switch for the reader; batching them takes that off every call.
+/// drains on a short timer), a forced one when the unread data crosses a quarter of the ring and
+/// each further eighth, and a forced one for a thread's first record (the reader names threads
+/// and processes from /proc when it first sees them, which must happen while they live). A
+/// wake-up is an irq_work on the probed thread's CPU (a self-IPI: a VM exit on a VM) plus a
+/// context switch for the reader. Forcing one on every record above the threshold, as before,
+/// made every probed call pay one for as long as the reader was kept off a CPU (a loaded host);
+/// now a ring's worth of records pays at most eight. `rec_bytes` is the submitted record's size
+/// with its 8-byte header, which the unread data already includes.
 #[inline(always)]
-fn wake_flags(found: &slots::Found) -> u64 {
+fn wake_flags(found: &slots::Found, rec_bytes: u64) -> u64 {
     if found.first_wake() {
+        bump(counter::WAKEUPS);
         return BPF_RB_FORCE_WAKEUP as u64;
     }
     let avail = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
     let size = EVENTS.query(BPF_RB_RING_SIZE as u64);
-    if avail >= size / 4 {
+    let step = size / 8;
+    if step == 0 || avail < size / 4 || avail < rec_bytes {
+        return BPF_RB_NO_WAKEUP as u64;
+    }
+    if avail / step != (avail - rec_bytes) / step {
+        bump(counter::WAKEUPS);
         BPF_RB_FORCE_WAKEUP as u64
     } else {
         BPF_RB_NO_WAKEUP as u64
     }
+}
+
+/// A record's size in the ring: its bytes plus the 8-byte header, rounded up to 8.
+const fn ring_bytes<T>() -> u64 {
+    ((core::mem::size_of::<T>() as u64) + 8 + 7) & !7
 }
 
 /// Sends the name a naming call gave its handle (a kernel lookup's out-pointer value, or a
@@ -259,7 +274,7 @@ fn send_name(
     }
     // SAFETY: as above.
     unsafe { core::ptr::addr_of_mut!((*p).len).write(n as u16) };
-    entry.submit(wake_flags(found));
+    entry.submit(wake_flags(found, ring_bytes::<NameRecord>()));
 }
 
 /// An empty entry program: the bare cost of a uprobe, the baseline of the overhead benchmarks.

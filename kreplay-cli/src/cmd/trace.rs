@@ -417,7 +417,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             "still allocated at end: pid {pid} ({layer}): {n} allocations, {bytes} bytes"
         );
     }
-    let _ = writeln!(e, "{}", reader_cpu_line(reader_cpu, col_records));
+    let _ = writeln!(
+        e,
+        "{}",
+        reader_cpu_line(reader_cpu, col_records, counters.wakeups)
+    );
     for d in &report.damage {
         let _ = writeln!(e, "kreplay: warning: {d}");
     }

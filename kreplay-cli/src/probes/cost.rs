@@ -52,11 +52,11 @@ pub fn reader_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The summary's line on the reader's CPU time over the capture (ring buffer to stream files):
-/// total and per record.
-pub fn reader_cpu_line(cpu_ns: u64, records: u64) -> String {
+/// The summary's line on the reader's CPU time over the capture (ring buffer to stream files),
+/// total and per record, and how many reader wake-ups the probes forced.
+pub fn reader_cpu_line(cpu_ns: u64, records: u64, wakeups: u64) -> String {
     format!(
-        "reader cpu: {:.0} ns per event ({records} events, {:.1} ms)",
+        "reader cpu: {:.0} ns per event ({records} events, {:.1} ms), {wakeups} forced wake-ups",
         per_run(cpu_ns, records),
         cpu_ns as f64 / 1e6
     )
@@ -83,12 +83,12 @@ mod tests {
     #[test]
     fn reader_cpu_line_gives_ns_per_event_and_total_ms() {
         assert_eq!(
-            reader_cpu_line(150_000_000, 1_000_000),
-            "reader cpu: 150 ns per event (1000000 events, 150.0 ms)"
+            reader_cpu_line(150_000_000, 1_000_000, 3),
+            "reader cpu: 150 ns per event (1000000 events, 150.0 ms), 3 forced wake-ups"
         );
         assert_eq!(
-            reader_cpu_line(2_500_000, 0),
-            "reader cpu: 0 ns per event (0 events, 2.5 ms)"
+            reader_cpu_line(2_500_000, 0, 0),
+            "reader cpu: 0 ns per event (0 events, 2.5 ms), 0 forced wake-ups"
         );
     }
 

@@ -113,6 +113,8 @@ pub struct Counters {
     pub slot_clash: u64,
     /// Saved calls whose return never fired (no record could exist).
     pub abandoned: u64,
+    /// Reader wake-ups the programs forced (not a loss).
+    pub wakeups: u64,
 }
 
 impl Counters {
@@ -308,6 +310,7 @@ impl Probes {
             alloc_map_full: sums[counter::ALLOC_MAP_FULL as usize],
             slot_clash: sums[counter::SLOT_CLASH as usize],
             abandoned: sums[counter::ABANDONED as usize],
+            wakeups: sums[counter::WAKEUPS as usize],
         })
     }
 
@@ -358,6 +361,7 @@ mod tests {
             alloc_map_full: 4,
             slot_clash: 8,
             abandoned: 100,
+            wakeups: 100,
         };
         assert_eq!(c.lost(), 15);
         assert_eq!(c.losses()[3], ("thread slot shared with another thread", 8));
