@@ -168,3 +168,35 @@ fn an_unprivileged_user_is_told_what_is_missing() {
          process lacks CAP_BPF and CAP_PERFMON — run it with sudo"
     );
 }
+
+#[test]
+fn probe_by_pid_stops_when_every_target_has_exited() {
+    require_root!();
+    let (lib, _) = build_smoke();
+    // A target that lives 2 s; the probe is asked for a minute.
+    let mut target = Command::new("sleep").arg("2").spawn().expect("spawn sleep");
+    let started = std::time::Instant::now();
+    let mut probe = Command::new(kreplay_bin())
+        .args(["probe", "-p", &target.id().to_string(), "--lib"])
+        .arg(&lib)
+        .args(["--symbol", "krsmoke_add", "--duration", "60s"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kreplay");
+    target.wait().expect("sleep exits");
+    // Generous: the exit is checked every 200 ms; only a probe that never notices takes 30 s.
+    let status = loop {
+        if let Some(s) = probe.try_wait().expect("poll kreplay") {
+            break s;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = probe.kill();
+            panic!("kreplay probe -p still running 30 s after its target started (2 s life)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = probe.wait_with_output().expect("collect kreplay");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("kreplay: 0 calls recorded; dropped: 0 "), "{stderr}");
+}

@@ -164,6 +164,9 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut code = 0u8;
         let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
+        // One timer for the whole loop: a sleep created inside `select!` restarts whenever
+        // another branch fires first, and the drain tick fires every 10 ms.
+        let mut exit_check = tokio::time::interval(Duration::from_millis(200));
         loop {
             let sleep_until = deadline.unwrap_or(Instant::now() + Duration::from_secs(3600));
             tokio::select! {
@@ -176,7 +179,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
                     code = res.context("waiting for the command")??.clamp(0, 255) as u8;
                     break;
                 }
-                _ = tokio::time::sleep(Duration::from_millis(200)), if !args.pids.is_empty() => {
+                _ = exit_check.tick(), if !args.pids.is_empty() => {
                     if args.pids.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
                         break;
                     }
