@@ -198,5 +198,8 @@ fn probe_by_pid_stops_when_every_target_has_exited() {
     let out = probe.wait_with_output().expect("collect kreplay");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(status.success(), "{stderr}");
-    assert!(stderr.contains("kreplay: 0 calls recorded; dropped: 0 "), "{stderr}");
+    assert!(
+        stderr.contains("kreplay: 0 calls recorded; dropped: 0 "),
+        "{stderr}"
+    );
 }
