@@ -16,6 +16,8 @@ pub mod restore;
 pub mod snapshot;
 
 #[cfg(test)]
+mod device_restore_tests;
+#[cfg(test)]
 pub(crate) mod fake;
 #[cfg(test)]
 mod restore_tests;
