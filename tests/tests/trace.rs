@@ -357,6 +357,45 @@ fn attach_by_pid_sees_exactly_the_calls_made_after_attach() {
     assert_eq!(*counter_values(&d, HIP_LIVE).last().unwrap(), 0);
 }
 
+/// The nice value of thread `tid` of process `pid` (field 19 of its stat line).
+fn nice_of(pid: u32, tid: u32) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces) start at field 3, the state.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    rest.split_whitespace()
+        .nth(19 - 3)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_draining_thread_runs_at_a_raised_priority_and_the_target_keeps_its_own() {
+    require_root!();
+    let out = out_path("nice");
+    let (mut child, mut child_out) = kreplay_tests::spawn_pid_target(1);
+    let pid = child.id();
+    let (mut kreplay, watch) = trace_pid(&out, pid);
+    // kreplay's main thread drains the ring buffer.
+    let k = kreplay.id();
+    assert_eq!(
+        nice_of(k, k),
+        kreplay_cli::probes::priority::READER_NICE as i64
+    );
+    assert_eq!(
+        nice_of(pid, pid),
+        nice_of(std::process::id(), std::process::id())
+    );
+    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let mut line = String::new();
+    child_out.read_line(&mut line).unwrap();
+    assert_eq!(line, "done\n");
+    child.wait().unwrap();
+    let status = kreplay.wait().unwrap();
+    let stderr = watch.finish();
+    assert!(status.success(), "{stderr}");
+}
+
 #[test]
 fn bad_targets_and_outputs_are_one_clear_line() {
     let bin = kreplay_bin();

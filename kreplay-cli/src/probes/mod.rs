@@ -3,4 +3,5 @@ pub mod cost;
 pub mod elf;
 pub mod intake;
 pub mod loader;
+pub mod priority;
 pub mod ring;
