@@ -14,6 +14,7 @@ pub mod placement;
 pub mod replay;
 pub mod restore;
 pub mod snapshot;
+pub mod snapshot_plan;
 
 #[cfg(test)]
 mod device_restore_tests;
