@@ -329,14 +329,15 @@ fn trace_pid(out: &Path, pid: u32) -> (std::process::Child, StderrWatch) {
     (kreplay, watch)
 }
 
-#[test]
-fn attach_by_pid_sees_exactly_the_calls_made_after_attach() {
-    require_root!();
-    let out = out_path("pid");
-    let (mut child, mut child_out) = kreplay_tests::spawn_pid_target(25);
-    let pid = child.id();
-    // Let the target go once the probes are attached.
-    let (mut kreplay, watch) = trace_pid(&out, pid);
+/// Lets a `spawn_pid_target` target that `kreplay` traces go, waits for its `done` line and
+/// for both to exit, and checks that kreplay exited successfully (a target's exit is not an
+/// error).
+fn finish_pid_target(
+    mut child: std::process::Child,
+    mut child_out: BufReader<std::process::ChildStdout>,
+    mut kreplay: std::process::Child,
+    watch: StderrWatch,
+) {
     child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     let mut line = String::new();
     child_out.read_line(&mut line).unwrap();
@@ -345,6 +346,17 @@ fn attach_by_pid_sees_exactly_the_calls_made_after_attach() {
     let status = kreplay.wait().unwrap();
     let stderr = watch.finish();
     assert!(status.success(), "target exit is not an error: {stderr}");
+}
+
+#[test]
+fn attach_by_pid_sees_exactly_the_calls_made_after_attach() {
+    require_root!();
+    let out = out_path("pid");
+    let (mut child, mut child_out) = kreplay_tests::spawn_pid_target(25);
+    let pid = child.id();
+    // Let the target go once the probes are attached.
+    let (kreplay, watch) = trace_pid(&out, pid);
+    finish_pid_target(child, child_out, kreplay, watch);
     let d = decode_trace(&out);
     assert_valid(&d);
     let threads = thread_tracks(&d);
@@ -375,7 +387,7 @@ fn the_draining_thread_runs_at_a_raised_priority_and_the_target_keeps_its_own() 
     let out = out_path("nice");
     let (mut child, mut child_out) = kreplay_tests::spawn_pid_target(1);
     let pid = child.id();
-    let (mut kreplay, watch) = trace_pid(&out, pid);
+    let (kreplay, watch) = trace_pid(&out, pid);
     // kreplay's main thread drains the ring buffer.
     let k = kreplay.id();
     assert_eq!(
@@ -386,14 +398,7 @@ fn the_draining_thread_runs_at_a_raised_priority_and_the_target_keeps_its_own() 
         nice_of(pid, pid),
         nice_of(std::process::id(), std::process::id())
     );
-    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
-    let mut line = String::new();
-    child_out.read_line(&mut line).unwrap();
-    assert_eq!(line, "done\n");
-    child.wait().unwrap();
-    let status = kreplay.wait().unwrap();
-    let stderr = watch.finish();
-    assert!(status.success(), "{stderr}");
+    finish_pid_target(child, child_out, kreplay, watch);
 }
 
 #[test]
