@@ -352,7 +352,7 @@ fn finish_pid_target(
 fn attach_by_pid_sees_exactly_the_calls_made_after_attach() {
     require_root!();
     let out = out_path("pid");
-    let (mut child, mut child_out) = kreplay_tests::spawn_pid_target(25);
+    let (child, child_out) = kreplay_tests::spawn_pid_target(25);
     let pid = child.id();
     // Let the target go once the probes are attached.
     let (kreplay, watch) = trace_pid(&out, pid);
@@ -385,7 +385,7 @@ fn nice_of(pid: u32, tid: u32) -> i64 {
 fn the_draining_thread_runs_at_a_raised_priority_and_the_target_keeps_its_own() {
     require_root!();
     let out = out_path("nice");
-    let (mut child, mut child_out) = kreplay_tests::spawn_pid_target(1);
+    let (child, child_out) = kreplay_tests::spawn_pid_target(1);
     let pid = child.id();
     let (kreplay, watch) = trace_pid(&out, pid);
     // kreplay's main thread drains the ring buffer.
