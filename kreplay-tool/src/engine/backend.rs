@@ -83,20 +83,6 @@ pub struct Written {
     pub bytes: u64,
 }
 
-impl Written {
-    /// The chunks flagged non-zero in `flags` (one per chunk of a region of `len` bytes in
-    /// chunks of `chunk` bytes) and their bytes.
-    pub fn from_flags(flags: &[u8], len: usize, chunk: usize) -> Self {
-        let chunks = flags.iter().filter(|f| **f != 0).count() as u64;
-        let mut bytes = chunks * chunk as u64;
-        let tail = len % chunk;
-        if tail != 0 && flags.last().is_some_and(|f| *f != 0) {
-            bytes -= (chunk - tail) as u64;
-        }
-        Self { chunks, bytes }
-    }
-}
-
 /// The narrow runtime interface of the replay engine.
 pub trait Backend {
     /// One dispatch as the backend submits it (HSA: the AQL packet and the queue's writer).
@@ -238,32 +224,5 @@ pub trait Backend {
     /// restore does the setup itself.
     fn prepare_restore_on_device(&self, jobs: &[DeviceRestore], chunk: usize) {
         let _ = (jobs, chunk);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Written;
-
-    #[test]
-    fn written_counts_flagged_chunks_and_a_short_last_chunk_by_its_length() {
-        let k = 4096;
-        // Chunks 1 and 3 of a region whose last chunk holds 100 bytes.
-        assert_eq!(
-            Written::from_flags(&[0, 1, 0, 7], 3 * k + 100, k),
-            Written {
-                chunks: 2,
-                bytes: k as u64 + 100
-            }
-        );
-        // A short last chunk that was not written does not shorten the count.
-        assert_eq!(
-            Written::from_flags(&[1, 1, 0], 2 * k + 1, k),
-            Written {
-                chunks: 2,
-                bytes: 2 * k as u64
-            }
-        );
-        assert_eq!(Written::from_flags(&[0, 0], 2 * k, k), Written::default());
     }
 }

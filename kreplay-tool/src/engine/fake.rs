@@ -195,6 +195,36 @@ impl FakeBackend {
     }
 }
 
+impl FakeBackend {
+    /// Which chunks of `[addr, addr + len)` hash differently now from the 16-byte hashes the
+    /// fake device holds at `expected`; `None` when device hashing is off.
+    fn changed_against(
+        &self,
+        addr: u64,
+        len: usize,
+        chunk: usize,
+        expected: u64,
+    ) -> Result<Option<Vec<bool>>, BackendError> {
+        let mut now = vec![[0u64; 2]; len.div_ceil(chunk)];
+        if !self.hash_chunks_on_device(addr, len, chunk, &mut now)? {
+            return Ok(None);
+        }
+        let was = self.with_range(expected, now.len() * 16, |s| s.to_vec())?;
+        Ok(Some(
+            now.iter()
+                .zip(was.chunks_exact(16))
+                .map(|(h, w)| {
+                    let w = [
+                        u64::from_le_bytes(w[..8].try_into().unwrap()),
+                        u64::from_le_bytes(w[8..].try_into().unwrap()),
+                    ];
+                    *h != w
+                })
+                .collect(),
+        ))
+    }
+}
+
 impl Backend for FakeBackend {
     type Dispatch = FakeDispatch;
 
@@ -394,18 +424,12 @@ impl Backend for FakeBackend {
         if self.no_resident_hashes.load(Ordering::SeqCst) {
             return Ok(false);
         }
-        let mut now = vec![[0u64; 2]; len.div_ceil(chunk)];
-        if !self.hash_chunks_on_device(addr, len, chunk, &mut now)? {
+        let Some(changed) = self.changed_against(addr, len, chunk, expected)? else {
             return Ok(false);
-        }
+        };
         self.resident_checks.fetch_add(1, Ordering::SeqCst);
-        let was = self.with_range(expected, now.len() * 16, |s| s.to_vec())?;
-        for ((d, h), w) in dirty_out.iter_mut().zip(&now).zip(was.chunks_exact(16)) {
-            let w = [
-                u64::from_le_bytes(w[..8].try_into().unwrap()),
-                u64::from_le_bytes(w[8..].try_into().unwrap()),
-            ];
-            *d = *h != w;
+        for (d, c) in dirty_out.iter_mut().zip(changed) {
+            *d = c;
         }
         Ok(true)
     }
@@ -460,30 +484,23 @@ impl Backend for FakeBackend {
         for (j, out) in jobs.iter().zip(written.iter_mut()) {
             if first && j.live == fail_at {
                 return Err(BackendError::Call {
-                    call: "cuLaunchKernel(kreplay_restore_changed)",
+                    call: "cuLaunchKernel(kreplay_restore_regions)",
                     status: 719,
                 });
             }
-            let chunks = j.len.div_ceil(chunk);
-            let mut now = vec![[0u64; 2]; chunks];
-            self.hash_chunks_on_device(j.live, j.len, chunk, &mut now)?;
-            let was = self.with_range(j.expected, chunks * 16, |s| s.to_vec())?;
-            let mut flags = vec![0u8; chunks];
-            for (c, (h, w)) in now.iter().zip(was.chunks_exact(16)).enumerate() {
-                let w = [
-                    u64::from_le_bytes(w[..8].try_into().unwrap()),
-                    u64::from_le_bytes(w[8..].try_into().unwrap()),
-                ];
-                if *h != w {
-                    // One kernel: the copy engine's delay does not apply per chunk.
-                    let (off, len) = (c * chunk, chunk.min(j.len - c * chunk));
-                    let bytes = self.with_range(j.copy + off as u64, len, |s| s.to_vec())?;
-                    self.with_range(j.live + off as u64, len, |d| d.copy_from_slice(&bytes))?;
-                    self.d2d_bytes.fetch_add(len as u64, Ordering::SeqCst);
-                    flags[c] = 1;
-                }
+            let changed = self
+                .changed_against(j.live, j.len, chunk, j.expected)?
+                .unwrap_or_default();
+            *out = Written::default();
+            for (c, _) in changed.iter().enumerate().filter(|(_, d)| **d) {
+                // One kernel: the copy engine's delay does not apply per chunk.
+                let (off, len) = (c * chunk, chunk.min(j.len - c * chunk));
+                let bytes = self.with_range(j.copy + off as u64, len, |s| s.to_vec())?;
+                self.with_range(j.live + off as u64, len, |d| d.copy_from_slice(&bytes))?;
+                self.d2d_bytes.fetch_add(len as u64, Ordering::SeqCst);
+                out.chunks += 1;
+                out.bytes += len as u64;
             }
-            *out = Written::from_flags(&flags, j.len, chunk);
         }
         Ok(true)
     }
