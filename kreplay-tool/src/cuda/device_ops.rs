@@ -27,6 +27,8 @@ const BLOCK: u32 = 256;
 const MAX_BLOCKS: u64 = 65_535;
 /// The one-pass restore kernel's launch, as errors name it.
 pub(super) const RESTORE_CALL: &str = "cuLaunchKernel(kreplay_restore_regions)";
+/// The launch of the kernel that publishes the one-pass restore's counters.
+pub(super) const PUBLISH_CALL: &str = "cuLaunchKernel(kreplay_publish_counts)";
 /// Longest piece one block of the run-copy kernel copies.
 const MAX_RUN_PIECE: usize = 1 << 20;
 
@@ -66,6 +68,9 @@ pub struct Kernels {
     /// The one-pass restore (`None`: the PTX predates it; restores then check and copy in
     /// separate steps).
     pub restore: Option<usize>,
+    /// The publication of the one-pass restore's counters into mapped host memory (`None`:
+    /// the PTX predates it; the counters are then copied back).
+    pub publish: Option<usize>,
 }
 
 /// kreplay's kernels and their output buffers, by context.
@@ -113,6 +118,7 @@ impl CudaBackend<'_> {
                 hash: get(c"kreplay_hash_chunks")?,
                 copy_runs: get(c"kreplay_copy_runs")?,
                 restore: get(c"kreplay_restore_regions"),
+                publish: get(c"kreplay_publish_counts"),
             };
             self.prime(&k);
             Some(k)
@@ -138,6 +144,9 @@ impl CudaBackend<'_> {
         ];
         if let Some(f) = k.restore {
             launches.push((f, RESTORE_CALL, vec![0, 0, 0, 1, 0, 0]));
+        }
+        if let Some(f) = k.publish {
+            launches.push((f, PUBLISH_CALL, vec![0, 0, 0]));
         }
         for (f, call, mut params) in launches {
             if let Err(e) = self.launch_no_wait(f, call, 1, &mut params) {
@@ -205,12 +214,25 @@ impl CudaBackend<'_> {
         blocks: u64,
         params: &mut [u64],
     ) -> Result<(), BackendError> {
+        self.launch_on(kernel, call, blocks, params, core::ptr::null_mut())
+    }
+
+    /// [`Self::launch_no_wait`] on `stream` (null: the legacy default stream).
+    pub(super) fn launch_on(
+        &self,
+        kernel: usize,
+        call: &'static str,
+        blocks: u64,
+        params: &mut [u64],
+        stream: CUstream,
+    ) -> Result<(), BackendError> {
         let mut args: Vec<*mut c_void> = params
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
             .collect();
         // SAFETY: kernel is kreplay's function in this context; every parameter it declares is
-        // a 64-bit value, one per entry of `args`, which outlives the call.
+        // a 64-bit value, one per entry of `args`, which outlives the call; `stream` is the
+        // legacy stream or one of kreplay's own in this context.
         let r = unsafe {
             (self.tool().driver.launch_kernel)(
                 kernel as CUfunction,
@@ -221,7 +243,7 @@ impl CudaBackend<'_> {
                 1,
                 1,
                 0,
-                core::ptr::null_mut(),
+                stream,
                 args.as_mut_ptr(),
                 core::ptr::null_mut(),
             )

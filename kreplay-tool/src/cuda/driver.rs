@@ -39,6 +39,15 @@ pub struct Driver {
     pub mem_alloc_host: MemAllocHostFn,
     /// `cuMemFreeHost`.
     pub mem_free_host: MemFreeHostFn,
+    /// `cuMemHostAlloc`, where the driver has it.
+    pub mem_host_alloc: Option<MemHostAllocFn>,
+    /// `cuMemHostGetDevicePointer_v2`, where the driver has it.
+    pub mem_host_get_device_pointer: Option<MemHostGetDevicePointerFn>,
+    /// `cuStreamQuery`, where the driver has it.
+    pub stream_query: Option<StreamQueryFn>,
+    /// The entries that capture kreplay's own launches into a graph, where the driver has
+    /// them all.
+    pub graphs: Option<GraphEntries>,
     /// `cuMemcpyDtoH_v2`.
     pub memcpy_dtoh: MemcpyDtoHFn,
     /// `cuMemcpyHtoD_v2`.
@@ -69,6 +78,28 @@ pub struct Driver {
     pub func_get_name: Option<GetNameFn>,
     /// `cuKernelGetName`, where the driver has it.
     pub kernel_get_name: Option<GetNameFn>,
+}
+
+/// The real graph entries kreplay uses to replay its own pair of restore kernels as one graph.
+pub struct GraphEntries {
+    /// `cuStreamCreate`.
+    pub stream_create: StreamCreateFn,
+    /// `cuStreamDestroy_v2`.
+    pub stream_destroy: StreamDestroyFn,
+    /// `cuStreamBeginCapture_v2`.
+    pub begin_capture: StreamBeginCaptureFn,
+    /// `cuStreamEndCapture`.
+    pub end_capture: StreamEndCaptureFn,
+    /// `cuGraphInstantiateWithFlags`.
+    pub instantiate: GraphInstantiateFn,
+    /// `cuGraphLaunch` (the driver's, never kreplay's wrapper).
+    pub launch: GraphLaunchFn,
+    /// `cuGraphUpload`.
+    pub upload: GraphUploadFn,
+    /// `cuGraphExecDestroy`.
+    pub exec_destroy: GraphExecDestroyFn,
+    /// `cuGraphDestroy`.
+    pub destroy: GraphDestroyFn,
 }
 
 impl Driver {
@@ -134,6 +165,34 @@ impl Driver {
             mem_free: need!(c"cuMemFree", MemFreeFn),
             mem_alloc_host: need!(c"cuMemAllocHost", MemAllocHostFn),
             mem_free_host: need!(c"cuMemFreeHost", MemFreeHostFn),
+            mem_host_alloc: maybe!(c"cuMemHostAlloc", ABI_VERSION, MemHostAllocFn),
+            mem_host_get_device_pointer: maybe!(
+                c"cuMemHostGetDevicePointer",
+                ABI_VERSION,
+                MemHostGetDevicePointerFn
+            ),
+            stream_query: maybe!(c"cuStreamQuery", ABI_VERSION, StreamQueryFn),
+            graphs: (|| {
+                Some(GraphEntries {
+                    stream_create: maybe!(c"cuStreamCreate", ABI_VERSION, StreamCreateFn)?,
+                    stream_destroy: maybe!(c"cuStreamDestroy", ABI_VERSION, StreamDestroyFn)?,
+                    begin_capture: maybe!(
+                        c"cuStreamBeginCapture",
+                        ABI_VERSION,
+                        StreamBeginCaptureFn
+                    )?,
+                    end_capture: maybe!(c"cuStreamEndCapture", ABI_VERSION, StreamEndCaptureFn)?,
+                    instantiate: maybe!(
+                        c"cuGraphInstantiateWithFlags",
+                        ABI_VERSION,
+                        GraphInstantiateFn
+                    )?,
+                    launch: maybe!(c"cuGraphLaunch", ABI_VERSION, GraphLaunchFn)?,
+                    upload: maybe!(c"cuGraphUpload", ABI_VERSION, GraphUploadFn)?,
+                    exec_destroy: maybe!(c"cuGraphExecDestroy", ABI_VERSION, GraphExecDestroyFn)?,
+                    destroy: maybe!(c"cuGraphDestroy", ABI_VERSION, GraphDestroyFn)?,
+                })
+            })(),
             memcpy_dtoh: need!(c"cuMemcpyDtoH", MemcpyDtoHFn),
             memcpy_htod: need!(c"cuMemcpyHtoD", MemcpyHtoDFn),
             memcpy_dtod: need!(c"cuMemcpyDtoD", MemcpyDtoDFn),

@@ -18,6 +18,8 @@ pub type CUmodule = *mut c_void;
 pub type CUlibrary = *mut c_void;
 /// `CUgraphExec`.
 pub type CUgraphExec = *mut c_void;
+/// `CUgraph`.
+pub type CUgraph = *mut c_void;
 /// `CUcontext`.
 pub type CUcontext = *mut c_void;
 /// `CUmemoryPool`.
@@ -31,6 +33,14 @@ pub const ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const ERROR_NOT_INITIALIZED: CUresult = 3;
 /// `CUDA_ERROR_NOT_FOUND`.
 pub const ERROR_NOT_FOUND: CUresult = 500;
+/// `CUDA_ERROR_NOT_READY` (`cuStreamQuery`: work still pending).
+pub const ERROR_NOT_READY: CUresult = 600;
+/// `CU_MEMHOSTALLOC_DEVICEMAP`: pinned host memory mapped into the device's address space.
+pub const MEMHOSTALLOC_DEVICEMAP: c_uint = 0x02;
+/// `CU_STREAM_NON_BLOCKING`: a stream that does not synchronize with the legacy default stream.
+pub const STREAM_NON_BLOCKING: c_uint = 0x1;
+/// `CU_STREAM_CAPTURE_MODE_RELAXED`: a capture that forbids no other thread's calls.
+pub const STREAM_CAPTURE_MODE_RELAXED: c_uint = 2;
 
 /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE` (value: `CUmemorytype`, u32).
 pub const ATTR_MEMORY_TYPE: c_uint = 2;
@@ -118,6 +128,29 @@ pub type MemcpyDtoDFn = unsafe extern "C" fn(CUdeviceptr, CUdeviceptr, usize) ->
 pub type MemAllocHostFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult;
 /// `cuMemFreeHost`.
 pub type MemFreeHostFn = unsafe extern "C" fn(*mut c_void) -> CUresult;
+/// `cuMemHostAlloc`.
+pub type MemHostAllocFn = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CUresult;
+/// `cuMemHostGetDevicePointer_v2`.
+pub type MemHostGetDevicePointerFn =
+    unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CUresult;
+/// `cuStreamQuery`.
+pub type StreamQueryFn = unsafe extern "C" fn(CUstream) -> CUresult;
+/// `cuStreamCreate`.
+pub type StreamCreateFn = unsafe extern "C" fn(*mut CUstream, c_uint) -> CUresult;
+/// `cuStreamDestroy_v2`.
+pub type StreamDestroyFn = unsafe extern "C" fn(CUstream) -> CUresult;
+/// `cuStreamBeginCapture_v2` (stream, `CUstreamCaptureMode`).
+pub type StreamBeginCaptureFn = unsafe extern "C" fn(CUstream, c_uint) -> CUresult;
+/// `cuStreamEndCapture`.
+pub type StreamEndCaptureFn = unsafe extern "C" fn(CUstream, *mut CUgraph) -> CUresult;
+/// `cuGraphInstantiateWithFlags`.
+pub type GraphInstantiateFn = unsafe extern "C" fn(*mut CUgraphExec, CUgraph, u64) -> CUresult;
+/// `cuGraphUpload`.
+pub type GraphUploadFn = unsafe extern "C" fn(CUgraphExec, CUstream) -> CUresult;
+/// `cuGraphExecDestroy`.
+pub type GraphExecDestroyFn = unsafe extern "C" fn(CUgraphExec) -> CUresult;
+/// `cuGraphDestroy`.
+pub type GraphDestroyFn = unsafe extern "C" fn(CUgraph) -> CUresult;
 /// `cuMemGetInfo_v2`.
 pub type MemGetInfoFn = unsafe extern "C" fn(*mut usize, *mut usize) -> CUresult;
 /// `cuPointerGetAttributes`.

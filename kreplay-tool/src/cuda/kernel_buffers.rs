@@ -38,7 +38,42 @@ pub struct OnePassBuffers {
     /// Whether the counters on the device equal `seen` (false at first and after a failed
     /// call: they are zeroed before the next use).
     pub synced: bool,
+    /// Where `kreplay_publish_counts` publishes the counters and its sequence number (when
+    /// mapped memory could be had).
+    pub mapped: Mapped,
+    /// Publications since the counters were last zeroed: the sequence number the device
+    /// holds (one word after the counters).
+    pub seq: u64,
+    /// The restore and the publication captured as one graph, for the current table.
+    pub pair: Option<super::graph::Captured>,
+    /// A restore once finished without its publication: the counters are copied back from
+    /// then on.
+    pub mapped_broken: bool,
 }
+
+/// Pinned host memory mapped into the device's address space (`cuMemHostAlloc` with
+/// `CU_MEMHOSTALLOC_DEVICEMAP`): a kernel writes it, the host reads it with no copy.
+pub struct Mapped {
+    /// The host's view, zeroed when allocated.
+    pub host: *mut u64,
+    /// The device's address of the same memory.
+    pub dev: u64,
+    /// Words it holds.
+    pub words: usize,
+}
+
+impl Default for Mapped {
+    fn default() -> Self {
+        Self {
+            host: core::ptr::null_mut(),
+            dev: 0,
+            words: 0,
+        }
+    }
+}
+
+// SAFETY: `host` is pinned memory owned by this buffer, used only under the scratch lock.
+unsafe impl Send for Mapped {}
 
 /// Device memory and a pinned host buffer of `cap` bytes each.
 pub struct Buffer {
@@ -135,6 +170,48 @@ impl CudaBackend<'_> {
         }
         b.cap = cap;
         Ok(())
+    }
+
+    /// Grows `m` to at least `words` zeroed words; false when the driver cannot map pinned
+    /// memory (the caller then copies results back instead).
+    pub(super) fn reserve_mapped(&self, m: &mut Mapped, words: usize) -> bool {
+        if m.words >= words {
+            return true;
+        }
+        let d = &self.tool().driver;
+        let (Some(alloc), Some(dev_ptr)) = (d.mem_host_alloc, d.mem_host_get_device_pointer) else {
+            return false;
+        };
+        if !m.host.is_null() {
+            // SAFETY: m.host came from cuMemHostAlloc and no launch that writes it is pending
+            // (each launch is waited for under the scratch lock).
+            let _ = unsafe { (d.mem_free_host)(m.host as *mut c_void) };
+        }
+        *m = Mapped::default();
+        let cap = words.next_power_of_two();
+        let mut host: *mut c_void = core::ptr::null_mut();
+        let mut dev: CUdeviceptr = 0;
+        // SAFETY: valid out-pointers; `host` is the allocation just made.
+        let ok = unsafe {
+            alloc(&mut host, cap * 8, MEMHOSTALLOC_DEVICEMAP) == SUCCESS
+                && dev_ptr(&mut dev, host, 0) == SUCCESS
+        };
+        if !ok {
+            if !host.is_null() {
+                // SAFETY: host came from cuMemHostAlloc above and was never handed out.
+                let _ = unsafe { (d.mem_free_host)(host) };
+            }
+            tracing::debug!("kreplay: no mapped pinned memory; restore counters are copied back");
+            return false;
+        }
+        // SAFETY: host holds cap * 8 bytes, just allocated.
+        unsafe { core::ptr::write_bytes(host as *mut u8, 0, cap * 8) };
+        *m = Mapped {
+            host: host as *mut u64,
+            dev,
+            words: cap,
+        };
+        true
     }
 
     /// Copies `words` into `b`'s device memory (grown as needed), through its pinned side when

@@ -11,6 +11,7 @@ pub mod elf;
 #[cfg(target_arch = "x86_64")]
 pub mod exports;
 pub mod ffi;
+pub mod graph;
 pub mod hooks;
 pub mod image;
 #[cfg(target_arch = "x86_64")]
