@@ -158,6 +158,8 @@ fn write_run(dir: &Path) {
             check: 2,
             chunk_size: 65536,
             bytes_hashed: 8192,
+            pid: 0,
+            tid: 0,
         }
         .into(),
         ReplayPass {
@@ -165,6 +167,8 @@ fn write_run(dir: &Path) {
             pass: 0,
             start_ns: 3100,
             end_ns: 3300,
+            pid: 0,
+            tid: 0,
         }
         .into(),
         Restore {
@@ -180,6 +184,8 @@ fn write_run(dir: &Path) {
             bytes_checked: 8192,
             dirty_chunks: 1,
             check_ns: 50,
+            pid: 0,
+            tid: 0,
         }
         .into(),
         ReplayPass {
@@ -187,6 +193,8 @@ fn write_run(dir: &Path) {
             pass: 1,
             start_ns: 3400,
             end_ns: 4900,
+            pid: 0,
+            tid: 0,
         }
         .into(),
         Nondeterministic {
@@ -216,6 +224,8 @@ fn write_run(dir: &Path) {
             check: 0,
             chunk_size: 0,
             bytes_hashed: 0,
+            pid: 0,
+            tid: 0,
         }
         .into(),
         // A replay record whose dispatch record is missing.
@@ -224,6 +234,8 @@ fn write_run(dir: &Path) {
             pass: 0,
             start_ns: 7000,
             end_ns: 7100,
+            pid: 0,
+            tid: 0,
         }
         .into(),
         // Submitted by a thread kreplay did not probe: no launch slice, no flow.

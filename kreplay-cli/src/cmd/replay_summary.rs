@@ -241,6 +241,8 @@ mod tests {
                 pass: 0,
                 start_ns: 0,
                 end_ns: 3000,
+                pid: 0,
+                tid: 0,
             }
             .into(),
             ReplayPass {
@@ -248,6 +250,8 @@ mod tests {
                 pass: 1,
                 start_ns: 5000,
                 end_ns: 6000,
+                pid: 0,
+                tid: 0,
             }
             .into(),
             ReplayPass {
@@ -255,6 +259,8 @@ mod tests {
                 pass: 2,
                 start_ns: 7000,
                 end_ns: 9000,
+                pid: 0,
+                tid: 0,
             }
             .into(),
             dispatch(2, "fill"),
@@ -277,6 +283,8 @@ mod tests {
                 check: snapshot_mode::HOST_HASH,
                 chunk_size: 64 << 10,
                 bytes_hashed: 1 << 20,
+                pid: 0,
+                tid: 0,
             }
             .into(),
         );
@@ -295,6 +303,8 @@ mod tests {
                     bytes_checked: 1 << 20,
                     dirty_chunks: 1,
                     check_ns: 3000,
+                    pid: 0,
+                    tid: 0,
                 }
                 .into(),
             );
@@ -362,6 +372,8 @@ mod tests {
                 bytes_checked: 0,
                 dirty_chunks: 1,
                 check_ns: 0,
+                pid: 0,
+                tid: 0,
             }
             .into()
         };
@@ -376,6 +388,8 @@ mod tests {
                 check,
                 chunk_size: 16384,
                 bytes_hashed: 0,
+                pid: 0,
+                tid: 0,
             }
             .into()
         };

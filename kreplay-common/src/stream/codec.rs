@@ -3,11 +3,12 @@
 //!
 //! A decoder skips a tag it does not know (a newer writer's record) and ignores body bytes
 //! past the fields it knows (a newer writer's appended fields): that is the format's forward
-//! compatibility. A body shorter than its known fields is malformed.
+//! compatibility. A body shorter than the fields its stream's version has is malformed; fields
+//! a version appended are read as 0 from an older version's stream.
 
 use super::record::{
     ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic, ProcessName,
-    Record, ReplayPass, Restore, Snapshot, ThreadName,
+    Record, ReplayPass, Restore, Snapshot, ThreadName, ToolWindow,
 };
 
 /// Bytes before each record body: the tag and the body length.
@@ -29,6 +30,7 @@ mod tag {
     pub const CORRELATION: u8 = 10;
     pub const DROPS: u8 = 11;
     pub const KERNEL_NAME: u8 = 12;
+    pub const TOOL_WINDOW: u8 = 13;
 }
 
 /// Appends little-endian fields to a buffer.
@@ -151,6 +153,9 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) {
             e.u64(r.correlation);
             e.u32(r.pass);
             e.u64s(&[r.start_ns, r.end_ns]);
+            // Version 2.
+            e.u32(r.pid);
+            e.u32(r.tid);
             tag::REPLAY_PASS
         }
         Record::Snapshot(r) => {
@@ -159,6 +164,9 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) {
             e.u8(r.placement);
             e.u8(r.check);
             e.u64s(&[r.chunk_size, r.bytes_hashed]);
+            // Version 2.
+            e.u32(r.pid);
+            e.u32(r.tid);
             tag::SNAPSHOT
         }
         Record::Restore(r) => {
@@ -169,6 +177,9 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) {
             e.u8(r.placement);
             e.u8(r.check);
             e.u64s(&[r.bytes_checked, r.dirty_chunks, r.check_ns]);
+            // Version 2.
+            e.u32(r.pid);
+            e.u32(r.tid);
             tag::RESTORE
         }
         Record::Decline(r) => {
@@ -198,6 +209,12 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) {
             e.str(&r.name);
             tag::KERNEL_NAME
         }
+        Record::ToolWindow(r) => {
+            e.u32(r.pid);
+            e.u32(r.tid);
+            e.u64s(&[r.correlation, r.start_ns, r.end_ns]);
+            tag::TOOL_WINDOW
+        }
     };
     let body_len = (out.len() - start - RECORD_HEADER_LEN) as u32;
     out[start] = tag;
@@ -215,8 +232,9 @@ pub enum Decoded {
     Malformed,
 }
 
-/// Decodes the record starting at `pos` of a chunk payload (`pos < payload.len()`).
-pub fn decode(payload: &[u8], pos: usize) -> Decoded {
+/// Decodes the record starting at `pos` of a chunk payload (`pos < payload.len()`) of a
+/// stream written in format `version` (which fields a body must have).
+pub fn decode(payload: &[u8], pos: usize, version: u16) -> Decoded {
     let Some(head) = payload.get(pos..pos + RECORD_HEADER_LEN) else {
         return Decoded::Malformed;
     };
@@ -227,15 +245,34 @@ pub fn decode(payload: &[u8], pos: usize) -> Decoded {
         return Decoded::Malformed;
     };
     let next = body_start + len;
-    match decode_body(tag, &mut Dec { b: body }) {
+    match decode_body(tag, &mut Dec { b: body }, version) {
         Some(Some(rec)) => Decoded::Record(rec, next),
         Some(None) => Decoded::Unknown(tag, next),
         None => Decoded::Malformed,
     }
 }
 
+/// The fields version 2 appended (`pid`, `tid`): required in a version-2 stream, absent (0) in
+/// a version-1 one.
+fn v2_thread(d: &mut Dec<'_>, version: u16) -> Option<(u32, u32)> {
+    if version >= 2 {
+        Some((d.u32()?, d.u32()?))
+    } else {
+        Some((0, 0))
+    }
+}
+
+/// Version 1's optional appended field: required from version 2 on (later fields follow it).
+fn appended<T: Default>(v: Option<T>, version: u16) -> Option<T> {
+    if version >= 2 {
+        v
+    } else {
+        Some(v.unwrap_or_default())
+    }
+}
+
 /// `Some(None)` for an unknown tag, `None` for a body too short for the tag's fields.
-fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
+fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>> {
     let rec: Record = match tag {
         tag::THREAD_NAME => ThreadName {
             tid: d.u32()?,
@@ -280,18 +317,26 @@ fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
             }
             .into()
         }
-        tag::REPLAY_PASS => ReplayPass {
-            correlation: d.u64()?,
-            pass: d.u32()?,
-            start_ns: d.u64()?,
-            end_ns: d.u64()?,
+        tag::REPLAY_PASS => {
+            let (correlation, pass) = (d.u64()?, d.u32()?);
+            let [start_ns, end_ns] = d.u64s()?;
+            let (pid, tid) = v2_thread(d, version)?;
+            ReplayPass {
+                correlation,
+                pass,
+                start_ns,
+                end_ns,
+                pid,
+                tid,
+            }
+            .into()
         }
-        .into(),
         tag::SNAPSHOT => {
             let [correlation, start_ns, end_ns, bytes, regions] = d.u64s()?;
-            // Appended fields: absent (0) in records of writers before them.
-            let (placement, check) = (d.u8().unwrap_or(0), d.u8().unwrap_or(0));
-            let [chunk_size, bytes_hashed] = d.u64s().unwrap_or([0; 2]);
+            // Appended in version 1: absent (0) in records of writers before them.
+            let (placement, check) = (appended(d.u8(), version)?, appended(d.u8(), version)?);
+            let [chunk_size, bytes_hashed] = appended(d.u64s(), version)?;
+            let (pid, tid) = v2_thread(d, version)?;
             Snapshot {
                 correlation,
                 start_ns,
@@ -302,15 +347,18 @@ fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
                 check,
                 chunk_size,
                 bytes_hashed,
+                pid,
+                tid,
             }
             .into()
         }
         tag::RESTORE => {
             let (correlation, pass) = (d.u64()?, d.u32()?);
             let [start_ns, end_ns, bytes, regions, skipped] = d.u64s()?;
-            // Appended fields: absent (0) in records of writers before them.
-            let (placement, check) = (d.u8().unwrap_or(0), d.u8().unwrap_or(0));
-            let [bytes_checked, dirty_chunks, check_ns] = d.u64s().unwrap_or([0; 3]);
+            // Appended in version 1: absent (0) in records of writers before them.
+            let (placement, check) = (appended(d.u8(), version)?, appended(d.u8(), version)?);
+            let [bytes_checked, dirty_chunks, check_ns] = appended(d.u64s(), version)?;
+            let (pid, tid) = v2_thread(d, version)?;
             Restore {
                 correlation,
                 pass,
@@ -324,6 +372,8 @@ fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
                 bytes_checked,
                 dirty_chunks,
                 check_ns,
+                pid,
+                tid,
             }
             .into()
         }
@@ -362,6 +412,15 @@ fn decode_body(tag: u8, d: &mut Dec<'_>) -> Option<Option<Record>> {
             ts_ns: d.u64()?,
             handle: d.u64()?,
             name: d.str()?,
+        }
+        .into(),
+        // New in version 2; a version-1 writer never wrote this tag.
+        tag::TOOL_WINDOW => ToolWindow {
+            pid: d.u32()?,
+            tid: d.u32()?,
+            correlation: d.u64()?,
+            start_ns: d.u64()?,
+            end_ns: d.u64()?,
         }
         .into(),
         _ => return Some(None),

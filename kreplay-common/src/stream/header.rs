@@ -9,9 +9,10 @@ use super::error::StreamError;
 
 /// The first eight bytes of every stream file.
 pub const MAGIC: [u8; 8] = *b"KRPLSTRM";
-/// The format version this build writes (and the newest it reads).
-pub const FORMAT_VERSION: u16 = 1;
-/// Bytes of a version-1 header; a newer header may be longer (its length field says).
+/// The format version this build writes (and the newest it reads; it reads every older one).
+/// 2: the tool's `Snapshot`/`Restore`/`ReplayPass` carry pid and tid, and `ToolWindow` exists.
+pub const FORMAT_VERSION: u16 = 2;
+/// Bytes of a version-1 or -2 header; a newer header may be longer (its length field says).
 pub const HEADER_LEN: usize = 40;
 /// `clock_id` value for CLOCK_MONOTONIC (Linux's clockid 1), the clock of every timestamp.
 pub const CLOCK_MONOTONIC_ID: u16 = 1;

@@ -7,7 +7,7 @@
 //! file   = header chunk*
 //! header = magic "KRPLSTRM" (8) | version u16 | header_len u16 | kind u16 | clock_id u16
 //!        | pid u32 | created_monotonic_ns u64 | created_realtime_ns u64 | crc32 u32
-//!          (40 bytes in version 1; crc32 covers the header_len - 4 bytes before it)
+//!          (40 bytes in versions 1 and 2; crc32 covers the header_len - 4 bytes before it)
 //! chunk  = payload_len u32 | crc32(payload) u32 | seq u64 | payload
 //!          (seq counts chunks from 0; payload_len <= MAX_CHUNK_PAYLOAD)
 //! payload = record*
@@ -17,6 +17,15 @@
 //! Bodies are the record's fields in a fixed order (see [`codec`]); strings are `len u32`
 //! plus UTF-8. A reader skips records whose tag it does not know and ignores bytes after the
 //! fields it knows, so a newer writer can add record types and append fields.
+//!
+//! # Versions
+//!
+//! Version 2 appends `pid u32, tid u32` to `Snapshot`, `Restore` and `ReplayPass` (after every
+//! field appended in version 1) and adds the `ToolWindow` record: the merge needs to know
+//! which thread was inside kreplay's own work, and when. A version-2 body without them is
+//! malformed; in a version-1 stream they are absent and read as 0 (not recorded), so a
+//! version-1 stream still reads, with kreplay's own calls not told apart. A version above
+//! [`FORMAT_VERSION`] is refused with a message naming the file and both versions.
 //!
 //! # Crash safety
 //!
@@ -44,6 +53,8 @@ mod writer;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod version_tests;
 
 pub use crc32::{crc32, crc32_bytewise, crc32_slice8};
 pub use error::{DamageKind, StreamDamage, StreamError};
@@ -54,7 +65,7 @@ pub use merge::{DEFAULT_WINDOW, Merged, MergedStreams};
 pub use reader::StreamReader;
 pub use record::{
     ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic, ProcessName,
-    Record, ReplayPass, Restore, Snapshot, ThreadName, snapshot_mode,
+    Record, ReplayPass, Restore, Snapshot, ThreadName, ToolWindow, snapshot_mode,
 };
 pub use writer::{DEFAULT_CHUNK_THRESHOLD, StreamWriter};
 

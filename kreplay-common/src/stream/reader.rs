@@ -102,7 +102,7 @@ impl<R: Read> StreamReader<R> {
     fn read_record(&mut self) -> Option<Record> {
         loop {
             if self.pos < self.payload.len() {
-                match codec::decode(&self.payload, self.pos) {
+                match codec::decode(&self.payload, self.pos, self.header.version) {
                     Decoded::Record(rec, next) => {
                         self.pos = next;
                         return Some(rec);

@@ -85,6 +85,10 @@ pub struct ReplayPass {
     pub start_ns: u64,
     /// End.
     pub end_ns: u64,
+    /// Process that ran the pass (0 in version-1 streams: not recorded).
+    pub pid: u32,
+    /// Thread that submitted the pass and waited for it (0 in version-1 streams).
+    pub tid: u32,
 }
 
 /// The memory snapshot taken before a replayed dispatch.
@@ -108,6 +112,10 @@ pub struct Snapshot {
     pub chunk_size: u64,
     /// Bytes hashed while taking the snapshot.
     pub bytes_hashed: u64,
+    /// Process that took it (0 in version-1 streams: not recorded).
+    pub pid: u32,
+    /// Thread that took it (0 in version-1 streams).
+    pub tid: u32,
 }
 
 /// A restore of the snapshot before a replay pass.
@@ -137,6 +145,28 @@ pub struct Restore {
     pub dirty_chunks: u64,
     /// Time spent finding changed chunks (the rest of the span is copying back).
     pub check_ns: u64,
+    /// Process that restored (0 in version-1 streams: not recorded).
+    pub pid: u32,
+    /// Thread that restored (0 in version-1 streams).
+    pub tid: u32,
+}
+
+/// A span during which kreplay itself called the GPU runtime on one thread: the whole replay
+/// of a dispatch (snapshot, passes, hashing, restores, freeing its copies). Every runtime call
+/// that thread made inside `[start_ns, end_ns]` was kreplay's, not the application's; the
+/// merge uses it to keep kreplay's calls apart from the application's (new in version 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolWindow {
+    /// Process id.
+    pub pid: u32,
+    /// The thread that was inside kreplay.
+    pub tid: u32,
+    /// The dispatch's correlation id.
+    pub correlation: u64,
+    /// Start.
+    pub start_ns: u64,
+    /// End.
+    pub end_ns: u64,
 }
 
 /// The codes of [`Snapshot::placement`]/[`Snapshot::check`] (and [`Restore`]'s) and their names.
@@ -276,6 +306,8 @@ pub enum Record {
     Drops(Drops),
     /// See [`KernelName`].
     KernelName(KernelName),
+    /// See [`ToolWindow`].
+    ToolWindow(ToolWindow),
 }
 
 impl Record {
@@ -295,6 +327,7 @@ impl Record {
             Self::Correlation(r) => r.ts_ns,
             Self::Drops(r) => r.ts_ns,
             Self::KernelName(r) => r.ts_ns,
+            Self::ToolWindow(r) => r.start_ns,
         }
     }
 }
@@ -321,5 +354,6 @@ impl_from!(
     Nondeterministic,
     Correlation,
     Drops,
-    KernelName
+    KernelName,
+    ToolWindow
 );

@@ -54,6 +54,8 @@ fn one_of_each() -> Vec<Record> {
             pass: 3,
             start_ns: 40,
             end_ns: 50,
+            pid: 77,
+            tid: 79,
         }
         .into(),
         Snapshot {
@@ -66,6 +68,8 @@ fn one_of_each() -> Vec<Record> {
             check: 2,
             chunk_size: 65536,
             bytes_hashed: 1 << 20,
+            pid: 77,
+            tid: 79,
         }
         .into(),
         Restore {
@@ -81,6 +85,8 @@ fn one_of_each() -> Vec<Record> {
             bytes_checked: 1 << 20,
             dirty_chunks: 1,
             check_ns: 2,
+            pid: 77,
+            tid: 79,
         }
         .into(),
         Decline {
@@ -115,6 +121,14 @@ fn one_of_each() -> Vec<Record> {
             ts_ns: 80,
             handle: 0x4010,
             name: "saxpy(float, float const*, float*, unsigned long)".into(),
+        }
+        .into(),
+        ToolWindow {
+            pid: 77,
+            tid: 79,
+            correlation: 42,
+            start_ns: 31,
+            end_ns: 51,
         }
         .into(),
     ]
@@ -190,12 +204,15 @@ fn a_version_1_restore_body_without_the_chunk_fields_decodes_with_zeros() {
         bytes_checked: 8192,
         dirty_chunks: 1,
         check_ns: 7,
+        pid: 0,
+        tid: 0,
     };
     let mut out = Vec::new();
     codec::encode(&full.clone().into(), &mut out);
-    // Version 1's body: correlation u64, pass u32, five u64s; the 26 appended bytes cut off.
+    // The first version-1 body: correlation u64, pass u32, five u64s; the 26 bytes appended
+    // later in version 1 and version 2's pid and tid cut off.
     let v1_len = 8 + 4 + 5 * 8;
-    assert_eq!(out.len(), 5 + v1_len + 2 + 3 * 8);
+    assert_eq!(out.len(), 5 + v1_len + 2 + 3 * 8 + 2 * 4);
     out.truncate(5 + v1_len);
     out[1..5].copy_from_slice(&(v1_len as u32).to_le_bytes());
     let want = Restore {
@@ -207,7 +224,7 @@ fn a_version_1_restore_body_without_the_chunk_fields_decodes_with_zeros() {
         ..full
     };
     assert_eq!(
-        codec::decode(&out, 0),
+        codec::decode(&out, 0, 1),
         codec::Decoded::Record(want.into(), out.len())
     );
     assert_eq!(snapshot_mode::label(2, 2), "pinned/host-hash");
@@ -254,7 +271,7 @@ fn header_errors_name_the_file() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "v.krs: stream format version 9, this reader understands up to 1"
+        "v.krs: stream format version 9, this reader understands up to 2"
     );
     let err = StreamReader::new(Cursor::new(b"NOTASTREAM__"), Path::new("m.krs"))
         .err()
@@ -380,7 +397,7 @@ fn long_strings_are_cut_at_a_char_boundary() {
     let name = "é".repeat(codec::MAX_STRING); // 2 bytes each
     let mut out = Vec::new();
     codec::encode(&ThreadName { tid: 1, name }.into(), &mut out);
-    match codec::decode(&out, 0) {
+    match codec::decode(&out, 0, FORMAT_VERSION) {
         codec::Decoded::Record(Record::ThreadName(t), next) => {
             assert_eq!(t.name.len(), codec::MAX_STRING);
             assert_eq!(next, out.len());

@@ -1,0 +1,130 @@
+//! Tests of the format versions: a version-1 stream (no pid/tid on the tool's records) still
+//! reads, a version-2 body without them is malformed, a newer version is refused by name.
+
+use std::io::Cursor;
+use std::path::Path;
+
+use super::*;
+
+/// A stream file with header `version` and one chunk holding `payload`.
+fn stream_bytes(version: u16, payload: &[u8]) -> Vec<u8> {
+    let mut header = StreamHeader::new(StreamKind::Tool, 31).encode();
+    header[8..10].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32(&header[..HEADER_LEN - 4]);
+    header[HEADER_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+    let mut bytes = header.to_vec();
+    bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&crc32(payload).to_le_bytes());
+    bytes.extend_from_slice(&0u64.to_le_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// `rec` encoded, with the last `cut` body bytes removed (the body length fixed to match).
+fn encoded_without_tail(rec: &Record, cut: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    codec::encode(rec, &mut out);
+    out.truncate(out.len() - cut);
+    let body = (out.len() - codec::RECORD_HEADER_LEN) as u32;
+    out[1..5].copy_from_slice(&body.to_le_bytes());
+    out
+}
+
+fn snapshot(pid: u32, tid: u32) -> Snapshot {
+    Snapshot {
+        correlation: 9,
+        start_ns: 100,
+        end_ns: 200,
+        bytes: 8192,
+        regions: 2,
+        placement: snapshot_mode::PINNED,
+        check: snapshot_mode::HOST_HASH,
+        chunk_size: 4096,
+        bytes_hashed: 8192,
+        pid,
+        tid,
+    }
+}
+
+fn pass(pid: u32, tid: u32) -> ReplayPass {
+    ReplayPass {
+        correlation: 9,
+        pass: 1,
+        start_ns: 300,
+        end_ns: 400,
+        pid,
+        tid,
+    }
+}
+
+fn read(bytes: &[u8]) -> (Vec<Record>, Option<StreamDamage>) {
+    let mut r = StreamReader::new(Cursor::new(bytes), Path::new("old.krs")).unwrap();
+    let recs: Vec<Record> = r.by_ref().collect();
+    (recs, r.damage().cloned())
+}
+
+#[test]
+fn a_version_1_stream_reads_with_the_thread_of_the_tools_records_unknown() {
+    // Version 1's last Snapshot and ReplayPass bodies: everything but the 8 pid/tid bytes.
+    let mut payload = encoded_without_tail(&snapshot(5, 6).into(), 8);
+    payload.extend(encoded_without_tail(&pass(5, 6).into(), 8));
+    let bytes = stream_bytes(1, &payload);
+    let (recs, damage) = read(&bytes);
+    assert_eq!(damage, None);
+    assert_eq!(recs, [snapshot(0, 0).into(), pass(0, 0).into()]);
+}
+
+#[test]
+fn a_version_2_body_without_pid_and_tid_is_malformed_and_the_records_before_it_are_kept() {
+    let mut payload = Vec::new();
+    codec::encode(&pass(5, 6).into(), &mut payload);
+    let bad_at = payload.len();
+    payload.extend(encoded_without_tail(&snapshot(5, 6).into(), 8));
+    let bytes = stream_bytes(2, &payload);
+    let (recs, damage) = read(&bytes);
+    assert_eq!(recs, [pass(5, 6).into()]);
+    let damage = damage.expect("damage reported");
+    assert_eq!(damage.kind, DamageKind::BadRecord { at: bad_at });
+    assert_eq!(damage.offset, HEADER_LEN as u64);
+    // The same bytes in a version-1 stream are a complete record.
+    let (recs, damage) = read(&stream_bytes(1, &payload[bad_at..]));
+    assert_eq!((recs, damage), (vec![snapshot(0, 0).into()], None));
+}
+
+#[test]
+fn a_version_2_stream_carries_the_tools_threads_and_windows() {
+    let window = ToolWindow {
+        pid: 5,
+        tid: 6,
+        correlation: 9,
+        start_ns: 90,
+        end_ns: 410,
+    };
+    let mut payload = Vec::new();
+    for r in [
+        Record::from(snapshot(5, 6)),
+        pass(5, 6).into(),
+        window.clone().into(),
+    ] {
+        codec::encode(&r, &mut payload);
+    }
+    let (recs, damage) = read(&stream_bytes(FORMAT_VERSION, &payload));
+    assert_eq!(damage, None);
+    assert_eq!(
+        recs,
+        [snapshot(5, 6).into(), pass(5, 6).into(), window.into()]
+    );
+    assert_eq!(recs[2].timestamp(), 90, "a window merges at its start");
+}
+
+#[test]
+fn a_stream_of_a_newer_version_is_refused_with_both_versions_named() {
+    let bytes = stream_bytes(FORMAT_VERSION + 1, &[]);
+    let err = StreamReader::new(Cursor::new(&bytes), Path::new("new.krs"))
+        .err()
+        .expect("refused");
+    assert_eq!(
+        err.to_string(),
+        "new.krs: stream format version 3, this reader understands up to 2"
+    );
+}
