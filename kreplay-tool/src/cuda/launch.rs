@@ -14,7 +14,7 @@ use super::ffi::*;
 use super::state::{CudaTool, cuda_tool};
 use crate::engine::backend::BackendError;
 use crate::engine::gate::DRAIN_LIMIT;
-use crate::engine::replay::{Outcome, Request, decline, now_ns, replay};
+use crate::engine::replay::{Outcome, Request, decline, now_ns, own_window, replay};
 
 /// One launch, with the real entry it was meant for.
 pub enum Launch {
@@ -246,7 +246,10 @@ unsafe fn replay_or_decline(
     }
     let backend = CudaBackend::new(t);
     // The snapshot must see the kernel's inputs: everything submitted before it has finished.
-    if let Err(e) = backend.synchronize() {
+    let sync_start = now_ns();
+    let synced = backend.synchronize();
+    own_window(corr, sync_start);
+    if let Err(e) = synced {
         gate.open();
         decline(corr, format!("{e}"));
         // SAFETY: caller's contract.

@@ -1,9 +1,11 @@
 //! The replay loop of one dispatch: snap; on an incomplete snapshot decline (the caller then
 //! runs the dispatch once with its original completion signal); else per pass submit, wait,
-//! hash what the pass wrote, restore (none after the last pass). Records go to `emit`.
+//! hash what the pass wrote, restore (none after the last pass). Records go to `emit`; each
+//! names the process and thread that did the work, and a `ToolWindow` record closes the
+//! replay: every runtime call that thread made inside it was kreplay's own.
 
 use kreplay_common::stream::{
-    Nondeterministic, Record, ReplayPass, Restore, Snapshot as SnapRec, snapshot_mode,
+    Nondeterministic, Record, ReplayPass, Restore, Snapshot as SnapRec, ToolWindow, snapshot_mode,
 };
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -42,6 +44,22 @@ pub fn decline(corr: u64, reason: String) {
             correlation: corr,
             ts_ns: now_ns(),
             reason,
+        }
+        .into(),
+    );
+}
+
+/// Records that the calling thread was inside kreplay from `start_ns` until now, for work a
+/// backend's wrapper does around [`replay`] (e.g. draining the device before the snapshot):
+/// the merge then attributes the runtime calls it made to kreplay.
+pub fn own_window(correlation: u64, start_ns: u64) {
+    crate::record::global().record(
+        ToolWindow {
+            pid: crate::record::current_pid(),
+            tid: crate::record::current_tid(),
+            correlation,
+            start_ns,
+            end_ns: now_ns(),
         }
         .into(),
     );
@@ -213,11 +231,38 @@ fn judge<B: Backend>(
     true
 }
 
-/// Replays one dispatch; the caller holds the agent's replay window.
+/// Replays one dispatch; the caller holds the agent's replay window. Ends with a
+/// [`ToolWindow`] record spanning everything it did on this thread, the snapshot's buffers
+/// freed included (a declined replay too: taking the snapshot called the runtime).
 pub fn replay<B: Backend>(
     backend: &B,
     inv: &Inventory,
     req: &Request<'_, B>,
+    emit: &mut dyn FnMut(Record),
+) -> Outcome {
+    let start_ns = now_ns();
+    let (pid, tid) = (crate::record::current_pid(), crate::record::current_tid());
+    // The snapshot (and every buffer it holds) is dropped inside: the window covers the frees.
+    let outcome = replay_snapshotted(backend, inv, req, (pid, tid), emit);
+    emit(
+        ToolWindow {
+            pid,
+            tid,
+            correlation: req.correlation,
+            start_ns,
+            end_ns: now_ns(),
+        }
+        .into(),
+    );
+    outcome
+}
+
+/// [`replay`] without the closing window; `(pid, tid)` name this thread in the records.
+fn replay_snapshotted<B: Backend>(
+    backend: &B,
+    inv: &Inventory,
+    req: &Request<'_, B>,
+    (pid, tid): (u32, u32),
     emit: &mut dyn FnMut(Record),
 ) -> Outcome {
     let t0 = now_ns();
@@ -240,6 +285,8 @@ pub fn replay<B: Backend>(
             check,
             chunk_size: snapshot.chunk as u64,
             bytes_hashed: snapshot.bytes_hashed,
+            pid,
+            tid,
         }
         .into(),
     );
@@ -263,6 +310,8 @@ pub fn replay<B: Backend>(
                 pass,
                 start_ns: start,
                 end_ns: end,
+                pid,
+                tid,
             }
             .into(),
         );
@@ -298,6 +347,8 @@ pub fn replay<B: Backend>(
                     bytes_checked: st.bytes_checked,
                     dirty_chunks: st.dirty_chunks,
                     check_ns: st.check_ns,
+                    pid,
+                    tid,
                 }
                 .into(),
             );

@@ -197,7 +197,11 @@ fn each_snapshot_failure_declines_without_running_the_dispatch() {
             }
             other => panic!("expected a decline for {why}, got {other:?}"),
         }
-        assert!(recs.is_empty());
+        // Nothing but the window around the snapshot attempt.
+        assert!(
+            matches!(recs.as_slice(), [Record::ToolWindow(_)]),
+            "{recs:?}"
+        );
         assert_eq!(fake.read(Y, N * 4), before, "the dispatch did not run");
         assert_eq!(fake.host_bytes_live(), 0);
     }
@@ -299,4 +303,68 @@ fn assert_first_difference(out: Outcome, recs: &[Record]) {
         .collect();
     assert_eq!(nd.len(), 1);
     assert_eq!((nd[0].pass, nd[0].region, nd[0].offset), (1, Y, 4096));
+}
+
+/// `(start, end)` of a record that spans time, `None` for the others.
+fn span(r: &Record) -> Option<(u64, u64)> {
+    match r {
+        Record::Snapshot(s) => Some((s.start_ns, s.end_ns)),
+        Record::ReplayPass(p) => Some((p.start_ns, p.end_ns)),
+        Record::Restore(s) => Some((s.start_ns, s.end_ns)),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_replay_names_its_thread_and_closes_with_a_window_over_all_its_work() {
+    let (fake, inv) = setup();
+    let (out, recs) = run(&fake, &inv, &saxpy(), 3);
+    assert!(
+        matches!(out, Outcome::Replayed { passes: 3, .. }),
+        "{out:?}"
+    );
+    let pid = std::process::id();
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u32;
+    let threads: Vec<(u32, u32)> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Record::Snapshot(s) => Some((s.pid, s.tid)),
+            Record::ReplayPass(p) => Some((p.pid, p.tid)),
+            Record::Restore(s) => Some((s.pid, s.tid)),
+            _ => None,
+        })
+        .collect();
+    // One snapshot, three passes, two restores: all on this thread.
+    assert_eq!(threads, vec![(pid, tid); 6]);
+    let Some(Record::ToolWindow(w)) = recs.last() else {
+        panic!("the last record is the window: {recs:?}");
+    };
+    assert_eq!((w.pid, w.tid, w.correlation), (pid, tid, 9));
+    let windows = recs
+        .iter()
+        .filter(|r| matches!(r, Record::ToolWindow(_)))
+        .count();
+    assert_eq!(windows, 1);
+    for (start, end) in recs.iter().filter_map(span) {
+        assert!(
+            w.start_ns <= start && end <= w.end_ns,
+            "{w:?} {start} {end}"
+        );
+    }
+}
+
+#[test]
+fn a_declined_replay_still_closes_its_window() {
+    let (fake, inv) = setup();
+    let policy = SnapshotPolicy {
+        budget: 16,
+        ..SnapshotPolicy::default()
+    };
+    let (out, recs) = run_with(&fake, &inv, &saxpy(), 3, policy);
+    assert!(matches!(out, Outcome::Declined(_)), "{out:?}");
+    assert!(
+        matches!(recs.as_slice(), [Record::ToolWindow(w)] if w.correlation == 9 && w.start_ns <= w.end_ns),
+        "{recs:?}"
+    );
 }
