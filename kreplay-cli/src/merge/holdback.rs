@@ -33,6 +33,8 @@ pub struct HeldCall {
     pub flows: Vec<u64>,
     /// The external correlation id pushed around this call, if a `Correlation` record named it.
     pub external: Option<u64>,
+    /// kreplay's own call ([`super::own_calls`]): written on the thread's kreplay track.
+    pub own: bool,
 }
 
 #[derive(Default)]
@@ -66,6 +68,14 @@ pub struct Holdback {
 impl Holdback {
     /// Takes `call`: a launch, or any call of a thread that holds one, is held.
     pub fn offer(&mut self, seq: Sequence, call: &ApiCall, launch: bool) -> Offer {
+        self.offer_call(seq, call, launch, false)
+    }
+
+    /// [`Holdback::offer`] for a call that may be kreplay's own (`own`): kreplay's calls queue
+    /// with their thread's (one sequence stays in begin order) but never hold it, since no
+    /// dispatch of the application's flows from them.
+    pub fn offer_call(&mut self, seq: Sequence, call: &ApiCall, launch: bool, own: bool) -> Offer {
+        let launch = launch && !own;
         let key = (call.pid, call.tid);
         let held = self.threads.get(&key).is_some_and(|t| !t.items.is_empty());
         if !held && !launch {
@@ -78,6 +88,7 @@ impl Holdback {
             launch,
             flows: Vec::new(),
             external: None,
+            own,
         });
         if thread.items.len() > MAX_HELD {
             self.forced += 1;

@@ -7,6 +7,7 @@
 pub mod gpu;
 pub mod holdback;
 pub mod live_bytes;
+pub mod own_calls;
 pub mod render;
 pub mod replay_args;
 

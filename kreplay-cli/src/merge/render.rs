@@ -9,8 +9,16 @@
 //! dispatch's `submit_ns` lies inside the launch call on the same thread (or a `Correlation`
 //! record names the call), and launch slices wait in [`super::holdback`] until every dispatch
 //! they could have produced has been merged.
+//!
+//! kreplay's own runtime calls (made while it snapshots, replays and restores, inside the
+//! tool's windows on the same thread: [`super::own_calls`]) go on a child track of their
+//! thread named [`OWN_TRACK`], not on the thread's own track, and count in neither the
+//! application's live bytes nor its calls. A separate track rather than an annotation on the
+//! thread's track: a reader sees at a glance which slices the application made, and queries
+//! over the thread's slices (Perfetto's `thread_slice`) leave kreplay's out without knowing
+//! about it.
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     io::Write,
     rc::Rc,
 };
@@ -23,6 +31,7 @@ use kreplay_common::{
 use super::gpu::{Child, FORGET_AFTER_NS, Gpu, Mark, soft};
 use super::holdback::{HeldCall, Holdback, Offer};
 use super::live_bytes::LiveBytes;
+use super::own_calls::OwnCalls;
 use crate::perfetto::{
     Annotation, AnnotationName, EventArgs, Sequence, TraceWriter, Track, Value, WriterError,
 };
@@ -49,7 +58,16 @@ pub struct RenderStats {
     pub unmatched_dispatches: u64,
     /// Launch slices written before their hold ended because their thread held too much.
     pub forced_launches: u64,
+    /// kreplay's own runtime calls per API (on the [`OWN_TRACK`] tracks, not the app's).
+    pub own_calls: BTreeMap<&'static str, u64>,
+    /// Tool window records that arrived out of order (calls before them may be the app's).
+    pub late_windows: u64,
 }
+
+/// The name of the child track of a thread that holds kreplay's own runtime calls.
+pub const OWN_TRACK: &str = "kreplay (replay)";
+/// The key of that child track under its thread track.
+const OWN_TRACK_KEY: u64 = 0x6b72_6570_6c61_7900;
 
 struct Names {
     ret: AnnotationName,
@@ -77,6 +95,7 @@ pub struct Renderer<W: Write> {
     late_seqs: HashMap<usize, Sequence>,
     counter_seq: Sequence,
     live: LiveBytes,
+    own: OwnCalls,
     marker_track: Option<Track>,
     gpu: Gpu,
     hold: Holdback,
@@ -128,6 +147,7 @@ impl<W: Write> Renderer<W> {
             late_seqs: HashMap::new(),
             counter_seq,
             live: LiveBytes::default(),
+            own: OwnCalls::default(),
             marker_track: None,
             gpu,
             hold: Holdback::default(),
@@ -168,11 +188,18 @@ impl<W: Write> Renderer<W> {
                     let w = &mut self.w;
                     *self.seqs.entry(stream).or_insert_with(|| w.sequence())
                 };
-                let launch = spec_of(c.api).is_some_and(|s| s.kind == ApiKind::Launch);
-                if self.hold.offer(seq, c, launch) == Offer::WriteNow {
-                    self.write_call(seq, c, &[], None)?;
+                let spec = spec_of(c.api);
+                let launch = spec.is_some_and(|s| s.kind == ApiKind::Launch);
+                let own = self.own.is_own(c);
+                if own {
+                    let name = spec.map_or("?", |s| s.name);
+                    *self.stats.own_calls.entry(name).or_default() += 1;
+                } else {
+                    self.live.account(c);
                 }
-                self.live.account(c);
+                if self.hold.offer_call(seq, c, launch, own) == Offer::WriteNow {
+                    self.write_call(seq, c, &[], None, own)?;
+                }
                 self.write_ready()?;
             }
             Record::Drops(d) => {
@@ -232,12 +259,21 @@ impl<W: Write> Renderer<W> {
                 // A dispatch that already started (or has no GPU times) goes out now.
                 self.advance(now)?;
             }
+            Record::ToolWindow(w) => {
+                self.own
+                    .add_window(w.pid, w.tid, w.start_ns, w.end_ns, late);
+                self.stats.late_windows = self.own.late_windows;
+            }
             Record::ReplayPass(r) => {
+                self.own
+                    .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
                 let name = format!("pass {}", r.pass);
                 let ann = self.gpu.names.pass_args(r.pass, r.correlation);
                 self.child(pid, r.correlation, &name, r.start_ns, r.end_ns, &ann)?;
             }
             Record::Snapshot(r) => {
+                self.own
+                    .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
                 let mut ann =
                     self.gpu
                         .names
@@ -246,6 +282,8 @@ impl<W: Write> Renderer<W> {
                 self.child(pid, r.correlation, "snapshot", r.start_ns, r.end_ns, &ann)?;
             }
             Record::Restore(r) => {
+                self.own
+                    .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
                 let mut ann = self.gpu.names.copy_args(
                     r.bytes,
                     r.regions,
@@ -281,6 +319,7 @@ impl<W: Write> Renderer<W> {
             .advance(&mut self.w, now, &mut self.stats.unrenderable)?;
         self.stats.dispatches = self.gpu.dispatches;
         self.hold.advance(now);
+        self.own.forget(now);
         while let Some(&(ts, pid, corr)) = self.externals_age.front() {
             if ts.saturating_add(FORGET_AFTER_NS) >= now {
                 break;
@@ -352,24 +391,27 @@ impl<W: Write> Renderer<W> {
             call,
             flows,
             external,
+            own,
             ..
         } in ready.drain(..)
         {
-            self.write_call(seq, &call, &flows, external)?;
+            self.write_call(seq, &call, &flows, external, own)?;
         }
         self.hold.recycle(ready);
         Ok(())
     }
 
-    /// Writes one call's slice; a call that cannot be placed is counted, not fatal.
+    /// Writes one call's slice (kreplay's `own` on its thread's [`OWN_TRACK`]); a call that
+    /// cannot be placed is counted, not fatal.
     fn write_call(
         &mut self,
         seq: Sequence,
         c: &ApiCall,
         flows: &[u64],
         external: Option<u64>,
+        own: bool,
     ) -> Result<(), WriterError> {
-        let r = self.api_call(seq, c, flows, external);
+        let r = self.api_call(seq, c, flows, external, own);
         if r.is_ok() {
             self.stats.slices += 1;
         }
@@ -409,8 +451,12 @@ impl<W: Write> Renderer<W> {
         c: &ApiCall,
         flows: &[u64],
         external: Option<u64>,
+        own: bool,
     ) -> Result<(), WriterError> {
-        let track = self.thread_track(c.pid, c.tid)?;
+        let mut track = self.thread_track(c.pid, c.tid)?;
+        if own {
+            track = self.w.child_track(track, OWN_TRACK_KEY, OWN_TRACK)?;
+        }
         let Some(spec) = spec_of(c.api) else {
             self.stats.unrenderable += 1;
             return Ok(());
