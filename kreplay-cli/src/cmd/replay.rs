@@ -12,6 +12,8 @@ use clap::Args;
 use kreplay_common::stream::{Record, StreamReader};
 
 use super::replay_summary;
+use kreplay_cli::merge::render::{OWN_TRACK, layer_name};
+use kreplay_cli::merge::stats::own_calls_line;
 
 /// Arguments of `kreplay replay`.
 #[derive(Args, Debug)]
@@ -140,12 +142,20 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         let exe = std::env::current_exe().context("cannot locate the kreplay binary")?;
         let mut c = Command::new(exe);
         // The preload goes to the command only: in the tracer it would load the tool too.
-        c.args(["trace", "--quiet", "--keep-streams", "--env"])
-            .arg(format!("LD_PRELOAD={preload}"))
-            .arg("-o")
-            .arg(&probe_trace)
-            .arg("--")
-            .args(&args.command);
+        // The tracer's summary would count kreplay's own calls as the application's: this
+        // command prints the application's after the merge instead.
+        c.args([
+            "trace",
+            "--quiet",
+            "--keep-streams",
+            "--no-summary",
+            "--env",
+        ])
+        .arg(format!("LD_PRELOAD={preload}"))
+        .arg("-o")
+        .arg(&probe_trace)
+        .arg("--")
+        .args(&args.command);
         c
     } else {
         let mut c = Command::new(&args.command[0]);
@@ -200,6 +210,17 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         let report = kreplay_cli::merge::merge(&inputs, &args.output)?;
         let s = &report.stats;
         if args.probes {
+            eprint!("{}", report.app_summary.0.render(s.dropped));
+            for (pid, layer, bytes) in report.live_bytes.iter().filter(|l| l.2 != 0) {
+                eprintln!(
+                    "still allocated at end: pid {pid} ({}): {bytes} bytes",
+                    layer_name(*layer)
+                );
+            }
+            eprintln!(
+                "kreplay: kreplay's own runtime calls (on the \"{OWN_TRACK}\" tracks, left out above): {}",
+                own_calls_line(&s.own_calls)
+            );
             eprintln!(
                 "kreplay: wrote {} ({} records from {} tool and {} probe streams: {} slices, {} dispatches, {} flows)",
                 args.output.display(),

@@ -71,6 +71,10 @@ pub struct TraceArgs {
     /// Keep the per-thread stream files next to the trace.
     #[arg(long)]
     keep_streams: bool,
+    /// Print neither the per-API summary nor the leak list at the end: `kreplay replay
+    /// --probes` prints the application's own after its merge, kreplay's calls left out.
+    #[arg(long, hide = true)]
+    no_summary: bool,
     /// Set KEY=VALUE in the started command's environment only, not kreplay's (repeatable),
     /// e.g. `--env LD_PRELOAD=./libtool.so` for a library that must not load into the tracer.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = env_pair, requires = "command")]
@@ -409,9 +413,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     }
     let stderr = std::io::stderr();
     let mut e = stderr.lock();
-    let _ = write!(e, "{}", summary.render(counters.lost()));
+    if !args.no_summary {
+        let _ = write!(e, "{}", summary.render(counters.lost()));
+    }
     let mut by_pid: std::collections::BTreeMap<(u32, &str), (u64, u64)> = Default::default();
-    for (k, v) in &leaks {
+    for (k, v) in leaks.iter().filter(|_| !args.no_summary) {
         let layer = spec_of(v.api).map_or("?", |s| layer_name(s.library));
         let ent = by_pid.entry((k.pid, layer)).or_default();
         ent.0 += 1;

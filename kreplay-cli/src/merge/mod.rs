@@ -10,6 +10,7 @@ pub mod live_bytes;
 pub mod own_calls;
 pub mod render;
 pub mod replay_args;
+pub mod stats;
 
 use std::{
     fs::File,
@@ -36,8 +37,11 @@ pub struct MergeReport {
     pub stats: render::RenderStats,
     /// Damaged inputs: every record before the damage was kept.
     pub damage: Vec<StreamDamage>,
-    /// Bytes still allocated at the end, per process and runtime layer.
+    /// Bytes still allocated at the end, per process and runtime layer (the application's:
+    /// kreplay's own allocations are left out).
     pub live_bytes: Vec<(u32, Library, i64)>,
+    /// The per-API summary of the application's probed calls (kreplay's own left out).
+    pub app_summary: stats::AppSummary,
 }
 
 /// Merges `inputs` into a Perfetto trace at `output`.
@@ -66,6 +70,7 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
         .map(|(&(p, l), &b)| (p, l, b))
         .collect();
     live_bytes.sort();
+    let app_summary = stats::AppSummary(renderer.take_app_summary());
     let (mut out, bytes, stats) = renderer
         .finish()
         .with_context(|| format!("writing {}", output.display()))?;
@@ -76,5 +81,6 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
         stats,
         damage,
         live_bytes,
+        app_summary,
     })
 }

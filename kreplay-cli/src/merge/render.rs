@@ -18,7 +18,7 @@
 //! over the thread's slices (Perfetto's `thread_slice`) leave kreplay's out without knowing
 //! about it.
 use std::{
-    collections::{BTreeMap, HashMap, VecDeque},
+    collections::{HashMap, VecDeque},
     io::Write,
     rc::Rc,
 };
@@ -32,37 +32,12 @@ use super::gpu::{Child, FORGET_AFTER_NS, Gpu, Mark, soft};
 use super::holdback::{HeldCall, Holdback, Offer};
 use super::live_bytes::LiveBytes;
 use super::own_calls::OwnCalls;
+pub use super::stats::RenderStats;
+use super::stats::call_record;
 use crate::perfetto::{
     Annotation, AnnotationName, EventArgs, Sequence, TraceWriter, Track, Value, WriterError,
 };
-
-/// Counts of what rendering did, for the end-of-run report.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct RenderStats {
-    /// Slices written.
-    pub slices: u64,
-    /// Counter values written.
-    pub counter_values: u64,
-    /// Records that sorted before an earlier one of their stream (rendered on a side track).
-    pub late: u64,
-    /// Records that could not be placed on any track without breaking nesting (skipped,
-    /// counted here and reported).
-    pub unrenderable: u64,
-    /// Events the capture reported lost.
-    pub dropped: u64,
-    /// GPU dispatches written.
-    pub dispatches: u64,
-    /// Flows from a launch slice to its dispatch.
-    pub flows: u64,
-    /// Dispatches whose launch call was not found (no flow).
-    pub unmatched_dispatches: u64,
-    /// Launch slices written before their hold ended because their thread held too much.
-    pub forced_launches: u64,
-    /// kreplay's own runtime calls per API (on the [`OWN_TRACK`] tracks, not the app's).
-    pub own_calls: BTreeMap<&'static str, u64>,
-    /// Tool window records that arrived out of order (calls before them may be the app's).
-    pub late_windows: u64,
-}
+use crate::trace::summary::Summary;
 
 /// The name of the child track of a thread that holds kreplay's own runtime calls.
 pub const OWN_TRACK: &str = "kreplay (replay)";
@@ -96,6 +71,8 @@ pub struct Renderer<W: Write> {
     counter_seq: Sequence,
     live: LiveBytes,
     own: OwnCalls,
+    /// The per-API summary of the application's calls (kreplay's own left out).
+    app_summary: Summary,
     marker_track: Option<Track>,
     gpu: Gpu,
     hold: Holdback,
@@ -148,6 +125,7 @@ impl<W: Write> Renderer<W> {
             counter_seq,
             live: LiveBytes::default(),
             own: OwnCalls::default(),
+            app_summary: Summary::default(),
             marker_track: None,
             gpu,
             hold: Holdback::default(),
@@ -196,6 +174,7 @@ impl<W: Write> Renderer<W> {
                     *self.stats.own_calls.entry(name).or_default() += 1;
                 } else {
                     self.live.account(c);
+                    self.app_summary.add(&call_record(c));
                 }
                 if self.hold.offer_call(seq, c, launch, own) == Offer::WriteNow {
                     self.write_call(seq, c, &[], None, own)?;
@@ -587,6 +566,12 @@ impl<W: Write> Renderer<W> {
         let bytes = self.w.bytes();
         let out = self.w.finish()?;
         Ok((out, bytes, self.stats))
+    }
+
+    /// Takes the per-API summary of the application's probed calls (kreplay's own left out)
+    /// rendered so far.
+    pub fn take_app_summary(&mut self) -> Summary {
+        std::mem::take(&mut self.app_summary)
     }
 
     /// Live bytes per (process, runtime layer) at the end of the rendered records.
