@@ -26,11 +26,11 @@ use super::record::Record;
 pub const DEFAULT_WINDOW: usize = 1024;
 
 /// One input stream with its reorder window. The heap orders small keys
-/// `(timestamp, arrival, slot)`; the records stay put in `slots`, so a heap operation moves
-/// 24 bytes instead of a whole record.
+/// `(timestamp, tie rank, arrival, slot)`; the records stay put in `slots`, so a heap
+/// operation moves a few words instead of a whole record.
 struct Input<R: Read> {
     reader: StreamReader<R>,
-    window: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    window: BinaryHeap<Reverse<(u64, u8, u64, u32)>>,
     slots: Vec<Option<Record>>,
     free: Vec<u32>,
     arrivals: u64,
@@ -55,7 +55,7 @@ impl<R: Read> Input<R> {
         while !self.exhausted && self.window.len() < limit {
             match self.reader.next() {
                 Some(record) => {
-                    let ts = record.timestamp();
+                    let (ts, rank) = (record.timestamp(), record.tie_rank());
                     let slot = match self.free.pop() {
                         Some(s) => {
                             self.slots[s as usize] = Some(record);
@@ -66,7 +66,7 @@ impl<R: Read> Input<R> {
                             (self.slots.len() - 1) as u32
                         }
                     };
-                    self.window.push(Reverse((ts, self.arrivals, slot)));
+                    self.window.push(Reverse((ts, rank, self.arrivals, slot)));
                     self.arrivals += 1;
                 }
                 None => self.exhausted = true,
@@ -74,12 +74,14 @@ impl<R: Read> Input<R> {
         }
     }
 
-    fn head_ts(&self) -> Option<u64> {
-        self.window.peek().map(|Reverse((ts, _, _))| *ts)
+    fn head_key(&self) -> Option<(u64, u8)> {
+        self.window
+            .peek()
+            .map(|Reverse((ts, rank, _, _))| (*ts, *rank))
     }
 
     fn pop(&mut self, limit: usize) -> Option<(Record, bool)> {
-        let Reverse((ts, _, slot)) = self.window.pop()?;
+        let Reverse((ts, _, _, slot)) = self.window.pop()?;
         let record = self.slots[slot as usize].take()?;
         self.free.push(slot);
         let late = ts < self.last_out;
@@ -100,12 +102,13 @@ pub struct Merged {
     pub late: bool,
 }
 
-/// Yields the records of all readers, smallest timestamp first (ties: lower stream index
-/// first, then file order), each stream reordered within its window.
+/// Yields the records of all readers, smallest timestamp first (ties: the tool's spans of its
+/// own work first ([`Record::tie_rank`]), then lower stream index, then file order), each
+/// stream reordered within its window.
 pub struct MergedStreams<R: Read> {
     inputs: Vec<Input<R>>,
-    /// `(timestamp, stream index)` of each stream's next record.
-    heads: BinaryHeap<Reverse<(u64, usize)>>,
+    /// `(timestamp, tie rank, stream index)` of each stream's next record.
+    heads: BinaryHeap<Reverse<(u64, u8, usize)>>,
     window: usize,
 }
 
@@ -134,8 +137,8 @@ impl<R: Read> MergedStreams<R> {
         let mut heads = BinaryHeap::with_capacity(inputs.len());
         for (i, input) in inputs.iter_mut().enumerate() {
             input.fill(window);
-            if let Some(ts) = input.head_ts() {
-                heads.push(Reverse((ts, i)));
+            if let Some((ts, rank)) = input.head_key() {
+                heads.push(Reverse((ts, rank, i)));
             }
         }
         Self {
@@ -178,11 +181,11 @@ impl<R: Read> Iterator for MergedStreams<R> {
     type Item = Merged;
 
     fn next(&mut self) -> Option<Merged> {
-        let Reverse((_, i)) = self.heads.pop()?;
+        let Reverse((_, _, i)) = self.heads.pop()?;
         let input = &mut self.inputs[i];
         let (record, late) = input.pop(self.window)?;
-        if let Some(ts) = input.head_ts() {
-            self.heads.push(Reverse((ts, i)));
+        if let Some((ts, rank)) = input.head_key() {
+            self.heads.push(Reverse((ts, rank, i)));
         }
         Some(Merged {
             record,

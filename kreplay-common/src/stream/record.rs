@@ -332,6 +332,18 @@ impl Record {
     }
 }
 
+impl Record {
+    /// Breaks timestamp ties in a merge: 0 for the tool's spans of its own work (`ToolWindow`,
+    /// `Snapshot`, `ReplayPass`, `Restore`), 1 for everything else. A call entered at the very
+    /// nanosecond a window starts then comes after the window, which says whose it is.
+    pub fn tie_rank(&self) -> u8 {
+        match self {
+            Self::ToolWindow(_) | Self::Snapshot(_) | Self::ReplayPass(_) | Self::Restore(_) => 0,
+            _ => 1,
+        }
+    }
+}
+
 macro_rules! impl_from {
     ($($ty:ident),*) => {
         $(impl From<$ty> for Record {

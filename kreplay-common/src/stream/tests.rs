@@ -507,3 +507,37 @@ fn a_record_beyond_the_window_is_delivered_and_flagged_late() {
         [(20, false), (10, true), (21, false), (60, false)]
     );
 }
+
+#[test]
+fn a_tool_window_merges_before_a_call_entered_at_the_same_nanosecond() {
+    // The call's stream is first (it would win a plain tie), and the tool wrote its window
+    // last, after a pass that starts later.
+    let probes = calls_stream(&[(90, 95), (90, 520)]);
+    let mut w = StreamWriter::new(Vec::new(), &StreamHeader::new(StreamKind::Tool, 9)).unwrap();
+    let pass = ReplayPass {
+        correlation: 1,
+        pass: 0,
+        start_ns: 100,
+        end_ns: 200,
+        pid: 9,
+        tid: 9,
+    };
+    let window = ToolWindow {
+        pid: 9,
+        tid: 9,
+        correlation: 1,
+        start_ns: 90,
+        end_ns: 520,
+    };
+    w.push(&pass.clone().into()).unwrap();
+    w.push(&window.clone().into()).unwrap();
+    let tool = w.into_inner().unwrap();
+    let readers = vec![
+        StreamReader::new(Cursor::new(probes), Path::new("p.krs")).unwrap(),
+        StreamReader::new(Cursor::new(tool), Path::new("t.krs")).unwrap(),
+    ];
+    let got: Vec<(usize, u64)> = MergedStreams::new(readers)
+        .map(|m| (m.stream, m.record.timestamp()))
+        .collect();
+    assert_eq!(got, [(1, 90), (0, 90), (0, 90), (1, 100)]);
+}
