@@ -54,7 +54,8 @@ pub struct ReplayArgs {
     output: PathBuf,
     /// Also attach the API probes (as `kreplay trace` does; needs root): the application's
     /// runtime calls go into the same trace, on ROCm with flows to their dispatches (on CUDA
-    /// the tool's launch wrapper runs outside the probed call, so no flow is drawn).
+    /// the tool's launch wrapper runs outside the probed call, so no flow is drawn); the calls
+    /// kreplay makes itself while replaying go on each thread's "kreplay (replay)" track.
     #[arg(long)]
     probes: bool,
     /// The command (after `--`).
