@@ -208,7 +208,11 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
             Vec::new()
         };
         let inputs: Vec<PathBuf> = files.iter().chain(&probe_files).cloned().collect();
-        let report = kreplay_cli::merge::merge(&inputs, &args.output)?;
+        let report = if args.probes {
+            kreplay_cli::merge::merge_summarizing(&inputs, &args.output)?
+        } else {
+            kreplay_cli::merge::merge(&inputs, &args.output)?
+        };
         let s = &report.stats;
         if args.probes {
             eprint!("{}", report.app_summary.0.render(s.dropped));

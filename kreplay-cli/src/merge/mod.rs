@@ -40,12 +40,23 @@ pub struct MergeReport {
     /// Bytes still allocated at the end, per process and runtime layer (the application's:
     /// kreplay's own allocations are left out).
     pub live_bytes: Vec<(u32, Library, i64)>,
-    /// The per-API summary of the application's probed calls (kreplay's own left out).
+    /// The per-API summary of the application's probed calls, kreplay's own left out (empty
+    /// unless [`merge_summarizing`] made it).
     pub app_summary: stats::AppSummary,
 }
 
 /// Merges `inputs` into a Perfetto trace at `output`.
 pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
+    merge_with(inputs, output, false)
+}
+
+/// [`merge`], also summarizing the application's probed calls per API in
+/// [`MergeReport::app_summary`] (what `kreplay replay --probes` prints).
+pub fn merge_summarizing(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
+    merge_with(inputs, output, true)
+}
+
+fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<MergeReport> {
     let file = File::create(output)
         .with_context(|| format!("cannot write trace to {}", output.display()))?;
     let opts = WriterOptions {
@@ -54,6 +65,9 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
     };
     let writer = TraceWriter::with_options(BufWriter::new(file), opts);
     let mut renderer = render::Renderer::new(writer);
+    if summarize {
+        renderer.summarize_app();
+    }
     let mut merged = MergedStreams::open(inputs)?;
     let pids: Vec<u32> = (0..merged.len()).map(|i| merged.header(i).pid).collect();
     let mut records = 0u64;

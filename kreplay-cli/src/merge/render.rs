@@ -71,8 +71,8 @@ pub struct Renderer<W: Write> {
     counter_seq: Sequence,
     live: LiveBytes,
     own: OwnCalls,
-    /// The per-API summary of the application's calls (kreplay's own left out).
-    app_summary: Summary,
+    /// The per-API summary of the application's calls (kreplay's own left out), when asked.
+    app_summary: Option<Summary>,
     marker_track: Option<Track>,
     gpu: Gpu,
     hold: Holdback,
@@ -125,7 +125,7 @@ impl<W: Write> Renderer<W> {
             counter_seq,
             live: LiveBytes::default(),
             own: OwnCalls::default(),
-            app_summary: Summary::default(),
+            app_summary: None,
             marker_track: None,
             gpu,
             hold: Holdback::default(),
@@ -174,7 +174,9 @@ impl<W: Write> Renderer<W> {
                     *self.stats.own_calls.entry(name).or_default() += 1;
                 } else {
                     self.live.account(c);
-                    self.app_summary.add(&call_record(c));
+                    if let Some(s) = &mut self.app_summary {
+                        s.add(&call_record(c));
+                    }
                 }
                 if self.hold.offer_call(seq, c, launch, own) == Offer::WriteNow {
                     self.write_call(seq, c, &[], None, own)?;
@@ -568,10 +570,15 @@ impl<W: Write> Renderer<W> {
         Ok((out, bytes, self.stats))
     }
 
-    /// Takes the per-API summary of the application's probed calls (kreplay's own left out)
-    /// rendered so far.
+    /// Also keeps the per-API summary of the application's probed calls (kreplay's own left
+    /// out); off by default (it costs a histogram update per call).
+    pub fn summarize_app(&mut self) {
+        self.app_summary.get_or_insert_with(Summary::default);
+    }
+
+    /// Takes the per-API summary kept since [`Renderer::summarize_app`] (empty without it).
     pub fn take_app_summary(&mut self) -> Summary {
-        std::mem::take(&mut self.app_summary)
+        self.app_summary.take().unwrap_or_default()
     }
 
     /// Live bytes per (process, runtime layer) at the end of the rendered records.
