@@ -278,6 +278,33 @@ mod tests {
     }
 
     #[test]
+    fn kreplays_launches_never_hold_their_thread_but_queue_behind_the_apps() {
+        let seq = TraceWriter::new(Vec::new()).default_sequence();
+        let mut h = Holdback::default();
+        assert_eq!(
+            h.offer_call(seq, &call(7, 1, 2), true, true),
+            Offer::WriteNow
+        );
+        assert_eq!(
+            h.offer_call(seq, &call(7, 10, 20), true, false),
+            Offer::Held
+        );
+        assert_eq!(h.offer_call(seq, &call(7, 12, 14), true, true), Offer::Held);
+        // A dispatch submitted at 13 flows from the app's launch, not kreplay's inside it.
+        assert_eq!(h.flow_from_launch(1, 7, 13), Some(1));
+        h.advance(21);
+        let ready = h.take_ready();
+        assert_eq!(enters(&ready), [10, 12]);
+        assert_eq!(
+            ready
+                .iter()
+                .map(|r| (r.own, r.flows.clone()))
+                .collect::<Vec<_>>(),
+            [(false, vec![1]), (true, vec![])]
+        );
+    }
+
+    #[test]
     fn drain_releases_everything_in_order() {
         let seq = TraceWriter::new(Vec::new()).default_sequence();
         let mut h = Holdback::default();
