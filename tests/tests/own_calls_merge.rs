@@ -162,7 +162,7 @@ fn worker_calls() -> Vec<Record> {
     ]
 }
 
-fn merged(name: &str, version: u16) -> Value {
+fn merged(name: &str, version: u16) -> (Value, String) {
     let dir = scratch("own-calls-merge").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -204,7 +204,7 @@ fn merged(name: &str, version: u16) -> Value {
     );
     let d = decode_trace(&trace);
     assert_eq!(d["errors"], serde_json::json!([]), "decoder errors");
-    d
+    (d, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn track(d: &Value, kind: &str, name: &str) -> Option<String> {
@@ -251,7 +251,7 @@ fn live_bytes(d: &Value) -> Vec<i64> {
 
 #[test]
 fn calls_inside_the_tools_window_on_its_thread_move_to_the_kreplay_track() {
-    let d = merged("v2", 2);
+    let (d, stderr) = merged("v2", 2);
     let main = track(&d, "thread", "main").unwrap();
     let worker = track(&d, "thread", "worker").unwrap();
     let own = track(&d, "named", "kreplay (replay)").unwrap();
@@ -279,13 +279,82 @@ fn calls_inside_the_tools_window_on_its_thread_move_to_the_kreplay_track() {
     );
     // The application's 4096 bytes only: kreplay's MiB never counted.
     assert_eq!(live_bytes(&d), [4096]);
+    assert!(
+        stderr.contains(
+            "kreplay: kreplay's own runtime calls (on the \"kreplay (replay)\" tracks): \
+             hsa_amd_memory_async_copy x2, hsa_amd_memory_pool_allocate x1, \
+             hsa_amd_memory_pool_free x1, hsa_queue_create x1\n"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("out of order"), "{stderr}");
 }
 
 #[test]
 fn a_version_1_tool_stream_moves_nothing() {
-    let d = merged("v1", 1);
+    let (d, stderr) = merged("v1", 1);
+    assert!(!stderr.contains("own runtime calls"), "{stderr}");
     assert_eq!(track(&d, "named", "kreplay (replay)"), None);
     let main = track(&d, "thread", "main").unwrap();
     assert_eq!(slices(&d, &main).len(), 7);
     assert_eq!(live_bytes(&d), [1 << 20, (1 << 20) + 4096, 4096]);
+}
+
+#[test]
+fn a_window_further_out_of_order_than_the_merge_reorders_is_warned_about() {
+    let dir = scratch("own-calls-merge").join("late");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // 1100 records (more than the merge's 1024-record reorder window) between the window's
+    // start and the window record.
+    let mut tool: Vec<Record> = (0..1100)
+        .map(|i| {
+            kreplay_common::stream::Decline {
+                correlation: 2 + i,
+                ts_ns: 1000 + i,
+                reason: "busy".into(),
+            }
+            .into()
+        })
+        .collect();
+    tool.push(
+        ToolWindow {
+            pid: PID,
+            tid: MAIN,
+            correlation: 1,
+            start_ns: 90,
+            end_ns: 5000,
+        }
+        .into(),
+    );
+    write(&dir.join("tool.krs"), StreamKind::Tool, 2, &tool);
+    let main = [
+        call(MAIN, "hsa_amd_memory_async_copy", 95, 99, 64, 0),
+        call(MAIN, "hsa_amd_memory_async_copy", 2200, 2210, 64, 0),
+    ];
+    write(&dir.join("main.krs"), StreamKind::Probes, 2, &main);
+    let trace = dir.join("out.pftrace");
+    let out = Command::new(kreplay_bin())
+        .arg("merge")
+        .arg(dir.join("tool.krs"))
+        .arg(dir.join("main.krs"))
+        .arg("-o")
+        .arg(&trace)
+        .output()
+        .expect("run kreplay merge");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "kreplay: warning: 1 of the tool's windows arrived out of order: calls kreplay made \
+             before them may show as the application's\n"
+        ),
+        "{stderr}"
+    );
+    let d = decode_trace(&trace);
+    // The call merged before its window could not be known as kreplay's; the one after it is.
+    let thread = track(&d, "thread", "thread 701").unwrap();
+    let own = track(&d, "named", "kreplay (replay)").unwrap();
+    assert_eq!(slices(&d, &thread), [s("hsa_amd_memory_async_copy", 95, 0)]);
+    assert_eq!(slices(&d, &own), [s("hsa_amd_memory_async_copy", 2200, 0)]);
 }

@@ -7,6 +7,8 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use kreplay_cli::merge;
+use kreplay_cli::merge::render::OWN_TRACK;
+use kreplay_cli::merge::stats::{late_windows_warning, own_calls_line};
 use kreplay_common::stream::StreamReader;
 
 /// Arguments of `kreplay merge`.
@@ -85,6 +87,16 @@ pub fn run(args: MergeArgs) -> Result<u8> {
         let _ = writeln!(e, "kreplay: warning: {d}");
     }
     let s = &report.stats;
+    if let Some(w) = late_windows_warning(s.late_windows) {
+        let _ = writeln!(e, "{w}");
+    }
+    if !s.own_calls.is_empty() {
+        let _ = writeln!(
+            e,
+            "kreplay: kreplay's own runtime calls (on the \"{OWN_TRACK}\" tracks): {}",
+            own_calls_line(&s.own_calls)
+        );
+    }
     if s.unrenderable > 0 {
         let _ = writeln!(
             e,

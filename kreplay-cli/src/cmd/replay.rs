@@ -13,7 +13,7 @@ use kreplay_common::stream::{Record, StreamReader};
 
 use super::replay_summary;
 use kreplay_cli::merge::render::{OWN_TRACK, layer_name};
-use kreplay_cli::merge::stats::own_calls_line;
+use kreplay_cli::merge::stats::{late_windows_warning, own_calls_line};
 
 /// Arguments of `kreplay replay`.
 #[derive(Args, Debug)]
@@ -214,6 +214,9 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
             kreplay_cli::merge::merge(&inputs, &args.output)?
         };
         let s = &report.stats;
+        if let Some(w) = late_windows_warning(s.late_windows) {
+            eprintln!("{w}");
+        }
         if args.probes {
             eprint!("{}", report.app_summary.0.render(s.dropped));
             for (pid, layer, bytes) in report.live_bytes.iter().filter(|l| l.2 != 0) {

@@ -78,6 +78,15 @@ pub fn own_calls_line(own: &BTreeMap<&'static str, u64>) -> String {
         .join(", ")
 }
 
+/// The warning for tool windows merged out of order, `None` when there were none.
+pub fn late_windows_warning(late: u64) -> Option<String> {
+    (late > 0).then(|| {
+        format!(
+            "kreplay: warning: {late} of the tool's windows arrived out of order: calls kreplay made before them may show as the application's"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
