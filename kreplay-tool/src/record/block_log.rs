@@ -3,6 +3,10 @@
 //! published. The owner takes a lock only when it hands a full block over (once per
 //! [`BLOCK_LEN`] records), and the log is capped with counted drops. Drained blocks are
 //! kept for reuse (within the cap), so a steady state neither allocates nor faults in pages.
+//! Each push also asks the CPU to own the lines of the slot `PREFETCH_AHEAD` slots on
+//! (`prefetchw`): writing rows is bound by fetching their lines, and without the hint the log
+//! was no faster than pushing to a plain `Vec` (1 thread, dev VM: 16.7–20.8 ns per row against
+//! the `Vec`'s 21.3–27.0 with it, 21.7–24.3 against 21.3–25.8 without).
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
@@ -101,6 +105,32 @@ unsafe fn copy_into<T>(dst: *mut T, src: *const T) {
     }
     // SAFETY: as above, for the remaining `size - off` bytes.
     unsafe { std::ptr::copy_nonoverlapping(src.add(off), dst.add(off), size - off) };
+}
+
+/// Slots ahead of the one just written whose lines a push asks the CPU to own already (about
+/// 2.3 KiB at 144-byte rows: 4 was too close to help, 12–24 did equally well).
+const PREFETCH_AHEAD: usize = 16;
+
+/// Asks the CPU for every cache line of slot `n` of `block` in a writable state (x86
+/// `prefetchw`), when it is in the block: a hint, never a fault.
+#[inline(always)]
+fn prefetch_for_write<T>(block: &Block<T>, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if n < BLOCK_LEN {
+        const LINE: usize = 64;
+        // SAFETY: `n < BLOCK_LEN`.
+        let start = unsafe { block.slot(n) } as usize;
+        let mut line = start & !(LINE - 1);
+        while line < start + size_of::<T>() {
+            // SAFETY: `line` is a line of slot `n`; a prefetch reads nothing and cannot fault.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>(
+                    line as *const i8,
+                );
+            }
+            line += LINE;
+        }
+    }
 }
 
 /// What [`BlockLog::push`] did with a value.
@@ -229,6 +259,7 @@ impl<T> BlockLog<T> {
             copy_into(block.slot(n), src);
             block.len.store(n + 1, Ordering::Release);
         }
+        prefetch_for_write(block, n + PREFETCH_AHEAD);
         outcome
     }
 
