@@ -6,8 +6,8 @@
 # (`cargo xtask gpu-test --build-only`). Prints RESULT lines and a PASS/FAIL per run (the
 # program's device-side sum must be one pass's worth: every restore was complete).
 #   bash tests/gpu/restore_matrix.sh [MIB...]
-# MODES="name:flags|..." limits the kreplay modes; SKIP_CUPTI=1 leaves CUPTI out of
-# restore_bench.
+# MODES="name:flags|..." limits the kreplay modes, PERMILLES="0 1000" the dirty fractions;
+# SKIP_CUPTI=1 leaves CUPTI out of restore_bench.
 set -u
 C=.gpu-carry
 K=${KREPLAY_BIN:-$C/kreplay}
@@ -15,7 +15,7 @@ PASSES=${PASSES:-6}
 W=$(mktemp -d)
 fails=0
 sizes=${*:-64 256 1024 4096 8192}
-permilles="0 1 10 100 1000"
+permilles=${PERMILLES:-0 1 10 100 1000}
 echo "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null), $(nvcc --version | tail -1), $(date -u)"
 nvcc -O2 -arch=sm_90 -o $W/replay_cases tests/gpu/replay_cases.cu || exit 1
 # The hash kernel against the one it replaced, the comparison kernel and the copy ceilings,
