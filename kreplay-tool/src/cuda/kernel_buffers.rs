@@ -19,8 +19,25 @@ pub struct Scratch {
     pub out: Buffer,
     /// The run-copy kernel's table of runs.
     pub runs: Buffer,
-    /// The one-pass restore's job table and counters.
-    pub one_pass: OnePassBuffers,
+    /// The one-pass restore's job tables and counters: two sets, a snapshot's table and its
+    /// first restore's sample (`engine/sample.rs`) both kept ready.
+    pub one_pass: [OnePassBuffers; 2],
+    /// Stamps `one_pass`'s last uses.
+    pub one_pass_clock: u64,
+}
+
+impl Scratch {
+    /// The one-pass buffers holding `table` (the least recently used set when neither does).
+    pub fn one_pass_for(&mut self, table: &[u64]) -> &mut OnePassBuffers {
+        self.one_pass_clock += 1;
+        let i = match self.one_pass.iter().position(|b| b.uploaded == table) {
+            Some(i) => i,
+            None => usize::from(self.one_pass[1].used < self.one_pass[0].used),
+        };
+        let b = &mut self.one_pass[i];
+        b.used = self.one_pass_clock;
+        b
+    }
 }
 
 /// The one-pass restore kernel's buffers (`one_pass`).
@@ -49,6 +66,8 @@ pub struct OnePassBuffers {
     /// A restore once finished without its publication: the counters are copied back from
     /// then on.
     pub mapped_broken: bool,
+    /// When these buffers were last picked (`Scratch::one_pass_clock`).
+    pub used: u64,
 }
 
 /// Pinned host memory mapped into the device's address space (`cuMemHostAlloc` with

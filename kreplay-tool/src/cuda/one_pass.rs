@@ -47,7 +47,7 @@ impl CudaBackend<'_> {
             return Ok(true);
         }
         let (mut all, ctx) = self.scratch()?;
-        let b = &mut all.entry(ctx).or_default().one_pass;
+        let b = all.entry(ctx).or_default().one_pass_for(&table);
         let grown = match self.run_one_pass(b, kernel, &table, total, chunk) {
             Ok(g) => g,
             Err(e) => {
@@ -78,7 +78,7 @@ impl CudaBackend<'_> {
         }
         let (table, total) = job_table(jobs, chunk);
         let ready = self.scratch().and_then(|(mut all, ctx)| {
-            let b = &mut all.entry(ctx).or_default().one_pass;
+            let b = all.entry(ctx).or_default().one_pass_for(&table);
             let r = self.ready(b, kernel, &table, total, chunk);
             if r.is_err() {
                 b.synced = false;

@@ -53,10 +53,11 @@ pub struct FakeBackend {
     pub one_pass_restores: AtomicU64,
     /// `prepare_restore_on_device` calls made.
     pub one_pass_prepares: AtomicU64,
-    /// A `restore_changed_on_device` call whose jobs were not the last prepared ones first
+    /// A `restore_changed_on_device` call whose jobs were not among the two tables last
+    /// prepared first
     /// sleeps this many microseconds (its one-time setup: buffers, the job table).
     pub one_pass_setup_delay_us: AtomicU64,
-    prepared: Mutex<Vec<DeviceRestore>>,
+    prepared: Mutex<Vec<Vec<DeviceRestore>>>,
     /// The first `restore_changed_on_device` call fails when it reaches the job of the region
     /// at this address, after it restored the jobs before it, as a kernel failing part-way
     /// would (0: never).
@@ -474,10 +475,10 @@ impl Backend for FakeBackend {
         }
         let first = self.one_pass_restores.fetch_add(1, Ordering::SeqCst) == 0;
         let mut prepared = self.prepared.lock().unwrap();
-        if *prepared != jobs {
+        if !prepared.iter().any(|p| p == jobs) {
             let delay = self.one_pass_setup_delay_us.load(Ordering::SeqCst);
             std::thread::sleep(std::time::Duration::from_micros(delay));
-            *prepared = jobs.to_vec();
+            keep_prepared(&mut prepared, jobs);
         }
         drop(prepared);
         let fail_at = self.fail_one_pass_before.load(Ordering::SeqCst);
@@ -507,6 +508,16 @@ impl Backend for FakeBackend {
 
     fn prepare_restore_on_device(&self, jobs: &[DeviceRestore], _chunk: usize) {
         self.one_pass_prepares.fetch_add(1, Ordering::SeqCst);
-        *self.prepared.lock().unwrap() = jobs.to_vec();
+        keep_prepared(&mut self.prepared.lock().unwrap(), jobs);
+    }
+}
+
+/// Keeps `jobs` among the two most recently readied job tables (the CUDA backend keeps two: a
+/// snapshot's and its first restore's sample).
+fn keep_prepared(prepared: &mut Vec<Vec<DeviceRestore>>, jobs: &[DeviceRestore]) {
+    prepared.retain(|p| p != jobs);
+    prepared.push(jobs.to_vec());
+    if prepared.len() > 2 {
+        prepared.remove(0);
     }
 }

@@ -13,6 +13,7 @@ pub mod inventory;
 pub mod placement;
 pub mod replay;
 pub mod restore;
+pub mod sample;
 pub mod snapshot;
 pub mod snapshot_plan;
 
@@ -22,5 +23,7 @@ mod device_restore_tests;
 pub(crate) mod fake;
 #[cfg(test)]
 mod restore_tests;
+#[cfg(test)]
+mod sample_tests;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,9 @@
 //! snapshot is skipped with a warning. Module variables are always restored. A failed copy
 //! is logged and skipped; a failed dirty check writes the whole region back (never less).
 //!
+//! The first restore of a large adaptive snapshot restores a sample of chunks before it
+//! checks, and writes every byte when most of the sample had changed (`sample.rs`).
+//!
 //! Adaptive check: the check reads every byte (on the host path, a device-to-host read and a
 //! hash), so it pays only when reading and hashing is cheaper than writing what it spares.
 //! After a restore that wrote at least [`MEASURE_MIN`] bytes, with the snapshot's policy
@@ -103,7 +106,14 @@ pub fn restore_hashing<B: Backend>(
         .map(|r| still_captured(&live, r))
         .collect();
     st.skipped += valid.iter().filter(|v| !**v).count() as u64;
+    // The sample's writes, like the one-pass restore's, are timed with their check.
+    let sample_written = if hashed_blocks {
+        0
+    } else {
+        super::sample::sample_first_restore(backend, snap, &valid, &mut st)
+    };
     let (one_pass, one_pass_written) = restore_in_one_pass(backend, snap, &valid, &mut st);
+    let one_pass_written = one_pass_written + sample_written;
     for (i, r) in snap.regions.iter().enumerate() {
         if let Some(b) = blocks.as_mut() {
             b.push(Vec::new());

@@ -148,6 +148,8 @@ pub struct Snapshot<'b, B: Backend> {
     /// Set by a restore that measured the check costing more than a full restore: later
     /// restores of this snapshot write every byte.
     pub(crate) skip_check: std::cell::Cell<bool>,
+    /// Whether the first restore has sampled (or had no reason to): see `sample.rs`.
+    pub(crate) sampled: std::cell::Cell<bool>,
     /// The host-hash path's read buffer (reused by every restore) and its length.
     pub(crate) scratch: Option<(Store, usize)>,
     /// Device memory holding every region's device hashes, 16 bytes per chunk (0: none; the
@@ -244,6 +246,7 @@ pub fn snap_in<'b, B: Backend>(
         adaptive: policy.adaptive,
         hash_ns: 0,
         skip_check: std::cell::Cell::new(false),
+        sampled: std::cell::Cell::new(false),
         scratch: None,
         check_buf: Default::default(),
         dev_hash_buf: 0,
@@ -356,14 +359,17 @@ pub fn snap_in<'b, B: Backend>(
         );
         s.skip_check.set(true);
     }
-    // Ready the one-pass restore now, so the first restore's time (which decides whether
-    // checking pays) holds no one-time setup.
+    // Ready the one-pass restore (and the first restore's sample) now, so the first restore's
+    // time (which decides whether checking pays) holds no one-time setup.
     if s.check == Check::DeviceHash && !s.skip_check.get() {
         let all = vec![true; s.regions.len()];
         let jobs: Vec<_> = super::restore::one_pass_jobs(&s, &all)
             .into_iter()
             .map(|(_, j)| j)
             .collect();
+        if super::sample::wants_sample(&s, &jobs) {
+            backend.prepare_restore_on_device(&super::sample::sample_jobs(&jobs, s.chunk), s.chunk);
+        }
         if !jobs.is_empty() {
             backend.prepare_restore_on_device(&jobs, s.chunk);
         }
