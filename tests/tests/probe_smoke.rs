@@ -170,7 +170,7 @@ fn an_unprivileged_user_is_told_what_is_missing() {
 }
 
 #[test]
-fn probe_by_pid_stops_when_every_target_has_exited() {
+fn probe_by_pid_drains_at_a_raised_priority_and_stops_when_every_target_has_exited() {
     require_root!();
     let (lib, _) = build_smoke();
     // A target that lives 2 s; the probe is asked for a minute.
@@ -183,6 +183,17 @@ fn probe_by_pid_stops_when_every_target_has_exited() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run kreplay");
+    // Its one thread drains the ring at a raised priority (as `kreplay trace`'s reader); the
+    // target keeps its own.
+    let k = probe.id();
+    let raised = kreplay_cli::probes::priority::READER_NICE as i64;
+    let mut nice = nice_of(k);
+    while nice != Some(raised) && started.elapsed() < std::time::Duration::from_millis(1500) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        nice = nice_of(k);
+    }
+    assert_eq!(nice, Some(raised));
+    assert_eq!(nice_of(target.id()), nice_of(std::process::id()));
     target.wait().expect("sleep exits");
     // Generous: the exit is checked every 200 ms; only a probe that never notices takes 30 s.
     let status = loop {
@@ -202,4 +213,12 @@ fn probe_by_pid_stops_when_every_target_has_exited() {
         stderr.contains("kreplay: 0 calls recorded; dropped: 0 "),
         "{stderr}"
     );
+}
+
+/// The nice value of process `pid`'s main thread (field 19 of /proc/PID/stat), if it runs.
+fn nice_of(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3, the state.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19 - 3)?.parse().ok()
 }
