@@ -132,14 +132,7 @@ impl CudaBackend<'_> {
         {
             return Ok(());
         }
-        let restore = [
-            b.jobs.dev,
-            regions as u64,
-            total,
-            chunk as u64,
-            hash_seed(),
-            b.counts.dev,
-        ];
+        let restore = restore_params(b, regions, total, chunk);
         let publication = [b.counts.dev, counters as u64, b.mapped.dev];
         let key: Vec<u64> = restore.iter().chain(&publication).copied().collect();
         if b.pair.as_ref().is_some_and(|p| p.key == key) {
@@ -186,14 +179,7 @@ impl CudaBackend<'_> {
                 kernel,
                 RESTORE_CALL,
                 total,
-                &mut [
-                    b.jobs.dev,
-                    regions as u64,
-                    total,
-                    chunk as u64,
-                    hash_seed(),
-                    b.counts.dev,
-                ],
+                &mut restore_params(b, regions, total, chunk),
             )?,
         }
         let t2 = std::time::Instant::now();
@@ -293,6 +279,19 @@ impl CudaBackend<'_> {
         }
         Ok(())
     }
+}
+
+/// `kreplay_restore_regions`'s parameters over `b`'s table of `regions` regions and `total`
+/// chunks of `chunk` bytes.
+fn restore_params(b: &OnePassBuffers, regions: usize, total: u64, chunk: usize) -> [u64; 6] {
+    [
+        b.jobs.dev,
+        regions as u64,
+        total,
+        chunk as u64,
+        hash_seed(),
+        b.counts.dev,
+    ]
 }
 
 /// The kernel's table for `jobs` (regions of length 0 have no chunks and stay out) and the
