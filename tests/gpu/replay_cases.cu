@@ -1,7 +1,7 @@
 // Replay scenarios on a real NVIDIA GPU (CUDA runtime API). Each case prints `key value`
 // lines; the output of a case must be identical with and without `kreplay replay`, because
 // kreplay restores memory between passes and the last pass leaves the one-pass result.
-//   replay_cases inplace | buffers | devicevar | graph | async | footprint MIB DIRTY_PERMILLE
+//   replay_cases inplace | buffers | devicevar | graph | async | footprint MIB DIRTY_PERMILLE | tables
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -118,6 +118,30 @@ int main(int argc, char **argv) {
     touch_strided<<<(unsigned)((touched + 255) / 256) + !touched, 256>>>(p, permille ? words : 0, stride);
     CK(cudaDeviceSynchronize());
     sum_words<<<1024, 256>>>(p, words, total);
+    unsigned long long s = 0;
+    CK(cudaMemcpy(&s, total, 8, cudaMemcpyDeviceToHost));
+    printf("touched %zu\nsum %llu\n", touched, s);
+  } else if (!strcmp(c, "tables")) {
+    // Snapshots of different sets of buffers in one process: a kernel writes `a` while three
+    // buffers are live, then two, then one, so kreplay's device-side restore gets a new job
+    // table (with fewer regions each time) twice. Prints how many words each launch touched
+    // and the sum of `a` (three launches' worth).
+    size_t words = 16 << 18, stride = 100 * 1024, touched = (words + stride - 1) / stride;
+    unsigned *a, *b, *d;
+    unsigned long long *total;
+    CK(cudaMalloc(&a, words * 4));
+    CK(cudaMalloc(&b, words * 4));
+    CK(cudaMalloc(&d, words * 4));
+    CK(cudaMalloc(&total, 8));
+    for (unsigned *q : {a, b, d}) CK(cudaMemset(q, 0, words * 4));
+    CK(cudaMemset(total, 0, 8));
+    unsigned blocks = (unsigned)((touched + 255) / 256);
+    for (unsigned *gone : {d, b, (unsigned *)0}) {
+      touch_strided<<<blocks, 256>>>(a, words, stride);
+      CK(cudaDeviceSynchronize());
+      if (gone) CK(cudaFree(gone));
+    }
+    sum_words<<<1024, 256>>>(a, words, total);
     unsigned long long s = 0;
     CK(cudaMemcpy(&s, total, 8, cudaMemcpyDeviceToHost));
     printf("touched %zu\nsum %llu\n", touched, s);

@@ -105,7 +105,10 @@ impl CudaBackend<'_> {
     ) -> Result<(), BackendError> {
         let regions = table.len() / JOB_WORDS;
         let counters = 2 * regions;
-        if !b.synced || b.counts.cap < (counters + 1) * 8 {
+        // A new table starts from zeroed counters: its sequence word (after its counters) may
+        // sit where an earlier, longer table kept a counter.
+        let new_table = b.uploaded != table;
+        if !b.synced || new_table || b.counts.cap < (counters + 1) * 8 {
             self.reserve(&mut b.counts, (counters + 1) * 8)?;
             let zeros = vec![0u64; b.counts.cap / 8];
             self.upload(&mut b.counts, &zeros)?;
@@ -118,7 +121,7 @@ impl CudaBackend<'_> {
             }
             b.synced = true;
         }
-        if b.uploaded != table {
+        if new_table {
             b.uploaded.clear();
             self.upload(&mut b.jobs, table)?;
             b.uploaded.extend_from_slice(table);
