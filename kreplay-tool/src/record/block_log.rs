@@ -131,6 +131,8 @@ fn prefetch_for_write<T>(block: &Block<T>, n: usize) {
             line += LINE;
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (block, n);
 }
 
 /// What [`BlockLog::push`] did with a value.
