@@ -10,8 +10,6 @@
 //! captured once per snapshot as one graph (`graph.rs`). The region table goes up once per
 //! snapshot and the counters are never reset on the device: each call reads their growth.
 
-use core::ffi::c_void;
-
 use super::backend::{CudaBackend, check};
 use super::device_ops::{PUBLISH_CALL, RESTORE_CALL, hash_seed};
 use super::ffi::{ERROR_NOT_READY, SUCCESS};
@@ -257,28 +255,14 @@ impl CudaBackend<'_> {
         }
     }
 
-    /// Copies the counters back from the device into `now` (which the read waits for).
+    /// Copies the counters back from the device into `now` (the read waits for the kernel).
     fn copy_counters(&self, b: &OnePassBuffers, now: &mut [u64]) -> Result<(), BackendError> {
-        let bytes = now.len() * 8;
-        // SAFETY: `now` holds `bytes` bytes and the counters buffer at least as many. The
-        // read, on the launch's stream, waits for the kernel and fails when it did.
-        let dst = if b.counts.host.is_null() {
-            now.as_mut_ptr() as *mut c_void
-        } else {
-            b.counts.host as *mut c_void
-        };
-        check("cuMemcpyDtoH_v2", unsafe {
-            (self.tool().driver.memcpy_dtoh)(dst, b.counts.dev, bytes)
-        })?;
-        if !b.counts.host.is_null() {
-            // SAFETY: the pinned buffer now holds `bytes` initialized bytes.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    b.counts.host as *const u64,
-                    now.as_mut_ptr(),
-                    now.len(),
-                )
-            };
+        let mut bytes = vec![0u8; now.len() * 8];
+        self.read_back(&b.counts, b.counts.dev, &mut bytes)?;
+        for (n, c) in now.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            *n = u64::from_ne_bytes(w);
         }
         Ok(())
     }
