@@ -144,10 +144,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     }
     // This thread drains the ring (the runtime has one thread); the command was started above,
     // so it keeps its own priority. As in `kreplay trace`.
-    match kreplay_cli::probes::priority::raise_current_thread() {
-        Ok(nice) => tracing::debug!("reader thread runs at nice {nice}"),
-        Err(e) => tracing::debug!("reader thread keeps its priority: setpriority: {e}"),
-    }
+    kreplay_cli::probes::priority::raise_reader_thread();
     let out = std::io::stdout();
     // Stdout's own line buffering: each record leaves in one write of whole lines, so the
     // traced command's output on the same pipe never lands inside a record (a BufWriter's

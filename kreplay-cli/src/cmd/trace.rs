@@ -264,10 +264,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     }
     // This thread drains the ring; the traced command was started above, so it keeps its own
     // priority.
-    match kreplay_cli::probes::priority::raise_current_thread() {
-        Ok(nice) => tracing::debug!("reader thread runs at nice {nice}"),
-        Err(e) => tracing::debug!("reader thread keeps its priority: setpriority: {e}"),
-    }
+    kreplay_cli::probes::priority::raise_reader_thread();
     if !args.quiet {
         let what = match &targets {
             Targets::Pids(p) => format!(

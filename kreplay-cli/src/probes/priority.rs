@@ -33,3 +33,12 @@ pub fn raise_current_thread() -> std::io::Result<i32> {
     }
     Ok(READER_NICE)
 }
+
+/// [`raise_current_thread`] for the thread that drains the ring, saying at debug level what it
+/// got (without CAP_SYS_NICE the thread keeps its priority; that is not an error).
+pub fn raise_reader_thread() {
+    match raise_current_thread() {
+        Ok(nice) => tracing::debug!("reader thread runs at nice {nice}"),
+        Err(e) => tracing::debug!("reader thread keeps its priority: setpriority: {e}"),
+    }
+}
