@@ -213,6 +213,19 @@ fn probe_by_pid_drains_at_a_raised_priority_and_stops_when_every_target_has_exit
         stderr.contains("kreplay: 0 calls recorded; dropped: 0 "),
         "{stderr}"
     );
+    // Said once attached, first: a script that attaches by pid waits for this line.
+    assert_eq!(
+        stderr.lines().next(),
+        Some(
+            format!(
+                "kreplay: probing krsmoke_add in {} for pid {}; stop with Ctrl-C",
+                lib.display(),
+                target.id()
+            )
+            .as_str()
+        ),
+        "{stderr}"
+    );
 }
 
 /// The nice value of process `pid`'s main thread (field 19 of /proc/PID/stat), if it runs.

@@ -137,6 +137,25 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         let _in_runtime = rt.enter();
         Intake::new(probes.take_events()?, args.ringbuf_bytes)?
     };
+    // Said once the probes are in place, as `kreplay trace` does: a user (or a script) that
+    // attached by pid knows from here on every call is seen.
+    let what = match (&child, args.pids.is_empty()) {
+        (Some(c), _) => format!("{} (pid {})", args.command[0], c.pid),
+        (None, false) => format!(
+            "pid {}",
+            args.pids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (None, true) => "every process".to_string(),
+    };
+    eprintln!(
+        "kreplay: probing {} in {} for {what}; stop with Ctrl-C",
+        args.symbol,
+        args.lib.display()
+    );
 
     let child_pid = child.as_ref().map(|c| c.pid);
     if let Some(c) = child {
