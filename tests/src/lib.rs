@@ -263,6 +263,20 @@ pub fn build_callloop() -> PathBuf {
     build_hip_program(&src, "callloop")
 }
 
+/// Builds `tests/bench/pairloop.c`, the paired probe-overhead loop.
+pub fn build_pairloop() -> PathBuf {
+    let src = workspace_root().join("tests/bench/pairloop.c");
+    build_hip_program(&src, "pairloop")
+}
+
+/// A byte-for-byte copy of the simulated `libamdhip64.so.6` named `libkrtwin.so`: the same
+/// machine code at another address, under a name no GPU tracer recognises (pairloop's arm B).
+pub fn twin_hip_lib() -> PathBuf {
+    let twin = scratch("bench").join("libkrtwin.so");
+    std::fs::copy(sim_dir().join("libamdhip64.so.6"), &twin).expect("copy the simulated HIP");
+    twin
+}
+
 /// Starts `tests/trace/pid_target.c` making `n` hipMalloc/hipFree pairs once released: it
 /// has initialised HIP and printed `ready` when this returns; write a line to its stdin to
 /// let it go; it prints `done` when finished.

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod demo;
 mod gpu;
+mod paired;
 mod run;
 mod setup;
 mod test;
