@@ -3,10 +3,13 @@
  * Each thread calls hipStreamSynchronize(NULL) (idle stream: the runtime call itself is cheap)
  * CALLS times. Prints `ns_per_call: X` (mean per-thread loop time / CALLS),
  * `cpu_ns_per_call: Z` (mean per-thread CPU time / CALLS: the loop's own cost, without the time
- * it waited for a CPU) and `calls_per_sec: Y` (all calls / wall time of the parallel section). */
+ * it waited for a CPU) and `calls_per_sec: Y` (all calls / wall time of the parallel section).
+ * KREPLAY_BENCH_CPU pins every loop thread to one CPU (pin.h). */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <time.h>
 
+#include "pin.h"
 #include "workload.h"
 
 static uint64_t calls;
@@ -22,6 +25,7 @@ static uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
 /* out[0]: the loop's wall time, out[1]: its thread's CPU time. */
 static void* worker(void* out) {
+  bench_pin();
   pthread_barrier_wait(&start);
   uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   uint64_t t0 = now_ns();

@@ -7,13 +7,14 @@
  * Whatever slows the machine for a while (another tenant, a frequency change) slows both arms of
  * a pair alike, so the per-pair ratio of two probes' costs holds still where whole runs vary
  * by half. With GATE, it writes its pid to GATE.pid and waits for GATE to exist before timing:
- * the probes under test are attached in between. */
+ * the probes under test are attached in between. KREPLAY_BENCH_CPU pins it (pin.h). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "pin.h"
 #include "workload.h"
 
 typedef hipError_t (*sync_fn)(hipStream_t);
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: pairloop TWIN PAIRS CHUNK [GATE]\n");
     return 2;
   }
+  bench_pin();
   uint64_t pairs = wl_arg(argc, argv, 2, 100);
   uint64_t chunk = wl_arg(argc, argv, 3, 1000);
   void* twin = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);

@@ -1,7 +1,8 @@
 //! `cargo xtask gpu-test`: builds what the GPU machine runs (it has no cargo) into
-//! `.gpu-carry/` — the release `kreplay`, `libkreplay_tool.so` and the contention benchmark —
-//! and, on a machine with an NVIDIA GPU, runs `tests/gpu/run.sh`, `tests/gpu/replay.sh` and
-//! `tests/gpu/restore_matrix.sh`.
+//! `.gpu-carry/` — the release `kreplay`, `libkreplay_tool.so`, the contention benchmark, and the
+//! probe-overhead loops with the simulated runtime (`sim/`) — and, on a machine with an NVIDIA
+//! GPU, runs `tests/gpu/run.sh`, `tests/gpu/replay.sh`, `tests/gpu/restore_matrix.sh` and
+//! `tests/gpu/probe_overhead.sh`.
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -46,6 +47,15 @@ pub fn run(build_only: bool) -> Result<()> {
     {
         copy(&root().join(path), &carry.join("contention"))?;
     }
+    // The probe-overhead loops and the simulated runtime they call: both build against Debian's
+    // ROCm headers, which the GPU machine lacks (tests/gpu/probe_overhead.sh).
+    let sim = carry.join("sim");
+    std::fs::create_dir_all(&sim).context("create .gpu-carry/sim")?;
+    for lib in ["libamdhip64.so.6", "libhsa-runtime64.so.1"] {
+        copy(&kreplay_tests::sim_dir().join(lib), &sim.join(lib))?;
+    }
+    copy(&kreplay_tests::build_callloop(), &sim.join("callloop"))?;
+    copy(&kreplay_tests::build_pairloop(), &sim.join("pairloop"))?;
     say(
         "gpu-test",
         &format!("carry {} to the GPU machine", carry.display()),
@@ -64,6 +74,7 @@ pub fn run(build_only: bool) -> Result<()> {
         "tests/gpu/run.sh",
         "tests/gpu/replay.sh",
         "tests/gpu/restore_matrix.sh",
+        "tests/gpu/probe_overhead.sh",
     ] {
         let st = cmd("bash").arg(script).status()?;
         if !st.success() {
