@@ -248,12 +248,14 @@ fn probe_overhead(out: &mut String) -> Result<()> {
         );
     }
     let ratio = row(out, "kreplay trace", &traced);
+    let bare_lo = bare.iter().map(|t| t.wall).fold(f64::INFINITY, f64::min);
+    let bare_hi = bare.iter().map(|t| t.wall).fold(0.0, f64::max);
     let _ = writeln!(
         out,
-        "\nSeparate runs: tracing adds {ratio:.2}× the bare probe cost in wall time. Whole runs \
-         here vary by up to half (the bare probe alone read 960–1730 ns per call in one session), \
-         so this ratio moves by ±0.15 from one bench to the next; the paired measure below does \
-         not.\n"
+        "\nSeparate runs: tracing adds {ratio:.2}× the bare probe cost in wall time. A whole \
+         run's speed changes from one process to the next on a shared host (the bare probe read \
+         {bare_lo:.0}–{bare_hi:.0} ns per call over these {PROBE_ROUNDS} rounds), so this ratio \
+         moves by ±0.15 from one bench to the next; the paired measure below does not.\n"
     );
     crate::paired::paired_overhead(out, &bin, &lib)?;
     program_breakdown(out, &bin, &bare_args, &trace_args, &loop_exe, calls)?;
