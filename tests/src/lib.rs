@@ -279,9 +279,21 @@ pub fn twin_hip_lib() -> PathBuf {
 
 /// Starts `tests/trace/pid_target.c` making `n` hipMalloc/hipFree pairs once released: it
 /// has initialised HIP and printed `ready` when this returns; write a line to its stdin to
-/// let it go; it prints `done` when finished.
+/// let it go; it prints `done` when finished, and exits.
 pub fn spawn_pid_target(
     n: u64,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    spawn_pid_target_with(n, false)
+}
+
+/// As [`spawn_pid_target`]; with `linger`, the target waits for a second line after `done`
+/// before it exits.
+pub fn spawn_pid_target_with(
+    n: u64,
+    linger: bool,
 ) -> (
     std::process::Child,
     std::io::BufReader<std::process::ChildStdout>,
@@ -291,6 +303,7 @@ pub fn spawn_pid_target(
     let exe = build_hip_program(&src, "pid_target");
     let mut child = Command::new(exe)
         .arg(n.to_string())
+        .args(linger.then_some("linger"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

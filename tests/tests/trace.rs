@@ -21,6 +21,8 @@ mod devices;
 mod dlopen;
 #[path = "trace_parts/slots.rs"]
 mod slots;
+#[path = "trace_parts/stops.rs"]
+mod stops;
 
 /// The HIP live-bytes track of a thread that never calls hipSetDevice.
 const HIP_LIVE: &str = "live bytes (HIP, device not set during trace)";

@@ -1,6 +1,7 @@
 /* A HIP program for attach-by-pid tests: it initializes the runtime (so the libraries are
  * mapped), prints "ready", waits for a line on stdin, then makes exactly N hipMalloc/hipFree
- * pairs of 4096 bytes and prints "done". Usage: pid_target N */
+ * pairs of 4096 bytes and prints "done". With `linger` it then waits for another line before
+ * exiting (tests that stop the tracer while its target lives). Usage: pid_target N [linger] */
 #include "workload.h"
 
 int main(int argc, char** argv) {
@@ -18,5 +19,7 @@ int main(int argc, char** argv) {
     HIP_CHECK(hipFree(p));
   }
   printf("done\n");
+  fflush(stdout);
+  if (argc > 2 && !fgets(line, sizeof line, stdin)) return 3;
   return 0;
 }
