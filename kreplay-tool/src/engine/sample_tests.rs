@@ -49,9 +49,12 @@ fn sampled_bytes() -> u64 {
     fixture_sample().iter().map(|j| j.len as u64).sum()
 }
 
-/// Adaptive, device-resident, 16-byte chunks; a full restore made to look expensive (20 ms per
-/// snapshot copy) so that checking pays unless the sample says otherwise, and the one-pass
-/// restore's one-time setup made to cost 200 ms unless its tables were readied.
+/// Adaptive, device-resident, 16-byte chunks; a full restore made to look expensive (100 ms
+/// per snapshot copy, 400 ms for the four) so that checking pays unless the sample says
+/// otherwise, and the one-pass restore's one-time setup made to cost 1 s unless its tables
+/// were readied. The fake hashes and compares the 67037 chunks on the host, 8-12 ms at the
+/// dev profile's opt-level (more on a loaded host): the modelled costs must dwarf that, or the
+/// cost decisions depend on the machine the tests run on.
 fn sampled_setup() -> (
     FakeBackend,
     std::sync::Arc<super::inventory::Inventory>,
@@ -59,9 +62,9 @@ fn sampled_setup() -> (
 ) {
     let (fake, inv) = with_b();
     fake.enable_device(1 << 30, true, false);
-    fake.d2d_delay_us.store(20_000, Ordering::SeqCst);
+    fake.d2d_delay_us.store(100_000, Ordering::SeqCst);
     fake.one_pass_setup_delay_us
-        .store(200_000, Ordering::SeqCst);
+        .store(1_000_000, Ordering::SeqCst);
     let p = SnapshotPolicy {
         adaptive: true,
         chunk: CH,
@@ -105,7 +108,7 @@ fn a_kernel_that_rewrites_its_buffer_is_restored_whole_from_the_first_restore() 
         (rs[1].check, rs[1].bytes, rs[1].bytes_checked),
         (m::FULL, FOOTPRINT, 0)
     );
-    // The sample was the only one-pass call, on a table readied at snapshot time (no 200 ms
+    // The sample was the only one-pass call, on a table readied at snapshot time (no 1 s
     // setup: the snapshot readied the sample and the full table).
     assert_eq!(
         (
@@ -114,7 +117,7 @@ fn a_kernel_that_rewrites_its_buffer_is_restored_whole_from_the_first_restore() 
         ),
         (2, 1)
     );
-    assert!(rs[0].check_ns < 200_000_000, "{}", rs[0].check_ns);
+    assert!(rs[0].check_ns < 1_000_000_000, "{}", rs[0].check_ns);
 }
 
 #[test]
