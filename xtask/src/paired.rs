@@ -207,23 +207,30 @@ impl Setup {
             .context("starting the probe of arm A")?;
         // Both `probe` and `trace` end the line that says they are attached with this.
         let (ready, text) = watch_stderr(&mut inner, "; stop with Ctrl-C");
-        if !ready.recv_timeout(Duration::from_secs(30)).unwrap_or(false) {
+        let timed = (|| {
+            if !ready.recv_timeout(Duration::from_secs(30)).unwrap_or(false) {
+                bail!("arm A's probe never said it was attached");
+            }
+            std::fs::write(gate, b"go").context("opening the gate")?;
+            let mut stdout = String::new();
+            outer
+                .stdout
+                .take()
+                .expect("stdout piped")
+                .read_to_string(&mut stdout)?;
+            wait_limited(
+                outer,
+                Duration::from_secs(60),
+                "kreplay probe --bare (arm B)",
+            )?;
+            wait_limited(&mut inner, Duration::from_secs(30), "arm A's probe")?;
+            Ok(stdout)
+        })();
+        if timed.is_err() {
             let _ = inner.kill();
-            bail!("arm A's probe never said it was attached");
+            let _ = inner.wait();
         }
-        std::fs::write(gate, b"go").context("opening the gate")?;
-        let mut stdout = String::new();
-        outer
-            .stdout
-            .take()
-            .expect("stdout piped")
-            .read_to_string(&mut stdout)?;
-        wait_limited(
-            outer,
-            Duration::from_secs(60),
-            "kreplay probe --bare (arm B)",
-        )?;
-        wait_limited(&mut inner, Duration::from_secs(30), "arm A's probe")?;
+        let stdout = timed?;
         let text = text.join().unwrap_or_default();
         if arm == ArmA::Trace {
             check_traced(&text)?;
