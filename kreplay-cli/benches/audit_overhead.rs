@@ -89,9 +89,10 @@ fn probes_for(mode: Mode, lib: &Path, offset: u64) -> Option<Probes> {
         Mode::Audit => Programs::Audit,
         Mode::Trace => Programs::Record,
     };
-    // Trace mode gets a ring buffer that holds every record of a round, so nothing drops
-    // and nothing needs draining while the loop runs.
-    let mut probes = Probes::load_sized(&[(EVENTS_MAP, 1 << 26)]).expect("load BPF (root?)");
+    // Trace mode gets rings that each hold every record of a round (200k calls of 144 bytes
+    // fit in 32 MiB), so nothing drops and nothing needs draining while the loop runs,
+    // whichever CPUs the loop runs on.
+    let mut probes = Probes::load_sized(&[(EVENTS_MAP, 1 << 25)]).expect("load BPF (root?)");
     let spec = &APIS[USER_FUNCTION as usize];
     probes
         .attach_programs(

@@ -11,8 +11,19 @@ pub const EXTRA_WORDS: usize = 5;
 /// Bytes of a kernel name a [`NameRecord`] carries at most (NUL included); longer names are cut.
 pub const NAME_BYTES: usize = 256;
 
-/// Name of the ring buffer map carrying [`CallRecord`]s and [`NameRecord`]s.
+/// The ring buffers carrying [`CallRecord`]s and [`NameRecord`]s, as one name for sizing: the
+/// loader gives each ring in use ([`EVENTS_MAPS`]) the bytes given for it.
 pub const EVENTS_MAP: &str = "EVENTS";
+/// Ring buffers in the object, one per CPU up to this many (more CPUs share them by modulo).
+pub const RING_SHARDS: usize = 16;
+/// The ring buffer maps' names; the first `RING_COUNT` are in use.
+pub const EVENTS_MAPS: [&str; RING_SHARDS] = [
+    "EVENTS0", "EVENTS1", "EVENTS2", "EVENTS3", "EVENTS4", "EVENTS5", "EVENTS6", "EVENTS7",
+    "EVENTS8", "EVENTS9", "EVENTS10", "EVENTS11", "EVENTS12", "EVENTS13", "EVENTS14", "EVENTS15",
+];
+/// Name of the BPF global holding the number of rings in use (CPU `c` writes ring
+/// `c % RING_COUNT`).
+pub const RING_COUNT_GLOBAL: &str = "RING_COUNT";
 /// Name of the per-CPU counter array (indexes in [`counter`]).
 pub const COUNTERS_MAP: &str = "COUNTERS";
 /// Name of the array of [`ThreadSlot`]s (calls in flight), indexed by `tid & SLOT_MASK`.

@@ -12,6 +12,7 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 mod audit;
+mod rings;
 mod slots;
 
 use aya_ebpf::{
@@ -26,10 +27,6 @@ use kreplay_common::probe::{
     AllocInfo, AllocKey, CallRecord, Cookie, EXTRA_WORDS, EntryState, FLAG_OUT_VALID, NAME_BYTES,
     NameRecord, counter, mode, role,
 };
-
-/// Completed calls; its size is set by userspace at load time.
-#[map]
-static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
 
 /// Live device allocations per process.
 #[map]
@@ -162,7 +159,8 @@ fn try_call_return(ctx: &RetProbeContext) {
     }
     track_inventory(c, state, pid, tid, ret, out, flags, exit_ns);
 
-    match EVENTS.reserve::<CallRecord>(0) {
+    let ring = rings::ring();
+    match ring.reserve::<CallRecord>(0) {
         Some(mut entry) => {
             entry.write(CallRecord {
                 enter_ns: state.enter_ns,
@@ -177,12 +175,12 @@ fn try_call_return(ctx: &RetProbeContext) {
                 ret,
                 out,
             });
-            entry.submit(wake_flags(&found, ring_bytes::<CallRecord>()));
+            entry.submit(wake_flags(ring, &found, ring_bytes::<CallRecord>()));
         }
         None => bump(counter::RINGBUF_DROPS),
     }
     if c.name_plus_one() != 0 && (c.void_ret() || ret as u32 == 0) {
-        send_name(c, state, pid, tid, out, flags, exit_ns, &found);
+        send_name(ring, c, state, pid, tid, out, flags, exit_ns, &found);
     }
     found.commit();
 }
@@ -197,13 +195,13 @@ fn try_call_return(ctx: &RetProbeContext) {
 /// now a ring's worth of records pays at most eight. `rec_bytes` is the submitted record's size
 /// with its 8-byte header, which the unread data already includes.
 #[inline(always)]
-fn wake_flags(found: &slots::Found, rec_bytes: u64) -> u64 {
+fn wake_flags(ring: &RingBuf, found: &slots::Found, rec_bytes: u64) -> u64 {
     if found.first_wake() {
         bump(counter::WAKEUPS);
         return BPF_RB_FORCE_WAKEUP as u64;
     }
-    let avail = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
-    let size = EVENTS.query(BPF_RB_RING_SIZE as u64);
+    let avail = ring.query(BPF_RB_AVAIL_DATA as u64);
+    let size = ring.query(BPF_RB_RING_SIZE as u64);
     let step = size / 8;
     if step == 0 || avail < size / 4 || avail < rec_bytes {
         return BPF_RB_NO_WAKEUP as u64;
@@ -227,6 +225,7 @@ const fn ring_bytes<T>() -> u64 {
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn send_name(
+    ring: &RingBuf,
     c: Cookie,
     state: &EntryState,
     pid: u32,
@@ -245,7 +244,7 @@ fn send_name(
     if handle == 0 || src == 0 {
         return;
     }
-    let Some(mut entry) = EVENTS.reserve::<NameRecord>(0) else {
+    let Some(mut entry) = ring.reserve::<NameRecord>(0) else {
         bump(counter::RINGBUF_DROPS);
         return;
     };
@@ -274,7 +273,7 @@ fn send_name(
     }
     // SAFETY: as above.
     unsafe { core::ptr::addr_of_mut!((*p).len).write(n as u16) };
-    entry.submit(wake_flags(found, ring_bytes::<NameRecord>()));
+    entry.submit(wake_flags(ring, found, ring_bytes::<NameRecord>()));
 }
 
 /// An empty entry program: the bare cost of a uprobe, the baseline of the overhead benchmarks.

@@ -54,7 +54,7 @@ pub struct ProbeArgs {
     /// every probed call) and print it on exit.
     #[arg(long)]
     bpf_stats: bool,
-    /// Ring buffer size in bytes (power of two).
+    /// Size of each CPU's ring buffer in bytes (power of two); one ring per CPU, at most 16.
     #[arg(long, default_value_t = 1 << 22, value_name = "BYTES")]
     ringbuf_bytes: u32,
     /// Command to start with the probe already attached (after `--`).
@@ -135,7 +135,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     }
     let mut intake = {
         let _in_runtime = rt.enter();
-        Intake::new(probes.take_events()?, args.ringbuf_bytes)?
+        Intake::new(probes.take_events()?, probes.rings().bytes)?
     };
     // Said once the probes are in place, as `kreplay trace` does: a user (or a script) that
     // attached by pid knows from here on every call is seen.
@@ -208,7 +208,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
                 }
             }
         }
-        intake.drain(&mut sink);
+        intake.finish(&mut sink);
         anyhow::Ok(code)
     })?;
     // The waiter for a command that is still running (kreplay was stopped first) must not hold

@@ -16,6 +16,7 @@ use kreplay_cli::{
         cost::{ProgramCost, reader_cpu_line, reader_cpu_ns},
         intake::Intake,
         loader::{Counters, Probes, Programs, Scope},
+        rings::rings_line,
     },
     trace::{
         attach::Attacher,
@@ -56,8 +57,9 @@ pub struct TraceArgs {
     /// No live status line.
     #[arg(short, long)]
     quiet: bool,
-    /// BPF ring buffer size in bytes (a power of two, at least 4096).
-    #[arg(long, default_value_t = 1 << 24, value_name = "BYTES")]
+    /// Size of each CPU's BPF ring buffer in bytes (a power of two, at least 4096); one ring per
+    /// CPU, at most 16.
+    #[arg(long, default_value_t = 1 << 23, value_name = "BYTES")]
     ringbuf_bytes: u32,
     /// Slots for calls in flight, one per thread id modulo this count (rounded down to a power
     /// of two, 432 bytes each). Calls of two threads sharing a slot at the same time are
@@ -248,7 +250,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     }
     let mut intake = {
         let _in_runtime = rt.enter();
-        Intake::new(probes.take_events()?, args.ringbuf_bytes)?
+        Intake::new(probes.take_events()?, probes.rings().bytes)?
     };
     let dir = streams_dir(&output);
     let _ = std::fs::remove_dir_all(&dir);
@@ -372,7 +374,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 }
             }
         }
-        intake.drain(&mut |s| col.push(&s));
+        intake.finish(&mut |s| col.push(&s));
         anyhow::Ok(code)
     })?;
     let reader_cpu = reader_cpu_ns().saturating_sub(cpu_at_start);
@@ -380,6 +382,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     // the exit: the command is the user's and runs on.
     rt.shutdown_background();
     let col_records = col.capture.records;
+    let (ring_layout, per_ring) = (probes.rings(), intake.per_ring());
     let Collector {
         mut capture,
         summary,
@@ -431,6 +434,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         "{}",
         reader_cpu_line(reader_cpu, col_records, counters.wakeups)
     );
+    let _ = writeln!(e, "{}", rings_line(ring_layout, &per_ring));
     for d in &report.damage {
         let _ = writeln!(e, "kreplay: warning: {d}");
     }

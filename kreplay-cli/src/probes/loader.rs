@@ -16,8 +16,14 @@ use aya::{
 use kreplay_common::audit::{AUDIT_ENTRY_PROGRAM, AUDIT_RETURN_PROGRAM};
 use kreplay_common::probe::{
     ALLOCS_MAP, AllocInfo, AllocKey, BARE_ENTRY_PROGRAM, BARE_RETURN_PROGRAM, COUNTERS_MAP, Cookie,
-    ENTRY_PROGRAM, EVENTS_MAP, RETURN_PROGRAM, SLOT_MASK_GLOBAL, THREADS_MAP, counter,
+    ENTRY_PROGRAM, EVENTS_MAP, EVENTS_MAPS, RETURN_PROGRAM, RING_COUNT_GLOBAL, SLOT_MASK_GLOBAL,
+    THREADS_MAP, counter,
 };
+
+use super::rings::RingLayout;
+
+/// Each ring's size when a mode does not say (the object's default).
+const DEFAULT_EVENTS_BYTES: u32 = 1 << 22;
 
 /// The BPF object built from `kreplay-ebpf` (empty when built with AYA_BUILD_SKIP=1).
 static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/kreplay"));
@@ -138,6 +144,7 @@ impl Counters {
 pub struct Probes {
     bpf: Ebpf,
     attached: HashSet<(String, u64, Scope, Programs)>,
+    rings: RingLayout,
 }
 
 impl Probes {
@@ -156,14 +163,20 @@ impl Probes {
     /// Loads the embedded object with the given maps resized (name, max entries or bytes);
     /// a mode that does not use a map shrinks it to save kernel memory. The thread-slot array
     /// ([`THREADS_MAP`]) is indexed by thread id modulo its length, which is therefore rounded
-    /// down to a power of two.
+    /// down to a power of two. [`EVENTS_MAP`]'s bytes are each ring's ([`RingLayout`]); rings
+    /// not in use get one page.
     pub fn load_sized(sizes: &[(&'static str, u32)]) -> Result<Probes, ProbeError> {
         if BPF_OBJECT.is_empty() {
             return Err(ProbeError::NotBuilt);
         }
         let mut loader = EbpfLoader::new();
         let mut mask = None;
+        let mut events = DEFAULT_EVENTS_BYTES;
         for &(name, size) in sizes {
+            if name == EVENTS_MAP {
+                events = size;
+                continue;
+            }
             let size = if name == THREADS_MAP {
                 let slots = thread_slots(size);
                 mask = Some(slots - 1);
@@ -176,6 +189,17 @@ impl Probes {
         if let Some(m) = &mask {
             loader.override_global(SLOT_MASK_GLOBAL, m, true);
         }
+        let rings = RingLayout::for_host(events);
+        let page = super::rings::page_bytes();
+        for (i, name) in EVENTS_MAPS.iter().enumerate() {
+            let bytes = if (i as u32) < rings.count {
+                rings.bytes
+            } else {
+                page
+            };
+            loader.map_max_entries(name, bytes);
+        }
+        loader.override_global(RING_COUNT_GLOBAL, &rings.count, true);
         let mut bpf = loader.load(BPF_OBJECT)?;
         for name in Programs::ALL.iter().flat_map(|p| p.names()) {
             let prog: &mut UProbe = bpf
@@ -197,6 +221,7 @@ impl Probes {
         Ok(Probes {
             bpf,
             attached: HashSet::new(),
+            rings,
         })
     }
 
@@ -271,16 +296,22 @@ impl Probes {
         self.attached.len()
     }
 
-    /// Takes the ring buffer of call records (once).
-    pub fn take_events(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
-        let map = self
-            .bpf
-            .take_map(EVENTS_MAP)
-            .ok_or(ProbeError::MissingMap(EVENTS_MAP))?;
-        RingBuf::try_from(map).map_err(|source| ProbeError::Map {
-            name: EVENTS_MAP,
-            source,
-        })
+    /// The rings in use and their size.
+    pub fn rings(&self) -> RingLayout {
+        self.rings
+    }
+
+    /// Takes the ring buffers of call records in use (once), ring 0 first.
+    pub fn take_events(&mut self) -> Result<Vec<RingBuf<MapData>>, ProbeError> {
+        let mut out = Vec::with_capacity(self.rings.count as usize);
+        for name in &EVENTS_MAPS[..self.rings.count as usize] {
+            let map = self
+                .bpf
+                .take_map(name)
+                .ok_or(ProbeError::MissingMap(name))?;
+            out.push(RingBuf::try_from(map).map_err(|source| ProbeError::Map { name, source })?);
+        }
+        Ok(out)
     }
 
     /// Reads the loss counters, summed over CPUs.

@@ -3,5 +3,7 @@ pub mod cost;
 pub mod elf;
 pub mod intake;
 pub mod loader;
+pub mod order;
 pub mod priority;
 pub mod ring;
+pub mod rings;
