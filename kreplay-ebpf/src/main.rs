@@ -3,8 +3,8 @@
 //! The attach cookie names the API and the arguments to capture ([`Cookie`]). The entry
 //! program saves the argument registers (and stack words or a struct where the API needs
 //! them) in the thread's slot ([`slots`]); the return program turns them into one
-//! [`CallRecord`] in the ring buffer, reads the out-pointer, and keeps the live-allocation
-//! inventory. Every record that cannot be delivered is counted in `COUNTERS`.
+//! [`CallRecord`] in its CPU's ring buffer ([`rings`]), reads the out-pointer, and keeps the
+//! live-allocation inventory. Every record that cannot be delivered is counted in `COUNTERS`.
 //!
 //! On the host target (clippy, `cargo check --workspace`) the crate builds as an ordinary
 //! binary with an empty `main`, so the workspace can be linted as a whole.

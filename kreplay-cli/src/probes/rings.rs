@@ -39,7 +39,7 @@ impl RingLayout {
 pub fn rings_line(layout: RingLayout, per_ring: &[u64]) -> String {
     let counts: Vec<String> = per_ring.iter().map(u64::to_string).collect();
     format!(
-        "rings: {} of {} KiB (one per CPU); records per ring: {}",
+        "rings: {} of {} KiB (one per CPU, at most 16); records per ring: {}",
         layout.count,
         layout.bytes / 1024,
         counts.join(" ")
@@ -64,7 +64,7 @@ mod tests {
         };
         assert_eq!(
             rings_line(l, &[2001, 3]),
-            "rings: 2 of 8192 KiB (one per CPU); records per ring: 2001 3"
+            "rings: 2 of 8192 KiB (one per CPU, at most 16); records per ring: 2001 3"
         );
     }
 
