@@ -1,7 +1,8 @@
 //! The ring buffers call records go to: one per CPU, so that probed threads on different CPUs
-//! never take the same ring's lock or write the same cache lines. There are [`RING_SHARDS`]
-//! rings in the object; the loader sets how many are in use ([`RING_COUNT`], at most one per
-//! possible CPU) and shrinks the rest to one page. CPUs beyond the count share rings by modulo.
+//! never take the same ring's lock or write the same cache lines. There are 16 rings in the
+//! object (`kreplay_common::probe::RING_SHARDS`); the loader sets how many are in use
+//! ([`RING_COUNT`], at most one per online CPU) and shrinks the rest to one page. CPUs beyond
+//! the count share rings by modulo.
 use aya_ebpf::{Global, helpers::generated::bpf_get_smp_processor_id, macros::map, maps::RingBuf};
 
 macro_rules! rings {

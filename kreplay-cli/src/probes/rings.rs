@@ -1,4 +1,4 @@
-//! How the call records' ring buffers are laid out: one per possible CPU, up to
+//! How the call records' ring buffers are laid out: one per online CPU, up to
 //! [`RING_SHARDS`], so that threads probed on different CPUs never contend for one ring's lock or
 //! write the same cache lines (with one shared ring, 8–16 threads on as many CPUs paid twice the
 //! cost of an empty probe pair per call; `docs/gpu/2026-11-30-h200-probe-overhead.md`).
@@ -18,7 +18,7 @@ pub struct RingLayout {
 
 impl RingLayout {
     /// Rings of `bytes` each (rounded down to a power of two, at least one `page`) for `cpus`
-    /// possible CPUs.
+    /// CPUs.
     pub fn new(bytes: u32, cpus: usize, page: u32) -> RingLayout {
         let bytes = bytes.max(page);
         RingLayout {
@@ -27,10 +27,17 @@ impl RingLayout {
         }
     }
 
-    /// Rings of `bytes` each over this machine's possible CPUs
-    /// (`/sys/devices/system/cpu/possible`; one ring when that cannot be read).
+    /// Rings of `bytes` each for this machine's online CPUs, counted up to the highest online
+    /// CPU's number (`/sys/devices/system/cpu/online`; the possible CPUs when that cannot be
+    /// read, one ring when neither can). Sizing by the possible CPUs would allocate rings for
+    /// CPUs a VM may never bring online; a CPU brought online later shares a ring by modulo.
     pub fn for_host(bytes: u32) -> RingLayout {
-        let cpus = aya::util::nr_cpus().unwrap_or(1);
+        let cpus = aya::util::online_cpus()
+            .ok()
+            .and_then(|v| v.into_iter().max())
+            .map(|m| m as usize + 1)
+            .or_else(|| aya::util::nr_cpus().ok())
+            .unwrap_or(1);
         RingLayout::new(bytes, cpus, page_bytes())
     }
 }
