@@ -17,6 +17,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
+use crate::bench::{field, median};
 use crate::run::say;
 
 /// Pairs per run and calls per arm of a pair (about 2 × 1.1 ms under a probe on the dev VM).
@@ -58,11 +59,6 @@ impl PairRun {
             median(self.pairs.iter().map(|p| p.1).collect()),
         )
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// Parses pairloop's `pair A B` lines.
@@ -241,13 +237,8 @@ impl Setup {
 
 /// The traced arm really traced: every call of arm A recorded, none dropped.
 fn check_traced(stderr: &str) -> Result<()> {
-    let field = |key: &str| -> Option<u64> {
-        stderr
-            .lines()
-            .find_map(|l| l.split(key).nth(1))
-            .and_then(|rest| rest.trim().split(' ').next()?.parse().ok())
-    };
-    let dropped = field("events dropped:").context("no `events dropped:` in trace's summary")?;
+    let dropped =
+        field(stderr, "events dropped:").context("no `events dropped:` in trace's summary")? as u64;
     let events = stderr
         .lines()
         .find_map(|l| l.strip_prefix("reader cpu: "))
@@ -387,7 +378,7 @@ mod tests {
         let calls = u64::from(PAIRS) * u64::from(CHUNK);
         let summary = |events: u64, dropped: u64| {
             format!(
-                "events dropped: {dropped} (ring buffer full {dropped})\n\
+                "events dropped: {dropped}\n\
                  reader cpu: 150 ns per event ({events} events, 30.0 ms), 1 forced wake-ups\n"
             )
         };

@@ -5,7 +5,10 @@
 //! per batch (aya's `RingBuf` is kept for its fd, which tokio polls). With one ring per CPU
 //! (`rings.rs`), a drain reads every ring and [`TimeOrder`] hands the records on in time order.
 use aya::maps::{MapData, RingBuf};
-use kreplay_common::probe::{CallRecord, Sample};
+use kreplay_common::{
+    probe::{CallRecord, Sample},
+    stream::monotonic_ns,
+};
 use tokio::io::{Interest, unix::AsyncFd};
 
 use super::{order::TimeOrder, ring::RingReader};
@@ -31,17 +34,6 @@ pub struct Intake {
     order: TimeOrder,
     /// Items of neither record's size (never expected; counted, not trusted).
     pub malformed: u64,
-}
-
-/// CLOCK_MONOTONIC in ns: the clock the probes time calls with (`bpf_ktime_get_ns`).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid local it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Intake {
