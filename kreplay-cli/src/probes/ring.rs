@@ -111,8 +111,7 @@ impl RingReader {
     /// Maps the ring buffer map behind `fd`, of `bytes` data bytes (a power-of-two number of
     /// pages), starting at the consumer position the kernel has.
     pub fn new(fd: &impl AsRawFd, bytes: u32) -> Result<RingReader, RingError> {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = super::rings::page_bytes() as usize;
         if !bytes.is_power_of_two() || (bytes as usize) < page {
             return Err(RingError::Size(bytes));
         }
@@ -233,8 +232,7 @@ mod tests {
 
     impl FakeRing {
         fn new(size: u64) -> FakeRing {
-            // SAFETY: sysconf has no preconditions.
-            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+            let page = crate::probes::rings::page_bytes() as u64;
             let file = tempfile_in_tmp();
             file.set_len(2 * page + 2 * size).unwrap();
             FakeRing { file, page, size }
