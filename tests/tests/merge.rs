@@ -186,6 +186,7 @@ fn write_run(dir: &Path) {
             check_ns: 50,
             pid: 0,
             tid: 0,
+            failed: 2,
         }
         .into(),
         ReplayPass {
@@ -420,6 +421,7 @@ fn tool_and_probe_streams_merge_into_one_trace_with_flows() {
             "bytes_checked": {"uint": 8192},
             "dirty_chunks": {"uint": 1},
             "check_ns": {"uint": 50},
+            "failed_regions": {"uint": 2},
         })
     );
     assert_eq!(

@@ -98,6 +98,7 @@ fn tool_records(tid: u32) -> Vec<Record> {
             check_ns: 10,
             pid: PID,
             tid,
+            failed: 0,
         }
         .into(),
         ReplayPass {

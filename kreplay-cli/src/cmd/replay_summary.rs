@@ -305,6 +305,7 @@ mod tests {
                     check_ns: 3000,
                     pid: 0,
                     tid: 0,
+                    failed: 0,
                 }
                 .into(),
             );
@@ -374,6 +375,7 @@ mod tests {
                 check_ns: 0,
                 pid: 0,
                 tid: 0,
+                failed: 0,
             }
             .into()
         };

@@ -1,6 +1,6 @@
 //! The restore-only-what-changed arguments of snapshot and restore slices: placement, check,
-//! chunk size and bytes hashed (snapshot); placement, check, bytes checked, dirty chunks and
-//! check time (restore). Records from tools before these fields (placement 0) get none.
+//! chunk size and bytes hashed (snapshot); placement, check, bytes checked, dirty chunks,
+//! check time and failed regions (restore). Records from tools before these fields (placement 0) get none.
 
 use std::io::Write;
 
@@ -17,6 +17,7 @@ pub struct ChunkNames {
     bytes_checked: AnnotationName,
     dirty_chunks: AnnotationName,
     check_ns: AnnotationName,
+    failed_regions: AnnotationName,
 }
 
 impl ChunkNames {
@@ -30,6 +31,7 @@ impl ChunkNames {
             bytes_checked: w.annotation_name("bytes_checked"),
             dirty_chunks: w.annotation_name("dirty_chunks"),
             check_ns: w.annotation_name("check_ns"),
+            failed_regions: w.annotation_name("failed_regions"),
         }
     }
 
@@ -71,6 +73,7 @@ impl ChunkNames {
             (self.bytes_checked, r.bytes_checked),
             (self.dirty_chunks, r.dirty_chunks),
             (self.check_ns, r.check_ns),
+            (self.failed_regions, r.failed),
         ] {
             v.push(Annotation {
                 name,

@@ -180,6 +180,8 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) {
             // Version 2.
             e.u32(r.pid);
             e.u32(r.tid);
+            // Version 3.
+            e.u64(r.failed);
             tag::RESTORE
         }
         Record::Decline(r) => {
@@ -359,6 +361,7 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             let (placement, check) = (appended(d.u8(), version)?, appended(d.u8(), version)?);
             let [bytes_checked, dirty_chunks, check_ns] = appended(d.u64s(), version)?;
             let (pid, tid) = v2_thread(d, version)?;
+            let failed = if version >= 3 { d.u64()? } else { 0 };
             Restore {
                 correlation,
                 pass,
@@ -374,6 +377,7 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
                 check_ns,
                 pid,
                 tid,
+                failed,
             }
             .into()
         }

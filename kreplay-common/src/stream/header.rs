@@ -11,8 +11,9 @@ use super::error::StreamError;
 pub const MAGIC: [u8; 8] = *b"KRPLSTRM";
 /// The format version this build writes (and the newest it reads; it reads every older one).
 /// 2: the tool's `Snapshot`/`Restore`/`ReplayPass` carry pid and tid, and `ToolWindow` exists.
-pub const FORMAT_VERSION: u16 = 2;
-/// Bytes of a version-1 or -2 header; a newer header may be longer (its length field says).
+/// 3: `Restore` counts the regions whose write-back failed.
+pub const FORMAT_VERSION: u16 = 3;
+/// Bytes of a version-1, -2 or -3 header; a newer header may be longer (its length field says).
 pub const HEADER_LEN: usize = 40;
 /// `clock_id` value for CLOCK_MONOTONIC (Linux's clockid 1), the clock of every timestamp.
 pub const CLOCK_MONOTONIC_ID: u16 = 1;

@@ -7,7 +7,7 @@
 //! file   = header chunk*
 //! header = magic "KRPLSTRM" (8) | version u16 | header_len u16 | kind u16 | clock_id u16
 //!        | pid u32 | created_monotonic_ns u64 | created_realtime_ns u64 | crc32 u32
-//!          (40 bytes in versions 1 and 2; crc32 covers the header_len - 4 bytes before it)
+//!          (40 bytes in versions 1 to 3; crc32 covers the header_len - 4 bytes before it)
 //! chunk  = payload_len u32 | crc32(payload) u32 | seq u64 | payload
 //!          (seq counts chunks from 0; payload_len <= MAX_CHUNK_PAYLOAD)
 //! payload = record*
@@ -24,7 +24,9 @@
 //! field appended in version 1) and adds the `ToolWindow` record: the merge needs to know
 //! which thread was inside kreplay's own work, and when. A version-2 body without them is
 //! malformed; in a version-1 stream they are absent and read as 0 (not recorded), so a
-//! version-1 stream still reads, with kreplay's own calls not told apart. A version above
+//! version-1 stream still reads, with kreplay's own calls not told apart. Version 3 appends
+//! `failed u64` to `Restore` (regions whose write-back failed, counted as skipped before);
+//! older streams read it as 0. A version above
 //! [`FORMAT_VERSION`] is refused with a message naming the file and both versions.
 //!
 //! # Crash safety

@@ -133,7 +133,7 @@ pub struct Restore {
     pub bytes: u64,
     /// Regions copied back (at least one byte written).
     pub regions: u64,
-    /// Regions skipped: freed or reallocated since the snapshot, or a failed copy.
+    /// Regions skipped: freed or reallocated since the snapshot.
     pub skipped: u64,
     /// Where the snapshot's copies live ([`snapshot_mode`] placement code; 0: unknown).
     pub placement: u8,
@@ -149,6 +149,9 @@ pub struct Restore {
     pub pid: u32,
     /// Thread that restored (0 in version-1 streams).
     pub tid: u32,
+    /// Regions whose write-back failed (new in version 3; 0 in older streams, which counted
+    /// them as skipped).
+    pub failed: u64,
 }
 
 /// A span during which kreplay itself called the GPU runtime on one thread: the whole replay

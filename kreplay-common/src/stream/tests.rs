@@ -87,6 +87,7 @@ fn one_of_each() -> Vec<Record> {
             check_ns: 2,
             pid: 77,
             tid: 79,
+            failed: 0,
         }
         .into(),
         Decline {
@@ -206,13 +207,14 @@ fn a_version_1_restore_body_without_the_chunk_fields_decodes_with_zeros() {
         check_ns: 7,
         pid: 0,
         tid: 0,
+        failed: 0,
     };
     let mut out = Vec::new();
     codec::encode(&full.clone().into(), &mut out);
     // The first version-1 body: correlation u64, pass u32, five u64s; the 26 bytes appended
-    // later in version 1 and version 2's pid and tid cut off.
+    // later in version 1, version 2's pid and tid and version 3's failed count cut off.
     let v1_len = 8 + 4 + 5 * 8;
-    assert_eq!(out.len(), 5 + v1_len + 2 + 3 * 8 + 2 * 4);
+    assert_eq!(out.len(), 5 + v1_len + 2 + 3 * 8 + 2 * 4 + 8);
     out.truncate(5 + v1_len);
     out[1..5].copy_from_slice(&(v1_len as u32).to_le_bytes());
     let want = Restore {
@@ -271,7 +273,7 @@ fn header_errors_name_the_file() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "v.krs: stream format version 9, this reader understands up to 2"
+        "v.krs: stream format version 9, this reader understands up to 3"
     );
     let err = StreamReader::new(Cursor::new(b"NOTASTREAM__"), Path::new("m.krs"))
         .err()

@@ -1,5 +1,6 @@
 //! Tests of the format versions: a version-1 stream (no pid/tid on the tool's records) still
-//! reads, a version-2 body without them is malformed, a newer version is refused by name.
+//! reads, a version-2 body without them is malformed, a version-2 `Restore` reads with no
+//! failed regions and a version-3 one must carry them, a newer version is refused by name.
 
 use std::io::Cursor;
 use std::path::Path;
@@ -54,6 +55,26 @@ fn pass(pid: u32, tid: u32) -> ReplayPass {
         end_ns: 400,
         pid,
         tid,
+    }
+}
+
+fn restore(failed: u64) -> Restore {
+    Restore {
+        correlation: 9,
+        pass: 1,
+        start_ns: 500,
+        end_ns: 600,
+        bytes: 4096,
+        regions: 1,
+        skipped: 0,
+        placement: snapshot_mode::PINNED,
+        check: snapshot_mode::HOST_HASH,
+        bytes_checked: 8192,
+        dirty_chunks: 1,
+        check_ns: 40,
+        pid: 5,
+        tid: 6,
+        failed,
     }
 }
 
@@ -125,6 +146,26 @@ fn a_stream_of_a_newer_version_is_refused_with_both_versions_named() {
         .expect("refused");
     assert_eq!(
         err.to_string(),
-        "new.krs: stream format version 3, this reader understands up to 2"
+        "new.krs: stream format version 4, this reader understands up to 3"
+    );
+}
+
+#[test]
+fn a_version_2_restore_reads_with_no_failed_regions_and_a_version_3_one_must_carry_them() {
+    // Version 2's Restore body: everything but version 3's 8-byte failed count.
+    let v2 = encoded_without_tail(&restore(3).into(), 8);
+    assert_eq!(read(&stream_bytes(2, &v2)), (vec![restore(0).into()], None));
+    // The same body in a version-3 stream is cut short.
+    let (recs, damage) = read(&stream_bytes(3, &v2));
+    assert_eq!(recs, []);
+    assert_eq!(
+        damage.expect("damage reported").kind,
+        DamageKind::BadRecord { at: 0 }
+    );
+    let mut v3 = Vec::new();
+    codec::encode(&restore(3).into(), &mut v3);
+    assert_eq!(
+        read(&stream_bytes(FORMAT_VERSION, &v3)),
+        (vec![restore(3).into()], None)
     );
 }

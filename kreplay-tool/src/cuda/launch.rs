@@ -285,7 +285,7 @@ unsafe fn replay_or_decline(
             unsafe { l.submit() }
         }
         Outcome::Failed(reason) => {
-            decline(corr, format!("replay failed: {reason}"));
+            decline(corr, format!("replay stopped: {reason}"));
             match reason_status(&backend) {
                 Some(st) => st,
                 // SAFETY: caller's contract: the application gets its own launch's result.

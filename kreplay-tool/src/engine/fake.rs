@@ -29,6 +29,15 @@ pub struct FakeBackend {
     host_live: AtomicU64,
     /// Fail the nth device-to-host copy (1-based; 0 never).
     pub fail_d2h_nth: AtomicU64,
+    h2d: AtomicU64,
+    /// Fail the nth host-to-device copy (1-based; 0 never).
+    pub fail_h2d_nth: AtomicU64,
+    /// Fail every host-to-device copy from the nth on (1-based; 0 never).
+    pub fail_h2d_from: AtomicU64,
+    submits: AtomicU64,
+    /// The nth `submit_wait` runs the dispatch, then reports a failure, as a kernel that
+    /// faulted after writing would (1-based; 0 never).
+    pub fail_submit_nth: AtomicU64,
     /// Fail host allocations above this many bytes (0 never).
     pub fail_host_alloc_above: AtomicU64,
     /// Fail module variable enumeration.
@@ -159,9 +168,18 @@ impl FakeBackend {
         out
     }
 
-    /// Writes device bytes.
+    /// Writes device bytes (never a fault knob's copy: the tests' and dispatches' own writes).
     pub fn write(&self, addr: u64, data: &[u8]) {
-        self.copy_h2d(addr, data.as_ptr(), data.len()).unwrap();
+        self.copy_h2d_unfaulted(addr, data.as_ptr(), data.len())
+            .unwrap();
+    }
+
+    fn copy_h2d_unfaulted(&self, dst: u64, src: *const u8, len: usize) -> Result<(), BackendError> {
+        self.h2d_bytes.fetch_add(len as u64, Ordering::SeqCst);
+        self.with_range(dst, len, |d| {
+            // SAFETY: the caller gives a src of len readable bytes, disjoint from the fake's memory.
+            unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), len) }
+        })
     }
 
     fn with_range<R>(
@@ -263,11 +281,15 @@ impl Backend for FakeBackend {
     }
 
     fn copy_h2d(&self, dst: u64, src: *const u8, len: usize) -> Result<(), BackendError> {
-        self.h2d_bytes.fetch_add(len as u64, Ordering::SeqCst);
-        self.with_range(dst, len, |d| {
-            // SAFETY: the caller gives a src of len readable bytes, disjoint from the fake's memory.
-            unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), len) }
-        })
+        let n = self.h2d.fetch_add(1, Ordering::SeqCst) + 1;
+        let from = self.fail_h2d_from.load(Ordering::SeqCst);
+        if n == self.fail_h2d_nth.load(Ordering::SeqCst) || (from != 0 && n >= from) {
+            return Err(BackendError::Call {
+                call: "hsa_memory_copy",
+                status: 0x1000,
+            });
+        }
+        self.copy_h2d_unfaulted(dst, src, len)
     }
 
     fn pointer_info(&self, ptr: u64) -> Option<PointerInfo> {
@@ -299,6 +321,13 @@ impl Backend for FakeBackend {
 
     fn submit_wait(&self, d: &Self::Dispatch) -> Result<(), BackendError> {
         d(self);
+        let n = self.submits.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.fail_submit_nth.load(Ordering::SeqCst) {
+            return Err(BackendError::Call {
+                call: "hsa_signal_wait_scacquire",
+                status: 0x1000,
+            });
+        }
         Ok(())
     }
 

@@ -20,6 +20,8 @@ pub mod snapshot_plan;
 #[cfg(test)]
 mod device_restore_tests;
 #[cfg(test)]
+mod failure_tests;
+#[cfg(test)]
 pub(crate) mod fake;
 #[cfg(test)]
 mod restore_tests;

@@ -1,6 +1,9 @@
 //! The replay loop of one dispatch: snap; on an incomplete snapshot decline (the caller then
 //! runs the dispatch once with its original completion signal); else per pass submit, wait,
-//! hash what the pass wrote, restore (none after the last pass). Records go to `emit`; each
+//! hash what the pass wrote, restore (none after the last pass). When a pass or a restore
+//! fails, no further pass runs: every byte of the snapshot is written back (retried up to
+//! [`RECOVERY_ATTEMPTS`] times) and the caller runs the dispatch once from that state, so the
+//! application sees what it would have computed without kreplay. Records go to `emit`; each
 //! names the process and thread that did the work, and a `ToolWindow` record closes the
 //! replay: every runtime call that thread made inside it was kreplay's own.
 
@@ -16,13 +19,17 @@ use super::chunks::chunk_count;
 use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
 use super::placement::Check;
-use super::restore::{restore, restore_hashing};
+use super::restore::{RestoreStats, restore_all, restore_hashing};
 use super::snapshot::{SnapFailure, Snapshot, snap_in};
 
 /// Hash granularity of the determinism check: one XXH3-64 per 4 KiB of each region (a pass
 /// that differs is reported at this granularity; 64 bits: a difference is missed with
 /// probability 2^-64 per 4 KiB, and only the report, never a restore, depends on it).
 pub const HASH_CHUNK: usize = 4096;
+
+/// Full write-backs tried after a failed pass or restore before the memory is reported as not
+/// restored.
+pub const RECOVERY_ATTEMPTS: u32 = 3;
 
 /// CLOCK_MONOTONIC in nanoseconds (the streams' clock).
 pub fn now_ns() -> u64 {
@@ -77,7 +84,9 @@ pub enum Outcome {
     },
     /// Not replayed (the caller runs the dispatch once, normally).
     Declined(String),
-    /// A pass failed to run; the memory was restored to the snapshot where possible.
+    /// Stopped early: a pass or the restore before one failed. Every byte of the snapshot was
+    /// written back where the runtime allowed (a region it refused is named in the reason and
+    /// logged as an error); the caller runs the dispatch once, normally, from that state.
     Failed(String),
 }
 
@@ -273,7 +282,6 @@ fn replay_snapshotted<B: Backend>(
         Some(f) => return Outcome::Declined(format!("snapshot incomplete: {f}")),
         None => {}
     }
-    let (placement, check) = (snapshot.placement.code(), snapshot.check.code());
     emit(
         SnapRec {
             correlation: req.correlation,
@@ -281,12 +289,12 @@ fn replay_snapshotted<B: Backend>(
             end_ns: t1,
             bytes: snapshot.bytes(),
             regions: snapshot.regions.len() as u64,
-            placement,
-            check,
             chunk_size: snapshot.chunk as u64,
             bytes_hashed: snapshot.bytes_hashed,
             pid,
             tid,
+            placement: snapshot.placement.code(),
+            check: snapshot.check.code(),
         }
         .into(),
     );
@@ -296,12 +304,8 @@ fn replay_snapshotted<B: Backend>(
     for pass in 0..req.passes {
         let start = now_ns();
         if let Err(e) = backend.submit_wait(req.dispatch) {
-            let st = restore(backend, inv, &snapshot);
-            tracing::warn!(
-                "kreplay: replay pass {pass} failed: {e}; restored {} regions",
-                st.regions
-            );
-            return Outcome::Failed(format!("pass {pass}: {e}"));
+            let why = format!("pass {pass} failed: {e}");
+            return put_back(backend, inv, &snapshot, req, pass, (pid, tid), why, emit);
         }
         let end = now_ns();
         emit(
@@ -329,29 +333,32 @@ fn replay_snapshotted<B: Backend>(
             let rs = now_ns();
             let mut blocks = fused.then(Vec::new);
             let st = restore_hashing(backend, inv, &snapshot, blocks.as_mut());
-            emit(
-                Restore {
-                    correlation: req.correlation,
-                    pass: pass + 1,
-                    start_ns: rs,
-                    end_ns: now_ns(),
-                    bytes: st.bytes,
-                    regions: st.regions,
-                    skipped: st.skipped,
-                    placement,
-                    check: if st.check_skipped {
-                        snapshot_mode::FULL
-                    } else {
-                        check
-                    },
-                    bytes_checked: st.bytes_checked,
-                    dirty_chunks: st.dirty_chunks,
-                    check_ns: st.check_ns,
-                    pid,
-                    tid,
-                }
-                .into(),
-            );
+            emit(restore_record(
+                req,
+                &snapshot,
+                pass + 1,
+                rs,
+                &st,
+                (pid, tid),
+            ));
+            if st.failed > 0 {
+                let why = format!(
+                    "the restore before pass {} failed in {} region(s), first {:#x}",
+                    pass + 1,
+                    st.failed,
+                    st.first_failed
+                );
+                return put_back(
+                    backend,
+                    inv,
+                    &snapshot,
+                    req,
+                    pass + 1,
+                    (pid, tid),
+                    why,
+                    emit,
+                );
+            }
             if fused {
                 nondeterministic =
                     judge(&snapshot, pass, blocks, &mut first, req.correlation, emit);
@@ -362,4 +369,75 @@ fn replay_snapshotted<B: Backend>(
         passes: req.passes,
         nondeterministic,
     }
+}
+
+/// The record of one restore of `snap` that prepared `pass`, started at `start_ns`.
+fn restore_record<B: Backend>(
+    req: &Request<'_, B>,
+    snap: &Snapshot<'_, B>,
+    pass: u32,
+    start_ns: u64,
+    st: &RestoreStats,
+    (pid, tid): (u32, u32),
+) -> Record {
+    Restore {
+        correlation: req.correlation,
+        pass,
+        start_ns,
+        end_ns: now_ns(),
+        bytes: st.bytes,
+        regions: st.regions,
+        skipped: st.skipped,
+        placement: snap.placement.code(),
+        check: if st.check_skipped {
+            snapshot_mode::FULL
+        } else {
+            snap.check.code()
+        },
+        bytes_checked: st.bytes_checked,
+        dirty_chunks: st.dirty_chunks,
+        check_ns: st.check_ns,
+        pid,
+        tid,
+        failed: st.failed,
+    }
+    .into()
+}
+
+/// After `why` (a failed pass, or a failed restore before `pass`): writes every byte of the
+/// snapshot back, up to [`RECOVERY_ATTEMPTS`] times until no region fails, recording each
+/// attempt as a restore preparing `pass`. A region still refused is logged as an error by
+/// address: the dispatch the caller then runs starts from memory kreplay could not put back.
+#[allow(clippy::too_many_arguments)]
+fn put_back<B: Backend>(
+    backend: &B,
+    inv: &Inventory,
+    snap: &Snapshot<'_, B>,
+    req: &Request<'_, B>,
+    pass: u32,
+    thread: (u32, u32),
+    why: String,
+    emit: &mut dyn FnMut(Record),
+) -> Outcome {
+    tracing::warn!(
+        "kreplay: dispatch {}: {why}; no further pass runs, the snapshot is written back and the dispatch runs once",
+        req.correlation
+    );
+    let mut first_failed = 0;
+    for _ in 0..RECOVERY_ATTEMPTS {
+        let start = now_ns();
+        let st = restore_all(backend, inv, snap);
+        emit(restore_record(req, snap, pass, start, &st, thread));
+        if st.failed == 0 {
+            return Outcome::Failed(why);
+        }
+        first_failed = st.first_failed;
+    }
+    tracing::error!(
+        "kreplay: dispatch {}: the memory at {first_failed:#x} could not be restored after {RECOVERY_ATTEMPTS} attempts; the application's results may differ from a run without kreplay",
+        req.correlation
+    );
+    Outcome::Failed(format!(
+        "{why}; the memory at {first_failed:#x} could not be restored"
+    ))
 }

@@ -6,7 +6,10 @@
 //! lock, held across the copies so a concurrent free cannot slip in between: a region that
 //! was freed, shrunk, or reallocated at the same address (a different generation) since the
 //! snapshot is skipped with a warning. Module variables are always restored. A failed copy
-//! is logged and skipped; a failed dirty check writes the whole region back (never less).
+//! counts the region as failed ([`RestoreStats::failed`]): the device then holds neither the
+//! snapshot nor the pass's output there, and the replay loop must not run on it
+//! ([`restore_all`] is its recovery); a failed dirty check writes the whole region back (never
+//! less).
 //!
 //! The first restore of a large adaptive snapshot restores a sample of chunks before it
 //! checks, and writes every byte when most of the sample had changed (`sample.rs`).
@@ -37,8 +40,13 @@ pub struct RestoreStats {
     pub regions: u64,
     /// Bytes written back.
     pub bytes: u64,
-    /// Regions skipped (no longer the captured allocation, or a failed copy).
+    /// Regions skipped because they are no longer the captured allocation.
     pub skipped: u64,
+    /// Regions whose write-back failed: their memory is neither the snapshot nor the pass's
+    /// output.
+    pub failed: u64,
+    /// Address of the first region whose write-back failed (0: none).
+    pub first_failed: u64,
     /// Device bytes read and hashed or compared to find changed chunks.
     pub bytes_checked: u64,
     /// Chunks found changed.
@@ -84,6 +92,17 @@ pub fn restore<B: Backend>(backend: &B, inv: &Inventory, snap: &Snapshot<'_, B>)
     restore_hashing(backend, inv, snap, None)
 }
 
+/// Writes every byte of every still-valid region of `snap` back, checking nothing: the
+/// recovery after a failed restore or pass, when which chunks hold what is no longer known.
+/// Leaves the snapshot's adaptive decision as it was.
+pub fn restore_all<B: Backend>(
+    backend: &B,
+    inv: &Inventory,
+    snap: &Snapshot<'_, B>,
+) -> RestoreStats {
+    restore_inner(backend, inv, snap, None, true)
+}
+
 /// [`restore`]; with `blocks`, a host-hash check also pushes, per region, the XXH3-64 of every
 /// [`HASH_CHUNK`] bytes it read (the determinism check's hashes of what the pass wrote, taken
 /// from the same read; empty for a region that was skipped or not read on the host).
@@ -91,11 +110,23 @@ pub fn restore_hashing<B: Backend>(
     backend: &B,
     inv: &Inventory,
     snap: &Snapshot<'_, B>,
+    blocks: Option<&mut Vec<Vec<u64>>>,
+) -> RestoreStats {
+    restore_inner(backend, inv, snap, blocks, false)
+}
+
+/// [`restore_hashing`]; `write_all` writes every byte of every valid region (no sample, no
+/// check, no adaptive decision).
+fn restore_inner<B: Backend>(
+    backend: &B,
+    inv: &Inventory,
+    snap: &Snapshot<'_, B>,
     mut blocks: Option<&mut Vec<Vec<u64>>>,
+    write_all: bool,
 ) -> RestoreStats {
     let hashed_blocks = blocks.is_some();
     let mut st = RestoreStats {
-        check_skipped: snap.skip_check.get(),
+        check_skipped: write_all || snap.skip_check.get(),
         ..RestoreStats::default()
     };
     let mut runs = DirtyRuns::default();
@@ -107,7 +138,7 @@ pub fn restore_hashing<B: Backend>(
         .collect();
     st.skipped += valid.iter().filter(|v| !**v).count() as u64;
     // The sample's writes, like the one-pass restore's, are timed with their check.
-    let sample_written = if hashed_blocks {
+    let sample_written = if hashed_blocks || write_all {
         0
     } else {
         super::sample::sample_first_restore(backend, snap, &valid, &mut st)
@@ -152,10 +183,7 @@ pub fn restore_hashing<B: Backend>(
                     match write_back(backend, r, off, len as usize) {
                         Ok(()) => written += len,
                         Err(e) => {
-                            tracing::warn!(
-                                "kreplay: restore of {:#x} failed: {e}; skipped",
-                                r.addr
-                            );
+                            tracing::warn!("kreplay: restore of {:#x} failed: {e}", r.addr);
                             failed = true;
                             break;
                         }
@@ -163,14 +191,17 @@ pub fn restore_hashing<B: Backend>(
                 }
             }
             Err(e) => {
-                tracing::warn!("kreplay: restore of {:#x} failed: {e}; skipped", r.addr);
+                tracing::warn!("kreplay: restore of {:#x} failed: {e}", r.addr);
                 failed = true;
             }
         }
         st.write_ns += now_ns() - t;
         st.bytes += written;
         if failed {
-            st.skipped += 1;
+            st.failed += 1;
+            if st.first_failed == 0 {
+                st.first_failed = r.addr;
+            }
         } else if written > 0 {
             st.regions += 1;
         }
@@ -179,6 +210,7 @@ pub fn restore_hashing<B: Backend>(
     // skip the read, so there is nothing to decide.
     if snap.adaptive
         && !hashed_blocks
+        && !write_all
         && !st.check_skipped
         && snap.check != Check::Full
         && !check_pays(

@@ -364,14 +364,15 @@ fn replay_one(
         arena: Some(&t.arena),
     };
     let outcome = replay(&t.backend, &t.inventory, &req, &mut emit);
-    match outcome {
-        Outcome::Replayed { .. } => {}
-        Outcome::Declined(reason) => {
-            decline(corr, reason);
-            // Run once, normally, still inside the window.
-            let _ = crate::engine::backend::Backend::submit_wait(&t.backend, &d);
-        }
-        Outcome::Failed(reason) => decline(corr, format!("replay failed: {reason}")),
+    let reason = match outcome {
+        Outcome::Replayed { .. } => None,
+        Outcome::Declined(reason) => Some(reason),
+        Outcome::Failed(reason) => Some(format!("replay stopped: {reason}")),
+    };
+    if let Some(reason) = reason {
+        decline(corr, reason);
+        // Run once, normally, still inside the window: the memory is the snapshot's.
+        let _ = crate::engine::backend::Backend::submit_wait(&t.backend, &d);
     }
     let end = now_ns();
     rec.record(dispatch_record(
