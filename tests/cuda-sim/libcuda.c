@@ -5,13 +5,18 @@
 // the wrong architecture would), `.global` lines name module variables (8-byte aligned storage
 // of the declared size). Knobs: FAKECUDA_FREE_MIB (free device memory reported, default
 // 65536), FAKECUDA_FAIL_DTOH_TO_PINNED=1 (device-to-host copies into cuMemAllocHost memory
-// fail: the program's own copies, into ordinary memory, still work).
+// fail: the program's own copies, into ordinary memory, still work), FAKECUDA_FAIL_COPY_NTH=N
+// (the Nth copy of any direction called from code outside the main program, such as a library
+// layered on the driver, fails with 999 and copies nothing; the program's own copies neither
+// count nor fail), FAKECUDA_FAIL_HOST_ALLOC_ABOVE=BYTES (cuMemAllocHost of more fails).
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <link.h>
+#include <stdatomic.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -87,6 +92,8 @@ CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, unsigned long long h, uns
 CUresult cuMemUnmap(CUdeviceptr p, size_t n) { (void)p; (void)n; return OK; }
 CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const void *d, size_t c) { (void)p; (void)n; (void)d; (void)c; return OK; }
 CUresult cuMemAllocHost_v2(void **p, size_t n) {
+  const char *cap = getenv("FAKECUDA_FAIL_HOST_ALLOC_ABOVE");
+  if (cap && n > strtoull(cap, 0, 10)) { *p = 0; return E_OOM; }
   *p = malloc(n ? n : 1);
   if (!*p) return E_OOM;
   pthread_mutex_lock(&lock);
@@ -108,12 +115,38 @@ static int is_pinned(const void *q) {
   pthread_mutex_unlock(&lock);
   return hit;
 }
-CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)d, s, n); return OK; }
+// Whether code address `ra` lies in the main program (the first object dl_iterate_phdr lists).
+static int main_program_has(struct dl_phdr_info *info, size_t size, void *ra) {
+  (void)size;
+  uintptr_t a = (uintptr_t)ra;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && a >= lo && a < lo + ph->p_memsz) return 2;
+  }
+  return 1;
+}
+static atomic_ullong library_copies;
+// FAKECUDA_FAIL_COPY_NTH: counts a copy called from `ra`; true when it must fail.
+static int copy_fails(const void *ra) {
+  const char *e = getenv("FAKECUDA_FAIL_COPY_NTH");
+  if (!e) return 0;
+  if (dl_iterate_phdr(main_program_has, (void *)ra) == 2) return 0;
+  return atomic_fetch_add(&library_copies, 1) + 1 == strtoull(e, 0, 10);
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) {
+  if (copy_fails(__builtin_return_address(0))) return 999;
+  memcpy((void *)d, s, n); return OK;
+}
 CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) {
+  if (copy_fails(__builtin_return_address(0))) return 999;
   if (getenv("FAKECUDA_FAIL_DTOH_TO_PINNED") && is_pinned(d)) return 999;
   memcpy(d, (void *)s, n); return OK;
 }
-CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memcpy((void *)d, (void *)s, n); return OK; }
+CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  if (copy_fails(__builtin_return_address(0))) return 999;
+  memcpy((void *)d, (void *)s, n); return OK;
+}
 CUresult cuPointerGetAttributes(unsigned n, unsigned *attrs, void **data, CUdeviceptr p) {
   pthread_mutex_lock(&lock);
   int found = -1;

@@ -63,6 +63,7 @@ static copy_job* take_ready(void) {
 
 static void* copy_main(void* unused) {
   (void)unused;
+  sim_mark_runtime_thread();
   for (;;) {
     copy_job* j = take_ready();
     if (!j) {

@@ -45,6 +45,7 @@ static void finish_job(sim_job* j) {
 
 static void* worker_main(void* unused) {
   (void)unused;
+  sim_mark_runtime_thread();
   pthread_mutex_lock(&g_w_mu);
   for (;;) {
     while (!g_w_head && !g_w_stop) pthread_cond_wait(&g_w_cv, &g_w_mu);

@@ -1,10 +1,14 @@
 /* faults.c - environment knobs: fault injection, latency and sizing (see README.md). */
+#include <string.h>
 #include <time.h>
 
 #include "sim.h"
 
 sim_faults g_faults;
 static _Atomic uint64_t g_d2h_count, g_h2d_count;
+static _Thread_local bool t_runtime_thread;
+
+void sim_mark_runtime_thread(void) { t_runtime_thread = true; }
 
 static uint64_t env_u64(const char* name, uint64_t dflt) {
   const char* v = getenv(name);
@@ -20,6 +24,8 @@ void sim_faults_load(void) {
   g_faults.fail_h2d_nth = env_u64("KRSIM_FAIL_H2D_NTH", 0);
   g_faults.fail_symbol_iter = env_u64("KRSIM_FAIL_SYMBOL_ITER", 0) != 0;
   g_faults.fail_host_alloc_above = env_u64("KRSIM_FAIL_HOST_ALLOC_ABOVE", 0);
+  const char* scope = getenv("KRSIM_FAULT_SCOPE");
+  g_faults.fault_runtime_threads_only = scope && !strcmp(scope, "runtime");
   g_faults.kernel_latency_us = env_u64("KRSIM_KERNEL_LATENCY_US", 0);
   g_faults.copy_latency_us = env_u64("KRSIM_COPY_LATENCY_US", 0);
   uint64_t gpus = env_u64("KRSIM_GPUS", 1);
@@ -38,6 +44,8 @@ void sim_faults_load(void) {
 }
 
 bool sim_fault_copy_should_fail(const void* dst, const void* src) {
+  /* Scoped to the runtime's threads, the application's own copies neither count nor fail. */
+  if (g_faults.fault_runtime_threads_only && !t_runtime_thread) return false;
   bool dd = sim_is_device_ptr(dst), sd = sim_is_device_ptr(src);
   if (sd && !dd) {
     uint64_t n = atomic_fetch_add(&g_d2h_count, 1) + 1;

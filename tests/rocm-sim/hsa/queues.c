@@ -140,6 +140,7 @@ static void retire_packets(sim_queue* q, uint64_t n) {
 
 static void* processor_main(void* arg) {
   sim_queue* q = arg;
+  sim_mark_runtime_thread();
   sim_signal* doorbell = sim_signal_from(q->q.doorbell_signal);
   /* Intercept queues (like ROCR's, which processes one when its doorbell is written) hand over
    * only packets up to the highest packet id written to the doorbell so far. */

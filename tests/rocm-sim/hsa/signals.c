@@ -298,6 +298,7 @@ static _Atomic bool g_h_running, g_h_stop;
 
 static void* handler_main(void* unused) {
   (void)unused;
+  sim_mark_runtime_thread();
   while (!atomic_load(&g_h_stop)) {
     bool fired = false;
     pthread_mutex_lock(&g_h_mu);

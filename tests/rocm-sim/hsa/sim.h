@@ -173,9 +173,13 @@ typedef struct sim_faults {
   uint64_t kernel_latency_us, copy_latency_us;
   int gpus, workers;
   uint64_t device_mem_mb;
+  bool fault_runtime_threads_only; /* KRSIM_FAULT_SCOPE=runtime */
 } sim_faults;
 extern sim_faults g_faults;
 void sim_faults_load(void);
+/* Marks the calling thread as one of the runtime's own (queue processors, which run
+ * intercept handlers; signal handlers; the copy engine). */
+void sim_mark_runtime_thread(void);
 /* Counts one copy from src to dst; returns true if it must fail. */
 bool sim_fault_copy_should_fail(const void* dst, const void* src);
 void sim_sleep_us(uint64_t us);
