@@ -12,7 +12,7 @@ use aya_build::Toolchain;
 
 fn main() -> anyhow::Result<()> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR not set")?);
-    let object = out_dir.join("kreplay");
+    let object = out_dir.join("kreplay-probes");
     let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
     println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
     if skip {

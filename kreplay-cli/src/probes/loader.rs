@@ -26,7 +26,7 @@ use super::rings::RingLayout;
 const DEFAULT_EVENTS_BYTES: u32 = 1 << 22;
 
 /// The BPF object built from `kreplay-ebpf` (empty when built with AYA_BUILD_SKIP=1).
-static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/kreplay"));
+static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/kreplay-probes"));
 
 /// Errors loading or attaching the probes.
 #[derive(Debug, thiserror::Error)]
