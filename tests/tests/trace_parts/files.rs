@@ -165,3 +165,36 @@ fn a_directory_as_the_output_is_refused_before_anything_runs() {
     assert_eq!(listing(&dir), ["a-dir"]);
     assert!(listing(&out).is_empty());
 }
+
+#[test]
+fn an_old_trace_survives_a_run_without_privileges() {
+    require_root!();
+    // A directory and a trace that user nobody may write: only the missing capabilities stop
+    // the run.
+    let dir = std::env::temp_dir().join(format!("kreplay-unprivileged-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let out = dir.join("old.pftrace");
+    std::fs::write(&out, b"the previous trace").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let r = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(kreplay_bin())
+        .args(["trace", "-q", "-o", out.to_str().unwrap(), "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            "kreplay: error: kreplay needs CAP_BPF and CAP_PERFMON (or root) to load probes; \
+          this process lacks CAP_BPF and CAP_PERFMON — run it with sudo"
+        ]
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), b"the previous trace");
+    assert_eq!(listing(&dir), ["old.pftrace"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
