@@ -4,7 +4,9 @@
 //! The child is forked and blocks reading a pipe before `execvp`; kreplay attaches its probes
 //! scoped to the child's pid, then releases it. Everything the child touches between fork and
 //! exec is prepared before the fork (argument strings), and the child only calls
-//! async-signal-safe functions (`read`, `close`, `execvp`, `write`, `_exit`).
+//! async-signal-safe functions (`read`, `close`, `execvp`, `write`, `_exit`). When the exec
+//! fails the child writes its errno into a second, close-on-exec pipe, so
+//! [`Launched::release`] says why the command cannot run (a successful exec closes that pipe).
 use std::{ffi::CString, io};
 
 /// A forked child waiting for [`Launched::release`].
@@ -13,6 +15,8 @@ pub struct Launched {
     /// The child's pid.
     pub pid: u32,
     go_fd: libc::c_int,
+    /// The read end of the pipe the child writes its exec errno into.
+    err_fd: libc::c_int,
 }
 
 /// Exit code the child uses when `execvp` fails (as shells do for "command not found").
@@ -56,14 +60,24 @@ pub fn spawn_paused(argv: &[String], env: &[(String, String)]) -> io::Result<Lau
     };
     let mut envp: Vec<*const libc::c_char> = cenv.iter().map(|c| c.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let msg = format!("kreplay: cannot run '{}'\n", argv[0]);
-
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two fds into the array it is given.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(io::Error::last_os_error());
     }
     let (read_fd, write_fd) = (fds[0], fds[1]);
+    let mut efds = [0 as libc::c_int; 2];
+    // SAFETY: as above; both ends close on exec, so a successful exec closes the write end.
+    if unsafe { libc::pipe2(efds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        let err = io::Error::last_os_error();
+        // SAFETY: closing the fds this function opened.
+        unsafe {
+            libc::close(read_fd);
+            libc::close(write_fd);
+        }
+        return Err(err);
+    }
+    let (err_read, err_write) = (efds[0], efds[1]);
     // SAFETY: the child branch only calls async-signal-safe functions on memory prepared
     // before the fork, then execs or exits.
     let pid = unsafe { libc::fork() };
@@ -73,6 +87,8 @@ pub fn spawn_paused(argv: &[String], env: &[(String, String)]) -> io::Result<Lau
         unsafe {
             libc::close(read_fd);
             libc::close(write_fd);
+            libc::close(err_read);
+            libc::close(err_write);
         }
         return Err(err);
     }
@@ -80,6 +96,7 @@ pub fn spawn_paused(argv: &[String], env: &[(String, String)]) -> io::Result<Lau
         // SAFETY: child side, async-signal-safe calls only (see above).
         unsafe {
             libc::close(write_fd);
+            libc::close(err_read);
             let mut byte = 0u8;
             let n = libc::read(read_fd, (&raw mut byte).cast(), 1);
             if n != 1 || byte != b'g' {
@@ -91,38 +108,75 @@ pub fn spawn_paused(argv: &[String], env: &[(String, String)]) -> io::Result<Lau
             } else {
                 libc::execvpe(ptrs[0], ptrs.as_ptr(), envp.as_ptr());
             }
-            libc::write(2, msg.as_ptr().cast(), msg.len());
+            let errno = *libc::__errno_location();
+            libc::write(
+                err_write,
+                (&raw const errno).cast(),
+                size_of::<libc::c_int>(),
+            );
             libc::_exit(EXEC_FAILED);
         }
     }
-    // SAFETY: parent side: the read end belongs to the child now.
-    unsafe { libc::close(read_fd) };
+    // SAFETY: parent side: the go pipe's read end and the errno pipe's write end belong to
+    // the child now.
+    unsafe {
+        libc::close(read_fd);
+        libc::close(err_write);
+    }
     Ok(Launched {
         pid: pid as u32,
         go_fd: write_fd,
+        err_fd: err_read,
     })
 }
 
 impl Launched {
-    /// Lets the child exec its command.
+    /// Lets the child exec its command; waits until it has, and returns the reason when the
+    /// exec failed (the child then exits with [`EXEC_FAILED`]).
     pub fn release(mut self) -> io::Result<()> {
         let byte = b'g';
         // SAFETY: go_fd is the pipe's write end, owned by self.
         let n = unsafe { libc::write(self.go_fd, (&raw const byte).cast(), 1) };
-        let res = if n == 1 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
+        if n != 1 {
+            let err = io::Error::last_os_error();
+            self.close();
+            return Err(err);
+        }
+        // SAFETY: closing go_fd, owned by self, once: the child has its byte.
+        unsafe { libc::close(self.go_fd) };
+        self.go_fd = -1;
+        let mut errno: libc::c_int = 0;
+        let n = loop {
+            // SAFETY: reads at most size_of::<c_int>() bytes into errno from the fd self owns.
+            let n = unsafe {
+                libc::read(
+                    self.err_fd,
+                    (&raw mut errno).cast(),
+                    size_of::<libc::c_int>(),
+                )
+            };
+            if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break n;
+            }
         };
         self.close();
-        res
+        match n {
+            // End of file: the exec closed the pipe.
+            0 => Ok(()),
+            n if n == size_of::<libc::c_int>() as isize => Err(io::Error::from_raw_os_error(errno)),
+            _ => Err(io::Error::other(
+                "the command's exec status could not be read",
+            )),
+        }
     }
 
     fn close(&mut self) {
-        if self.go_fd >= 0 {
-            // SAFETY: closing the fd this struct owns, once.
-            unsafe { libc::close(self.go_fd) };
-            self.go_fd = -1;
+        for fd in [&mut self.go_fd, &mut self.err_fd] {
+            if *fd >= 0 {
+                // SAFETY: closing an fd this struct owns, once.
+                unsafe { libc::close(*fd) };
+                *fd = -1;
+            }
         }
     }
 }
@@ -222,7 +276,17 @@ mod tests {
         assert_eq!(wait_exit(pid).unwrap(), EXEC_FAILED);
         let l = spawn_paused_plain(&["/nonexistent/kreplay-cmd".into()]).unwrap();
         let pid = l.pid;
-        l.release().unwrap();
+        let err = l.release().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
         assert_eq!(wait_exit(pid).unwrap(), EXEC_FAILED);
+        // Not executable (mode 0644, which root cannot exec either): the reason is EACCES.
+        let file =
+            std::env::temp_dir().join(format!("kreplay-launch-noexec-{}", std::process::id()));
+        std::fs::write(&file, b"#!/bin/sh\n").unwrap();
+        let l = spawn_paused_plain(&[file.display().to_string()]).unwrap();
+        let pid = l.pid;
+        assert_eq!(l.release().unwrap_err().raw_os_error(), Some(libc::EACCES));
+        assert_eq!(wait_exit(pid).unwrap(), EXEC_FAILED);
+        std::fs::remove_file(&file).unwrap();
     }
 }

@@ -3,6 +3,7 @@ pub mod audit;
 pub mod duration;
 pub mod launch;
 pub mod merge;
+pub mod output;
 pub mod perfetto;
 pub mod preflight;
 pub mod probes;

@@ -434,3 +434,58 @@ fn configuration_errors_are_one_line_and_exit_1() {
         assert!(err.contains(needle), "{err}");
     }
 }
+
+/// The names in `dir`, sorted.
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_stream_directory_replay_did_not_create_is_left_as_it_was() {
+    let tmp = scratch("replay-tmpdir");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let trace = scratch("replay").join("taken-tmpdir.pftrace");
+    // The shell makes the directory replay would use (`$TMPDIR/kreplay-replay-<pid>`), puts a
+    // person's file in it, then becomes kreplay under the same pid.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(
+            r#"d="$TMPDIR/kreplay-replay-$$" && mkdir "$d" && echo mine > "$d/notes.txt" &&
+               echo not-from-this-run > "$d/tool-1.krs" && exec "$0" "$@""#,
+        )
+        .arg(kreplay_bin())
+        .args(["replay", "--passes", "2", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(workload("saxpy"))
+        .args(["1", "1000", "1"])
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = out.id();
+    let out = out.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Only the person's directory is left: replay's own, a fresh name, is gone.
+    assert_eq!(listing(&tmp), [format!("kreplay-replay-{pid}")]);
+    let theirs = tmp.join(format!("kreplay-replay-{pid}"));
+    assert_eq!(listing(&theirs), ["notes.txt", "tool-1.krs"]);
+    assert_eq!(std::fs::read(theirs.join("notes.txt")).unwrap(), b"mine\n");
+    assert_eq!(
+        std::fs::read(theirs.join("tool-1.krs")).unwrap(),
+        b"not-from-this-run\n"
+    );
+    // The file that is not a stream was not read: the run merged the tool's one stream.
+    assert!(
+        stderr.contains(&format!("kreplay: wrote {} (", trace.display())),
+        "{stderr}"
+    );
+}

@@ -19,6 +19,8 @@ mod cuda;
 mod devices;
 #[path = "trace_parts/dlopen.rs"]
 mod dlopen;
+#[path = "trace_parts/files.rs"]
+mod files;
 #[path = "trace_parts/rings.rs"]
 mod rings;
 #[path = "trace_parts/slots.rs"]

@@ -6,9 +6,9 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use kreplay_cli::merge;
 use kreplay_cli::merge::render::OWN_TRACK;
 use kreplay_cli::merge::stats::{late_windows_warning, own_calls_line};
+use kreplay_cli::{merge, output};
 use kreplay_common::stream::StreamReader;
 
 /// Arguments of `kreplay merge`.
@@ -22,8 +22,12 @@ use kreplay_common::stream::StreamReader;
     offset, and the exit code stays 0 — a torn tail is the normal result of a crash, which \
     is what the format is built for. A file that is not a stream at all, or whose header is \
     torn, is skipped with a warning.\n\n\
+    The trace is written under a temporary name beside FILE (.FILE.tmp-PID) and renamed over \
+    FILE only once complete: a merge that fails or is interrupted (Ctrl-C, SIGTERM) leaves an \
+    old FILE as it was. An output that is one of the inputs (by any name) is refused.\n\n\
     Exit codes: 0 the trace was written (warnings on stderr say what was lost); 1 nothing \
-    usable to merge, a missing input, or the output cannot be written.\n\n\
+    usable to merge, a missing input, an output that is an input, or the output cannot be \
+    written; 128+N interrupted by signal N.\n\n\
     Example:\n  kreplay merge run.streams/ -o run.pftrace   then open it at https://ui.perfetto.dev"
 )]
 pub struct MergeArgs {
@@ -75,14 +79,26 @@ fn readable(files: Vec<PathBuf>, err: &mut impl Write) -> Vec<PathBuf> {
 
 /// Runs `kreplay merge`; returns the exit code.
 pub fn run(args: MergeArgs) -> Result<u8> {
+    output::catch_interrupts();
     let files = expand(&args.inputs)?;
+    // Every file named, readable stream or not: none is the output's to replace.
+    output::refuse_input_as_output(&files, &args.output)?;
     let stderr = std::io::stderr();
     let mut e = stderr.lock();
     let usable = readable(files, &mut e);
     if usable.is_empty() {
         bail!("none of the inputs is a readable kreplay stream");
     }
-    let report = merge::merge(&usable, &args.output)?;
+    let report = match merge::merge(&usable, &args.output) {
+        Ok(r) => r,
+        Err(err) => {
+            if let Some(sig) = output::interrupted() {
+                let _ = writeln!(e, "kreplay: {err}");
+                return Ok((128 + sig) as u8);
+            }
+            return Err(err);
+        }
+    };
     for d in &report.damage {
         let _ = writeln!(e, "kreplay: warning: {d}");
     }

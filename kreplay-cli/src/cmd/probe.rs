@@ -159,7 +159,8 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
 
     let child_pid = child.as_ref().map(|c| c.pid);
     if let Some(c) = child {
-        c.release().context("releasing the traced command")?;
+        c.release()
+            .with_context(|| format!("cannot run {}", args.command[0]))?;
     }
     // This thread drains the ring (the runtime has one thread); the command was started above,
     // so it keeps its own priority. As in `kreplay trace`.

@@ -14,9 +14,19 @@ use kreplay_common::stream::{Record, StreamReader};
 use super::replay_summary;
 use kreplay_cli::merge::render::{OWN_TRACK, layer_name};
 use kreplay_cli::merge::stats::{late_windows_warning, own_calls_line};
+use kreplay_cli::output;
 
 /// Arguments of `kreplay replay`.
 #[derive(Args, Debug)]
+#[command(
+    after_help = "The tool's (and with --probes the probes') stream files go to a \
+    directory this run creates, $TMPDIR/kreplay-replay-PID (mode 0700; when that name is taken, \
+    the first free kreplay-replay-PID.2, .3, … instead: what is there is left alone). After the \
+    merge kreplay removes the files it wrote there, then the directory if nothing else is in \
+    it; a failed merge keeps them and says where. The trace is written under a temporary name \
+    beside FILE and renamed over FILE once complete: a run that fails leaves an old FILE as it \
+    was."
+)]
 pub struct ReplayArgs {
     /// Passes per replayed dispatch (at least 1).
     #[arg(long, default_value_t = 2)]
@@ -123,8 +133,38 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         })?;
     }
     let lib = tool_lib()?;
-    let dir = std::env::temp_dir().join(format!("kreplay-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let want = std::env::temp_dir().join(format!("kreplay-replay-{}", std::process::id()));
+    let dir = output::fresh_dir(&want, 0o700)
+        .with_context(|| format!("cannot create {}", want.display()))?;
+    let result = run_in(&args, &lib, &dir);
+    // What this run wrote there goes: the streams, the probes' trace and their stream
+    // directory; nothing else in `dir` is kreplay's to remove. A failed merge keeps the streams
+    // (its error says where).
+    if result.is_ok() || krs_files(&dir).is_empty() {
+        let probes_dir = dir.join("probes.pftrace.streams");
+        output::remove_own(&probes_dir, &krs_files(&probes_dir));
+        let mut own = krs_files(&dir);
+        own.push(dir.join("probes.pftrace"));
+        output::remove_own(&dir, &own);
+    }
+    result
+}
+
+/// The `*.krs` files directly in `dir`, sorted (none when it cannot be read).
+fn krs_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "krs"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// `kreplay replay` with its streams in `dir`, a directory this run created.
+fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
     let tools = match std::env::var("HSA_TOOLS_LIB") {
         Ok(v) if !v.trim().is_empty() => format!("{v} {}", lib.display()),
         _ => lib.display().to_string(),
@@ -165,7 +205,7 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
     };
     cmd.env("HSA_TOOLS_LIB", tools)
         .env("KREPLAY_PASSES", args.passes.to_string())
-        .env("KREPLAY_OUTPUT_DIR", &dir);
+        .env("KREPLAY_OUTPUT_DIR", dir);
     if let Some(k) = &args.kernel {
         cmd.env("KREPLAY_KERNEL", k);
     }
@@ -186,12 +226,7 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
     let status = cmd
         .status()
         .with_context(|| format!("cannot run {}", args.command[0]))?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "krs"))
-        .collect();
-    files.sort();
+    let files = krs_files(dir);
     let mut records: Vec<Record> = Vec::new();
     for f in &files {
         let r = StreamReader::open(f).with_context(|| format!("cannot read {}", f.display()))?;
@@ -208,11 +243,13 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
             Vec::new()
         };
         let inputs: Vec<PathBuf> = files.iter().chain(&probe_files).cloned().collect();
+        output::catch_interrupts();
         let report = if args.probes {
-            kreplay_cli::merge::merge_summarizing(&inputs, &args.output)?
+            kreplay_cli::merge::merge_summarizing(&inputs, &args.output)
         } else {
-            kreplay_cli::merge::merge(&inputs, &args.output)?
-        };
+            kreplay_cli::merge::merge(&inputs, &args.output)
+        }
+        .with_context(|| format!("rendering the trace (streams kept in {})", dir.display()))?;
         let s = &report.stats;
         if let Some(w) = late_windows_warning(s.late_windows) {
             eprintln!("{w}");
@@ -251,25 +288,17 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         "{}",
         replay_summary::render(&replay_summary::summarize(&records))
     );
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(status.code().map_or(1, |c| c as u8))
 }
 
 /// The stream files `kreplay trace --keep-streams` left in `dir` (none when it could not run).
 fn probe_streams(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "krs"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let v = krs_files(dir);
     if v.is_empty() {
         eprintln!(
             "kreplay: warning: the probes left no streams in {}; the trace has the tool's records only",
             dir.display()
         );
     }
-    v.sort();
     v
 }

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use kreplay_cli::merge::render::layer_name;
 use kreplay_cli::{
-    duration, launch, merge,
+    duration, launch, merge, output as out_file,
     preflight::{self, HostPaths},
     probes::{
         cost::{ProgramCost, reader_cpu_line, reader_cpu_ns},
@@ -37,6 +37,14 @@ use kreplay_common::{
     sudo kreplay trace -p 4242                  trace a running process until Ctrl-C\n  \
     sudo kreplay trace --duration 10s --all     every GPU process on this host for 10 s\n  \
     sudo kreplay trace -o run.pftrace -- ./app  start ./app with the probes already attached\n\n\
+    Records go to per-thread stream files in FILE.streams/ first, a directory this run \
+    creates; when that name is taken (by an earlier run's kept streams, or anything else) \
+    FILE.streams.2/, .3/, … is used, and what is there is left alone. The trace is written \
+    under a temporary name beside FILE (.FILE.tmp-PID) and renamed over FILE once complete: \
+    a run that fails (no privileges, a command that cannot run, a render error) leaves an \
+    old FILE as it was. At the end kreplay removes the stream files it wrote, then the \
+    directory if nothing else is in it (--keep-streams keeps them; a failed render keeps \
+    them and says where).\n\n\
     Open the trace at https://ui.perfetto.dev (Open trace file).")]
 pub struct TraceArgs {
     /// Trace this running process (repeatable).
@@ -70,7 +78,8 @@ pub struct TraceArgs {
     /// every probed call) and print it on exit.
     #[arg(long)]
     bpf_stats: bool,
-    /// Keep the per-thread stream files next to the trace.
+    /// Keep the per-thread stream files next to the trace (in FILE.streams/, or in the fresh
+    /// name printed when that was taken).
     #[arg(long)]
     keep_streams: bool,
     /// Print neither the per-API summary nor the leak list at the end: `kreplay replay
@@ -167,7 +176,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         pid_libs.push((pid, discover::target_libs(pid, &args.libs)?));
     }
     let output = args.output.clone().unwrap_or_else(default_output);
-    std::fs::File::create(&output)
+    // Nothing is written to `output` itself until the trace is complete.
+    out_file::check_writable(&output)
         .with_context(|| format!("cannot write trace to {}", output.display()))?;
     preflight::check(&HostPaths::default())?;
     preflight::raise_memlock();
@@ -252,8 +262,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         let _in_runtime = rt.enter();
         Intake::new(probes.take_events()?, probes.rings().bytes)?
     };
-    let dir = streams_dir(&output);
-    let _ = std::fs::remove_dir_all(&dir);
+    let want = streams_dir(&output);
+    let dir = out_file::fresh_dir(&want, 0o777)
+        .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
     let capture = Capture::create(&dir)?;
     // The targets' mappings as of the attach, read before the status line says tracing has
     // begun (a target told to go on that line may run and exit at once): a launch drained after
@@ -281,8 +292,12 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             probes.attachments()
         );
     }
-    if let Some(c) = child {
-        c.release().context("releasing the traced command")?;
+    if let Some(c) = child
+        && let Err(e) = c.release()
+    {
+        // Nothing ran: what this run wrote goes, and an old trace stays as it was.
+        out_file::remove_own(&dir, &capture.files());
+        return Err(anyhow::Error::new(e).context(format!("cannot run {}", args.command[0])));
     }
 
     let mut col = Collector {
@@ -408,11 +423,26 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let files = capture.finish()?;
     let report = merge::merge(&files, &output)
         .with_context(|| format!("rendering the trace (streams kept in {})", dir.display()))?;
-    if !args.keep_streams {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
     let stderr = std::io::stderr();
     let mut e = stderr.lock();
+    if args.keep_streams {
+        // Said when they are not where --help says (`kreplay replay --probes` uses this
+        // command in a directory of its own, where the name is always free).
+        if dir != want {
+            let _ = writeln!(
+                e,
+                "kreplay: streams kept in {} ({} was taken)",
+                dir.display(),
+                want.display()
+            );
+        }
+    } else if !out_file::remove_own(&dir, &files) {
+        let _ = writeln!(
+            e,
+            "kreplay: warning: kept {}: it holds files this run did not write",
+            dir.display()
+        );
+    }
     if !args.no_summary {
         let _ = write!(e, "{}", summary.render(counters.lost()));
     }

@@ -13,17 +13,17 @@ pub mod replay_args;
 pub mod stats;
 
 use std::{
-    fs::File,
     io::BufWriter,
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use kreplay_common::{
     api::Library,
     stream::{MergedStreams, StreamDamage},
 };
 
+use crate::output::{self, PendingFile};
 use crate::perfetto::{TraceWriter, WriterOptions};
 
 /// What a merge produced.
@@ -45,7 +45,9 @@ pub struct MergeReport {
     pub app_summary: stats::AppSummary,
 }
 
-/// Merges `inputs` into a Perfetto trace at `output`.
+/// Merges `inputs` into a Perfetto trace at `output`: written under a temporary name beside
+/// it and renamed over it once complete, so an old `output` survives a failed or interrupted
+/// merge ([`output::PendingFile`]); an `output` that is one of the inputs is refused.
 pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
     merge_with(inputs, output, false)
 }
@@ -57,7 +59,8 @@ pub fn merge_summarizing(inputs: &[PathBuf], output: &Path) -> Result<MergeRepor
 }
 
 fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<MergeReport> {
-    let file = File::create(output)
+    output::refuse_input_as_output(inputs, output)?;
+    let (pending, file) = PendingFile::create(output)
         .with_context(|| format!("cannot write trace to {}", output.display()))?;
     let opts = WriterOptions {
         check_nesting: true,
@@ -72,6 +75,9 @@ fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<Merg
     let pids: Vec<u32> = (0..merged.len()).map(|i| merged.header(i).pid).collect();
     let mut records = 0u64;
     for m in merged.by_ref() {
+        if output::interrupted().is_some() {
+            bail!("interrupted: {} left as it was", output.display());
+        }
         records += 1;
         renderer
             .record(m.stream, pids[m.stream], &m.record, m.late)
@@ -85,10 +91,16 @@ fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<Merg
         .collect();
     live_bytes.sort();
     let app_summary = stats::AppSummary(renderer.take_app_summary());
-    let (mut out, bytes, stats) = renderer
+    let (out, bytes, stats) = renderer
         .finish()
         .with_context(|| format!("writing {}", output.display()))?;
-    std::io::Write::flush(&mut out).with_context(|| format!("writing {}", output.display()))?;
+    let file = out
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("writing {}", output.display()))?;
+    pending
+        .commit(file)
+        .with_context(|| format!("writing {}", output.display()))?;
     Ok(MergeReport {
         records,
         bytes,

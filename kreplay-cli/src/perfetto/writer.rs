@@ -96,6 +96,9 @@ pub struct TraceWriter<W: Write> {
     annotation_iids: Vec<u64>,
     flushed_bytes: u64,
     packets: u64,
+    /// A write or flush of `out` failed: dropping the writer does not try again (the error
+    /// was returned once; a second attempt would only repeat it).
+    failed: bool,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -119,6 +122,7 @@ impl<W: Write> TraceWriter<W> {
             annotation_iids: Vec::new(),
             flushed_bytes: 0,
             packets: 0,
+            failed: false,
         };
         writer.sequence();
         writer
@@ -419,9 +423,12 @@ impl<W: Write> TraceWriter<W> {
     pub fn flush(&mut self) -> Result<(), WriterError> {
         self.write_buffer()?;
         if let Some(out) = self.out.as_mut() {
-            out.flush().map_err(|source| WriterError::Io {
-                call: "flush",
-                source,
+            out.flush().map_err(|source| {
+                self.failed = true;
+                WriterError::Io {
+                    call: "flush",
+                    source,
+                }
             })?;
         }
         Ok(())
@@ -498,7 +505,7 @@ impl<W: Write> TraceWriter<W> {
 
 impl<W: Write> Drop for TraceWriter<W> {
     fn drop(&mut self) {
-        if self.out.is_none() {
+        if self.out.is_none() || self.failed {
             return;
         }
         if let Err(e) = self.close_all().and_then(|()| self.flush()) {

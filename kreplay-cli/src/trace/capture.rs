@@ -44,12 +44,9 @@ pub fn process_name(pid: u32) -> String {
 }
 
 impl Capture {
-    /// Creates `dir` (which must not hold another capture) and its control stream.
+    /// Starts a capture in `dir`, a directory this run created and nothing else writes to
+    /// ([`crate::output::fresh_dir`]): the stream files are created there, not checked for.
     pub fn create(dir: &Path) -> Result<Capture, StreamError> {
-        fs::create_dir_all(dir).map_err(|source| StreamError::Create {
-            path: dir.to_path_buf(),
-            source,
-        })?;
         let me = std::process::id();
         let control = StreamWriter::create(
             &dir.join("probes-kreplay.krs"),
@@ -130,15 +127,25 @@ impl Capture {
         }))
     }
 
+    /// The stream files created so far, sorted.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.dir.join("probes-kreplay.krs")];
+        files.extend(
+            self.threads
+                .keys()
+                .map(|(pid, tid)| self.dir.join(format!("probes-{pid}-{tid}.krs"))),
+        );
+        files.sort();
+        files
+    }
+
     /// Flushes every stream; returns the stream files written.
     pub fn finish(mut self) -> Result<Vec<PathBuf>, StreamError> {
-        let mut files = vec![self.dir.join("probes-kreplay.krs")];
+        let files = self.files();
         self.control.flush()?;
-        for ((pid, tid), mut w) in self.threads.drain() {
+        for w in self.threads.values_mut() {
             w.flush()?;
-            files.push(self.dir.join(format!("probes-{pid}-{tid}.krs")));
         }
-        files.sort();
         Ok(files)
     }
 }

@@ -197,9 +197,12 @@ impl<W: Write> TraceWriter<W> {
 
     pub(super) fn write_buffer(&mut self) -> Result<(), WriterError> {
         if let Some(out) = self.out.as_mut() {
-            out.write_all(&self.buf).map_err(|source| WriterError::Io {
-                call: "write_all",
-                source,
+            out.write_all(&self.buf).map_err(|source| {
+                self.failed = true;
+                WriterError::Io {
+                    call: "write_all",
+                    source,
+                }
             })?;
             self.flushed_bytes += self.buf.len() as u64;
             self.buf.clear();
