@@ -10,4 +10,5 @@ pub mod cuda;
 pub mod engine;
 pub mod hsa;
 pub mod record;
+pub mod status;
 pub mod tool;

@@ -4,8 +4,8 @@
 /// A failed backend call, naming it.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum BackendError {
-    /// A runtime call returned an error status.
-    #[error("{call} failed with status {status:#x}")]
+    /// A runtime call returned an error status (named as the runtime names it).
+    #[error("{call} failed with {}", crate::status::describe(call, *status))]
     Call {
         /// The failing runtime function.
         call: &'static str,

@@ -109,7 +109,7 @@ fn a_failed_pass_puts_the_snapshot_back_for_one_normal_run() {
     assert_eq!(
         out,
         Outcome::Failed(
-            "pass 2 failed: hsa_signal_wait_scacquire failed with status 0x1000".into()
+            "pass 2 failed: hsa_signal_wait_scacquire failed with HSA_STATUS_ERROR (0x1000)".into()
         )
     );
     assert_eq!(passes(&recs), 2, "passes 0 and 1 completed");
