@@ -7,6 +7,10 @@
 
 pub mod api;
 pub mod audit;
+#[cfg(feature = "std")]
+pub mod color;
 pub mod probe;
+#[cfg(feature = "std")]
+pub mod size;
 #[cfg(feature = "std")]
 pub mod stream;

@@ -137,18 +137,6 @@ pub fn default_budget() -> u64 {
     (pages as u64).saturating_mul(size as u64) / 2
 }
 
-/// Parses `123`, `64K`, `16M`, `2G` (binary units) into bytes.
-pub fn parse_size(v: &str) -> Option<u64> {
-    let v = v.trim();
-    let (num, shift) = match v.as_bytes().last()? {
-        b'k' | b'K' => (&v[..v.len() - 1], 10),
-        b'm' | b'M' => (&v[..v.len() - 1], 20),
-        b'g' | b'G' => (&v[..v.len() - 1], 30),
-        _ => (v, 0),
-    };
-    num.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
-}
-
 /// The replay settings.
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
@@ -217,7 +205,7 @@ impl ReplayConfig {
                     "1" => c.check_determinism = true,
                     _ => return Err(bad(ENV_CHECK_DETERMINISM, "must be 0 or 1".into())),
                 },
-                ENV_CHUNK_SIZE => match parse_size(&v) {
+                ENV_CHUNK_SIZE => match kreplay_common::size::parse(&v) {
                     Some(n) if n.is_power_of_two() && n >= MIN_CHUNK as u64 && n <= 1 << 30 => {
                         c.snapshot.chunk = n as usize
                     }
@@ -239,7 +227,7 @@ impl ReplayConfig {
                     "compare" => c.snapshot.exact_device_check = true,
                     _ => return Err(bad(ENV_DEVICE_CHECK, "must be hash or compare".into())),
                 },
-                ENV_SNAPSHOT_BUDGET => match parse_size(&v) {
+                ENV_SNAPSHOT_BUDGET => match kreplay_common::size::parse(&v) {
                     Some(n) => c.snapshot.budget = n,
                     None => return Err(bad(ENV_SNAPSHOT_BUDGET, "not a size".into())),
                 },
@@ -335,8 +323,6 @@ mod tests {
                 "{name}={value}"
             );
         }
-        assert_eq!(parse_size("2G"), Some(2 << 30));
-        assert_eq!(parse_size("x"), None);
         assert_eq!(
             cfg(&[("KREPLAY_PASES", "2")]).unwrap_err(),
             ConfigError::Unknown("KREPLAY_PASES".into())

@@ -340,8 +340,9 @@ fn over_the_budget_the_replay_is_declined_before_anything_is_allocated() {
     assert_eq!(
         out,
         Outcome::Declined(format!(
-            "snapshot over budget: footprint {FOOTPRINT} bytes exceeds KREPLAY_SNAPSHOT_BUDGET {} bytes",
-            FOOTPRINT - 1
+            "snapshot over budget: footprint {} ({FOOTPRINT} bytes) exceeds --snapshot-budget {}",
+            kreplay_common::size::label(FOOTPRINT),
+            kreplay_common::size::label(FOOTPRINT - 1)
         ))
     );
     // Nothing but the window around the snapshot attempt.

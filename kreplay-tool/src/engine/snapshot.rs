@@ -68,7 +68,9 @@ pub struct Region {
 pub enum SnapFailure {
     /// The footprint exceeds the configured budget.
     #[error(
-        "snapshot over budget: footprint {footprint} bytes exceeds KREPLAY_SNAPSHOT_BUDGET {budget} bytes"
+        "snapshot over budget: footprint {} ({footprint} bytes) exceeds --snapshot-budget {}",
+        kreplay_common::size::label(*footprint),
+        kreplay_common::size::label(*budget)
     )]
     OverBudget {
         /// Bytes the snapshot would hold.
