@@ -37,6 +37,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        .with_ansi(kreplay_common::color::stderr_wants_color())
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

@@ -105,12 +105,14 @@ pub extern "C" fn OnUnload() {
     });
 }
 
-/// Installs the `KREPLAY_LOG`-filtered stderr logger (once per process).
+/// Installs the `KREPLAY_LOG`-filtered stderr logger (once per process), coloured only when
+/// stderr is a terminal and `NO_COLOR` is unset.
 pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("KREPLAY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(kreplay_common::color::stderr_wants_color())
         .with_writer(std::io::stderr)
         .try_init();
 }
