@@ -333,8 +333,8 @@ fn over_the_snapshot_budget_replay_is_declined_with_the_reason() {
             passes: 0,
             snapshot_bytes: 0,
             nondet: 0,
-            declines: "1x snapshot over budget: footprint 4194304 bytes exceeds \
-                       KREPLAY_SNAPSHOT_BUDGET 1048576 bytes"
+            declines: "1x snapshot over budget: footprint 4M (4194304 bytes) exceeds \
+                       --snapshot-budget 1M"
                 .into()
         }
     );

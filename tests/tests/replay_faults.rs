@@ -125,7 +125,7 @@ fn every_rocm_copy_position_that_fails_leaves_the_programs_output_as_without_kre
                         (knob, n.to_string()),
                     ];
                     let run = same_as_bare(&program, args, flags, &env, None);
-                    tally(&mut hits, &run, "failed with status 0x1000");
+                    tally(&mut hits, &run, "failed with HSA_STATUS_ERROR (0x1000)");
                 }
                 // The HSA backend keeps no snapshot in device memory: a device placement
                 // declines every dispatch before copying anything.
@@ -181,6 +181,9 @@ fn the_issues_reproductions_compute_what_a_bare_run_computes() {
             run.stderr
         );
         assert!(run.stdout.contains("replay stopped: "), "{}", run.stdout);
+        // The tool's warnings reach a pipe here: no colour codes in them.
+        assert!(run.stderr.contains("WARN"), "{}", run.stderr);
+        assert!(!run.stderr.contains('\x1b'), "{:?}", run.stderr);
     }
     let args = ["4", "1000", "8"];
     for flags in [
@@ -200,8 +203,12 @@ fn the_issues_reproductions_compute_what_a_bare_run_computes() {
                 run.stderr
             );
             // A replay that stopped never reports the kernel nondeterministic.
-            let rows = kreplay_tests::replay_table::table(&run.stdout);
-            assert_eq!(rows["saxpy"].nondet, 0, "{flags:?} NTH={n}: {}", run.stdout);
+            let rows = kreplay_tests::replay_table::columns(&run.stdout);
+            assert_eq!(
+                rows["saxpy"]["nondet"], "0",
+                "{flags:?} NTH={n}: {}",
+                run.stdout
+            );
         }
     }
 }
@@ -216,7 +223,7 @@ fn every_cuda_copy_position_that_fails_leaves_the_programs_output_as_without_kre
                 for n in POSITIONS {
                     let env = [("FAKECUDA_FAIL_COPY_NTH", n.to_string())];
                     let run = same_as_bare(program, &[mode], flags, &env, Some(&sim.dir));
-                    tally(&mut hits, &run, "failed with status 0x3e7");
+                    tally(&mut hits, &run, "failed with CUDA_ERROR_UNKNOWN (999)");
                 }
                 assert!(
                     hits.failed > 0 && hits.stopped > 0,

@@ -92,7 +92,7 @@ fn submissions_batched_behind_a_busy_interceptor_are_replayed_one_by_one() {
         Row {
             dispatches: 4,
             passes: 12,
-            snapshot_bytes: 4 * 16384,
+            snapshot_bytes: 16384,
             nondet: 0,
             declines: "-".into()
         }
@@ -137,7 +137,7 @@ fn one_launch_per_doorbell_on_a_busy_stream_is_replayed_every_time() {
         Row {
             dispatches: 8,
             passes: 24,
-            snapshot_bytes: 8 * 160_008,
+            snapshot_bytes: 160_008,
             nondet: 0,
             declines: "-".into()
         }
@@ -230,14 +230,16 @@ fn hip_malloc_async_memory_is_snapshotted_and_restored() {
         Row {
             dispatches: 3,
             passes: 15,
-            snapshot_bytes: 3 * 12288,
+            snapshot_bytes: 12288,
             nondet: 0,
             declines: "-".into()
         }
     );
     // The sample workload: 20 allocations of 512*(1+i%7)+i%5 u64 each, one live at a time.
     let exe = workload("malloc_async");
-    let (_, out, _) = replayed(&exe, &["20"], &["--passes", "3"], &[]);
+    let json = scratch("replay_hsa").join("malloc_async.json");
+    let json_arg = json.display().to_string();
+    let (_, out, _) = replayed(&exe, &["20"], &["--passes", "3", "--json", &json_arg], &[]);
     assert_eq!(app_lines(&out), plain_lines(&exe, &["20"], &[]));
     let expected: u64 = (0..20u64)
         .map(|i| (512 * (1 + i % 7) + i % 5) * 8)
@@ -249,10 +251,25 @@ fn hip_malloc_async_memory_is_snapshotted_and_restored() {
         Row {
             dispatches: 20,
             passes: 60,
-            snapshot_bytes: expected,
+            // The table shows bytes per snapshot; the JSON has the total.
+            snapshot_bytes: expected / 20,
             nondet: 0,
             declines: "-".into()
         }
+    );
+    let text = std::fs::read_to_string(&json).expect("the --json file");
+    let stamp: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (
+            &stamp["kernel"],
+            &stamp["snapshot_bytes"],
+            &stamp["snapshots"]
+        ),
+        (
+            &serde_json::json!("stamp"),
+            &serde_json::json!(expected),
+            &serde_json::json!(20)
+        )
     );
 }
 
@@ -268,7 +285,7 @@ fn a_live_vmem_mapping_that_cannot_be_snapshotted_declines_replay_with_the_reaso
         Row {
             dispatches: 3,
             passes: 8,
-            snapshot_bytes: 2 * 8192,
+            snapshot_bytes: 8192,
             nondet: 0,
             declines: "1x vmem-mapped memory that cannot be snapshotted is live (1 mappings of \
                        fine-grained, host or unknown memory)"

@@ -4,4 +4,5 @@ pub mod merge;
 pub mod probe;
 pub mod replay;
 pub mod replay_summary;
+pub mod replay_table;
 pub mod trace;

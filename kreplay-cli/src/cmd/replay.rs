@@ -9,24 +9,34 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use kreplay_common::stream::{Record, StreamReader};
+use kreplay_common::stream::StreamReader;
 
-use super::replay_summary;
+use super::replay_summary::Summary;
+use super::replay_table::{self, RunTotals};
 use kreplay_cli::merge::render::{OWN_TRACK, layer_name};
 use kreplay_cli::merge::stats::{late_windows_warning, own_calls_line};
 use kreplay_cli::output;
 
 /// Arguments of `kreplay replay`.
 #[derive(Args, Debug)]
-#[command(
-    after_help = "The tool's (and with --probes the probes') stream files go to a \
+#[command(after_help = "Examples:\n  \
+    kreplay replay --passes 10 --kernel gemm -- python3 train.py\n  \
+    kreplay replay --passes 5 --max-dispatches 20 --json k.json -o k.pftrace -- ./app\n\n\
+    The per-kernel table: dispatches seen and replayed, passes per replayed dispatch (a \
+    range when a replay stopped early), min/median/max time of one pass, median snapshot \
+    time, bytes per snapshot, median restore time, restores that failed, dispatches whose \
+    passes differed (nondet), and why dispatches were declined, grouped by cause with one \
+    example. Names are demangled and shortened; the trace and --json have them in full. The \
+    closing line says how much of the run was spent inside kreplay. A copy that fails inside \
+    kreplay stops that dispatch's replay: the snapshot is written back and the dispatch runs \
+    once, so the application computes what it computes without kreplay.\n\n\
+    The tool's (and with --probes the probes') stream files go to a \
     directory this run creates, $TMPDIR/kreplay-replay-PID (mode 0700; when that name is taken, \
     the first free kreplay-replay-PID.2, .3, … instead: what is there is left alone). After the \
     merge kreplay removes the files it wrote there, then the directory if nothing else is in \
     it; a failed merge keeps them and says where. The trace is written under a temporary name \
     beside FILE and renamed over FILE once complete: a run that fails leaves an old FILE as it \
-    was."
-)]
+    was.")]
 pub struct ReplayArgs {
     /// Passes per replayed dispatch (at least 1).
     #[arg(long, default_value_t = 2)]
@@ -54,6 +64,10 @@ pub struct ReplayArgs {
     /// chunk hashes on the device, one read of the footprint) or `compare` (exact, two reads).
     #[arg(long, value_name = "HOW", value_parser = ["hash", "compare"])]
     device_check: Option<String>,
+    /// Also write the per-kernel table as JSON lines to FILE (schema `kreplay-replay/1`,
+    /// docs/replay-json.md).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// Trace file to write.
     #[arg(
         short = 'o',
@@ -73,26 +87,14 @@ pub struct ReplayArgs {
     command: Vec<String>,
 }
 
-/// Bytes of `123`, `64K`, `16M`, `2G` (binary units).
-fn size_bytes(v: &str) -> Option<u64> {
-    let v = v.trim();
-    let (num, shift) = match v.chars().last()?.to_ascii_uppercase() {
-        'K' => (&v[..v.len() - 1], 10),
-        'M' => (&v[..v.len() - 1], 20),
-        'G' => (&v[..v.len() - 1], 30),
-        _ => (v, 0),
-    };
-    num.parse::<u64>().ok()?.checked_mul(1 << shift)
-}
-
 fn size(v: &str) -> Result<String, String> {
-    size_bytes(v)
+    kreplay_common::size::parse(v)
         .map(|_| v.to_owned())
         .ok_or_else(|| format!("{v:?} is not a size (bytes, or with K/M/G)"))
 }
 
 fn chunk_size(v: &str) -> Result<String, String> {
-    match size_bytes(v) {
+    match kreplay_common::size::parse(v) {
         Some(n) if n.is_power_of_two() && (4096..=1 << 30).contains(&n) => Ok(v.to_owned()),
         _ => Err(format!("{v:?} is not a power of two from 4K to 1G")),
     }
@@ -223,14 +225,18 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
             cmd.env(var, v);
         }
     }
+    let started = std::time::Instant::now();
     let status = cmd
         .status()
         .with_context(|| format!("cannot run {}", args.command[0]))?;
+    let wall_ns = started.elapsed().as_nanos() as u64;
     let files = krs_files(dir);
-    let mut records: Vec<Record> = Vec::new();
-    for f in &files {
+    let mut summary = Summary::new();
+    for (i, f) in files.iter().enumerate() {
         let r = StreamReader::open(f).with_context(|| format!("cannot read {}", f.display()))?;
-        records.extend(r);
+        for rec in r {
+            summary.push(i, &rec);
+        }
     }
     if files.is_empty() {
         eprintln!(
@@ -284,10 +290,29 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
             );
         }
     }
+    let totals = RunTotals {
+        wall_ns,
+        inside_ns: summary.inside_ns,
+        kernel_filter: args
+            .kernel
+            .as_deref()
+            .and_then(|k| regex::Regex::new(k).ok()),
+        max_dispatches: args.max_dispatches,
+    };
+    let rows = summary.finish();
     print!(
-        "{}",
-        replay_summary::render(&replay_summary::summarize(&records))
+        "{}\n{}",
+        replay_table::render(&rows),
+        replay_table::footer(&rows, &totals)
     );
+    if let Some(path) = &args.json {
+        let write = || -> std::io::Result<()> {
+            let (pending, mut file) = output::PendingFile::create(path)?;
+            std::io::Write::write_all(&mut file, replay_table::json(&rows, &totals).as_bytes())?;
+            pending.commit(file)
+        };
+        write().with_context(|| format!("cannot write {}", path.display()))?;
+    }
     Ok(status.code().map_or(1, |c| c as u8))
 }
 

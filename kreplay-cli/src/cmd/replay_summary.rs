@@ -1,39 +1,55 @@
-//! The per-kernel table `kreplay replay` prints, computed from the tool's stream records:
-//! dispatches, passes, min/median/max pass time, snapshot bytes, restore time, declines by
-//! reason, nondeterminism; then, for kernels that were restored, how: the snapshot mode
-//! (placement/check/chunk), bytes hashed at snapshot time, bytes checked and restored over
-//! all restores, dirty chunks, check time and mean time per restore. The second table has
-//! fewer than ten columns, so readers of the first that skip short lines skip it.
+//! What `kreplay replay` reports per kernel, aggregated from the tool's stream records as they
+//! are read (no record is kept): dispatches seen and replayed, passes per replayed dispatch,
+//! pass, snapshot and restore times, snapshot bytes, failed restores, nondeterminism, declines
+//! grouped by cause, and how the restores ran (snapshot mode, bytes hashed, checked and
+//! restored, dirty chunks, check time). Rendering is `replay_table`'s.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use kreplay_common::size;
 use kreplay_common::stream::{Record, snapshot_mode};
 
-/// One kernel's row.
+/// The declines of one cause: how many, and the first reason seen as the example.
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+pub struct Declines {
+    /// Dispatches declined for this cause.
+    pub count: u64,
+    /// The first reason given, addresses and sizes included.
+    pub example: String,
+}
+
+/// One kernel's aggregates.
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct KernelRow {
     /// Dispatches seen.
     pub dispatches: u64,
+    /// Dispatches with at least one pass.
+    pub replayed: u64,
+    /// Dispatches neither replayed nor declined: left out by `--kernel` or `--max-dispatches`.
+    pub left_out: u64,
+    /// Fewest and most passes of a replayed dispatch.
+    pub passes_per_dispatch: Option<(u32, u32)>,
     /// Passes run (all replayed dispatches).
     pub passes: u64,
-    /// Pass durations in ns.
+    /// Pass durations in ns, sorted.
     pub pass_ns: Vec<u64>,
+    /// Snapshots taken, their durations in ns (sorted) and bytes (sum).
+    pub snapshot_ns: Vec<u64>,
     /// Snapshot bytes (sum).
     pub snapshot_bytes: u64,
-    /// Restore time in ns (sum).
-    pub restore_ns: u64,
-    /// Declines by reason.
-    pub declines: BTreeMap<String, u64>,
+    /// Restore durations in ns, sorted.
+    pub restore_ns: Vec<u64>,
+    /// Restores in which a region's write-back failed.
+    pub failed_restores: u64,
+    /// Declines by cause (the reason with its addresses and numbers masked).
+    pub declines: BTreeMap<String, Declines>,
     /// Dispatches found nondeterministic.
     pub nondeterministic: u64,
     /// Snapshot modes seen (`placement/check/chunk`), and `placement/full` when restores wrote
     /// every byte.
-    pub modes: std::collections::BTreeSet<String>,
+    pub modes: BTreeSet<String>,
     /// Bytes hashed while taking snapshots (sum).
     pub bytes_hashed: u64,
-    /// Restores run.
-    pub restores: u64,
     /// Device bytes read to find changed chunks (sum over restores).
     pub bytes_checked: u64,
     /// Bytes written back (sum over restores).
@@ -44,371 +60,283 @@ pub struct KernelRow {
     pub check_ns: u64,
 }
 
-/// `64K`, `1M`: a chunk size for the mode column.
-fn size_label(n: u64) -> String {
-    match n {
-        0 => "-".into(),
-        n if n % (1 << 20) == 0 => format!("{}M", n >> 20),
-        n if n % (1 << 10) == 0 => format!("{}K", n >> 10),
-        n => n.to_string(),
+impl KernelRow {
+    /// Snapshot bytes per snapshot (the mean; 0 without snapshots).
+    pub fn snapshot_bytes_each(&self) -> u64 {
+        self.snapshot_bytes
+            .checked_div(self.snapshot_ns.len() as u64)
+            .unwrap_or(0)
     }
 }
 
-/// Rows by kernel name, from the tool's records.
-pub fn summarize(records: &[Record]) -> BTreeMap<String, KernelRow> {
-    let names: HashMap<u64, &str> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Dispatch(d) => Some((d.correlation, d.kernel.as_str())),
-            _ => None,
-        })
-        .collect();
-    let mut rows: BTreeMap<String, KernelRow> = BTreeMap::new();
-    let mut snap_check: HashMap<u64, u8> = HashMap::new();
-    fn row<'a>(
-        rows: &'a mut BTreeMap<String, KernelRow>,
-        names: &HashMap<u64, &str>,
-        corr: u64,
-    ) -> &'a mut KernelRow {
-        let name = names.get(&corr).copied().unwrap_or("?").to_owned();
-        rows.entry(name).or_default()
+/// The middle value of sorted `v` (0 when empty).
+pub fn median(v: &[u64]) -> u64 {
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// A decline reason's cause: its hex addresses and decimal numbers masked, so one cause given
+/// for many regions or sizes is one group.
+pub fn cause(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let b = reason.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let word_start = i == 0 || !b[i - 1].is_ascii_alphanumeric() && b[i - 1] != b'_';
+        if word_start && b[i] == b'0' && b.get(i + 1) == Some(&b'x') {
+            let mut j = i + 2;
+            while j < b.len() && b[j].is_ascii_hexdigit() {
+                j += 1;
+            }
+            out.push_str("0x…");
+            i = j;
+        } else if word_start && b[i].is_ascii_digit() {
+            let mut j = i;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            // A size label's unit belongs to the number (`4M`).
+            if j < b.len() && matches!(b[j], b'K' | b'M' | b'G') {
+                j += 1;
+            }
+            out.push('N');
+            i = j;
+        } else {
+            let c = reason[i..].chars().next().unwrap_or('?');
+            out.push(c);
+            i += c.len_utf8();
+        }
     }
-    for r in records {
+    out
+}
+
+/// One snapshot as the row counts it.
+struct SnapPart {
+    ns: u64,
+    bytes: u64,
+    hashed: u64,
+    mode: String,
+}
+
+/// One restore as the row counts it.
+struct RestorePart {
+    ns: u64,
+    failed: bool,
+    /// `placement/full` when it wrote every byte of a checked snapshot.
+    full: Option<String>,
+    checked: u64,
+    written: u64,
+    dirty: u64,
+    check_ns: u64,
+}
+
+/// What one dispatch contributed before its kernel is known (the tool writes the dispatch's
+/// own record after its passes).
+#[derive(Default)]
+struct Pending {
+    kernel: Option<usize>,
+    passes: u32,
+    pass_ns: Vec<u64>,
+    snapshots: Vec<SnapPart>,
+    restores: Vec<RestorePart>,
+    declines: Vec<String>,
+    nondeterministic: bool,
+    snap_check: Option<u8>,
+    /// A decline was seen (kept after the declines moved to the row).
+    declined: bool,
+}
+
+/// Aggregates records as they are read; [`Summary::finish`] gives the rows by kernel.
+#[derive(Default)]
+pub struct Summary {
+    kernels: Vec<(String, KernelRow)>,
+    by_name: HashMap<String, usize>,
+    /// Per (stream, correlation): the dispatch's passes and what waits for its kernel.
+    dispatches: HashMap<(usize, u64), Pending>,
+    /// Nanoseconds the application's threads spent inside kreplay (its replay windows).
+    pub inside_ns: u64,
+}
+
+impl Summary {
+    /// A new, empty summary.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one record of stream `source` (correlation ids are per stream).
+    pub fn push(&mut self, source: usize, r: &Record) {
+        let key = |corr| (source, corr);
         match r {
-            Record::Dispatch(d) => row(&mut rows, &names, d.correlation).dispatches += 1,
+            Record::Dispatch(d) => {
+                let k = self.kernel(&d.kernel);
+                self.kernels[k].1.dispatches += 1;
+                let p = self.dispatches.entry(key(d.correlation)).or_default();
+                p.kernel = Some(k);
+                let p = std::mem::take(p);
+                self.settle(key(d.correlation), p);
+            }
             Record::ReplayPass(p) => {
-                let k = row(&mut rows, &names, p.correlation);
-                k.passes += 1;
-                k.pass_ns.push(p.end_ns.saturating_sub(p.start_ns));
+                let e = self.dispatches.entry(key(p.correlation)).or_default();
+                e.passes += 1;
+                e.pass_ns.push(p.end_ns.saturating_sub(p.start_ns));
+                self.flush(key(p.correlation));
             }
             Record::Snapshot(s) => {
-                snap_check.insert(s.correlation, s.check);
-                let k = row(&mut rows, &names, s.correlation);
-                k.snapshot_bytes += s.bytes;
-                k.bytes_hashed += s.bytes_hashed;
-                let mode = snapshot_mode::label(s.placement, s.check);
-                k.modes
-                    .insert(format!("{mode}/{}", size_label(s.chunk_size)));
+                let e = self.dispatches.entry(key(s.correlation)).or_default();
+                e.snap_check = Some(s.check);
+                e.snapshots.push(SnapPart {
+                    ns: s.end_ns.saturating_sub(s.start_ns),
+                    bytes: s.bytes,
+                    hashed: s.bytes_hashed,
+                    mode: format!(
+                        "{}/{}",
+                        snapshot_mode::label(s.placement, s.check),
+                        chunk_label(s.chunk_size)
+                    ),
+                });
+                self.flush(key(s.correlation));
             }
             Record::Restore(s) => {
-                let k = row(&mut rows, &names, s.correlation);
-                k.restore_ns += s.end_ns.saturating_sub(s.start_ns);
-                k.restores += 1;
-                if s.check == snapshot_mode::FULL
-                    && snap_check.get(&s.correlation) != Some(&snapshot_mode::FULL)
-                {
-                    // Every byte written: `full` restores, or adaptive ones that stopped checking.
-                    k.modes
-                        .insert(snapshot_mode::label(s.placement, s.check).to_string());
-                }
-                k.bytes_checked += s.bytes_checked;
-                k.bytes_restored += s.bytes;
-                k.dirty_chunks += s.dirty_chunks;
-                k.check_ns += s.check_ns;
+                let e = self.dispatches.entry(key(s.correlation)).or_default();
+                // Every byte written: `full` restores, or adaptive ones that stopped checking.
+                let full = (s.check == snapshot_mode::FULL
+                    && e.snap_check != Some(snapshot_mode::FULL))
+                .then(|| snapshot_mode::label(s.placement, s.check));
+                e.restores.push(RestorePart {
+                    ns: s.end_ns.saturating_sub(s.start_ns),
+                    failed: s.failed > 0,
+                    full,
+                    checked: s.bytes_checked,
+                    written: s.bytes,
+                    dirty: s.dirty_chunks,
+                    check_ns: s.check_ns,
+                });
+                self.flush(key(s.correlation));
             }
             Record::Decline(d) => {
-                *row(&mut rows, &names, d.correlation)
-                    .declines
-                    .entry(d.reason.clone())
-                    .or_default() += 1
+                let e = self.dispatches.entry(key(d.correlation)).or_default();
+                e.declines.push(d.reason.clone());
+                e.declined = true;
+                self.flush(key(d.correlation));
             }
             Record::Nondeterministic(n) => {
-                row(&mut rows, &names, n.correlation).nondeterministic += 1
+                self.dispatches
+                    .entry(key(n.correlation))
+                    .or_default()
+                    .nondeterministic = true;
+                self.flush(key(n.correlation));
             }
+            Record::ToolWindow(w) => self.inside_ns += w.end_ns.saturating_sub(w.start_ns),
             _ => {}
         }
     }
-    for k in rows.values_mut() {
-        k.pass_ns.sort_unstable();
+
+    fn kernel(&mut self, name: &str) -> usize {
+        if let Some(&k) = self.by_name.get(name) {
+            return k;
+        }
+        self.kernels.push((name.to_owned(), KernelRow::default()));
+        self.by_name.insert(name.to_owned(), self.kernels.len() - 1);
+        self.kernels.len() - 1
     }
-    rows
-}
 
-fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1000.0)
-}
+    /// Moves what `key` holds into its kernel's row once the kernel is known.
+    fn flush(&mut self, key: (usize, u64)) {
+        if let Some(p) = self.dispatches.get_mut(&key)
+            && p.kernel.is_some()
+        {
+            let p = std::mem::take(p);
+            self.settle(key, p);
+        }
+    }
 
-/// The table as text.
-pub fn render(rows: &BTreeMap<String, KernelRow>) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<24} {:>10} {:>8} {:>10} {:>10} {:>10} {:>14} {:>12} {:>8}  declines",
-        "kernel",
-        "dispatches",
-        "passes",
-        "min_us",
-        "median_us",
-        "max_us",
-        "snapshot_bytes",
-        "restore_us",
-        "nondet"
-    );
-    for (name, k) in rows {
-        let (min, med, max) = match k.pass_ns.as_slice() {
-            [] => (0, 0, 0),
-            v => (v[0], v[v.len() / 2], v[v.len() - 1]),
-        };
-        let declines: Vec<String> = k
-            .declines
-            .iter()
-            .map(|(r, n)| format!("{n}x {r}"))
-            .collect();
-        let _ = writeln!(
-            s,
-            "{:<24} {:>10} {:>8} {:>10} {:>10} {:>10} {:>14} {:>12} {:>8}  {}",
-            name,
-            k.dispatches,
-            k.passes,
-            us(min),
-            us(med),
-            us(max),
-            k.snapshot_bytes,
-            us(k.restore_ns),
-            k.nondeterministic,
-            if declines.is_empty() {
-                "-".to_owned()
-            } else {
-                declines.join("; ")
+    /// Adds `p` (taken from `key`, whose kernel is known) to the kernel's row and keeps only
+    /// the kernel and the pass count under `key`.
+    fn settle(&mut self, key: (usize, u64), p: Pending) {
+        let Some(k) = p.kernel else { return };
+        let row = &mut self.kernels[k].1;
+        fold(row, &p);
+        let e = self.dispatches.entry(key).or_default();
+        e.kernel = Some(k);
+        e.passes = p.passes;
+        e.snap_check = p.snap_check;
+        e.declined = p.declined;
+    }
+
+    /// The rows by kernel name. Records whose dispatch never arrived count under `?`.
+    pub fn finish(mut self) -> BTreeMap<String, KernelRow> {
+        let mut orphan = KernelRow::default();
+        let mut passes_of: Vec<Vec<u32>> = vec![Vec::new(); self.kernels.len()];
+        for p in self.dispatches.values() {
+            match p.kernel {
+                Some(k) => {
+                    passes_of[k].push(p.passes);
+                    self.kernels[k].1.left_out += u64::from(p.passes == 0 && !p.declined);
+                }
+                None => {
+                    fold(&mut orphan, p);
+                    orphan.dispatches += 1;
+                }
             }
-        );
+        }
+        for ((_, row), passes) in self.kernels.iter_mut().zip(passes_of) {
+            let replayed: Vec<u32> = passes.into_iter().filter(|&n| n > 0).collect();
+            row.replayed = replayed.len() as u64;
+            row.passes_per_dispatch = replayed
+                .iter()
+                .min()
+                .zip(replayed.iter().max())
+                .map(|(a, b)| (*a, *b));
+        }
+        let mut rows: BTreeMap<String, KernelRow> = self.kernels.drain(..).collect();
+        if orphan != KernelRow::default() {
+            rows.insert("?".into(), orphan);
+        }
+        for r in rows.values_mut() {
+            r.pass_ns.sort_unstable();
+            r.snapshot_ns.sort_unstable();
+            r.restore_ns.sort_unstable();
+        }
+        rows
     }
-    let restored: Vec<_> = rows.iter().filter(|(_, k)| !k.modes.is_empty()).collect();
-    if restored.is_empty() {
-        return s;
+}
+
+/// A chunk size for the mode column (`-` when not recorded).
+fn chunk_label(n: u64) -> String {
+    if n == 0 { "-".into() } else { size::label(n) }
+}
+
+/// Adds one dispatch's contributions to `row` (not its dispatch count or passes per dispatch,
+/// which [`Summary`] keeps).
+fn fold(row: &mut KernelRow, p: &Pending) {
+    row.passes += p.pass_ns.len() as u64;
+    row.pass_ns.extend_from_slice(&p.pass_ns);
+    for s in &p.snapshots {
+        row.snapshot_ns.push(s.ns);
+        row.snapshot_bytes += s.bytes;
+        row.bytes_hashed += s.hashed;
+        row.modes.insert(s.mode.clone());
     }
-    let _ = writeln!(
-        s,
-        "\n{:<24} {:>28} {:>8} {:>14} {:>14} {:>14} {:>12} {:>10} {:>14}",
-        "restore",
-        "mode",
-        "restores",
-        "bytes_hashed",
-        "bytes_checked",
-        "bytes_restored",
-        "dirty_chunks",
-        "check_us",
-        "us_per_restore"
-    );
-    for (name, k) in restored {
-        let modes: Vec<&str> = k.modes.iter().map(String::as_str).collect();
-        let _ = writeln!(
-            s,
-            "{:<24} {:>28} {:>8} {:>14} {:>14} {:>14} {:>12} {:>10} {:>14}",
-            name,
-            modes.join(","),
-            k.restores,
-            k.bytes_hashed,
-            k.bytes_checked,
-            k.bytes_restored,
-            k.dirty_chunks,
-            us(k.check_ns),
-            us(k.restore_ns.checked_div(k.restores).unwrap_or(0)),
-        );
+    for r in &p.restores {
+        row.restore_ns.push(r.ns);
+        row.failed_restores += u64::from(r.failed);
+        if let Some(m) = &r.full {
+            row.modes.insert(m.clone());
+        }
+        row.bytes_checked += r.checked;
+        row.bytes_restored += r.written;
+        row.dirty_chunks += r.dirty;
+        row.check_ns += r.check_ns;
     }
-    s
+    for reason in &p.declines {
+        let d = row.declines.entry(cause(reason)).or_default();
+        if d.count == 0 {
+            d.example = reason.clone();
+        }
+        d.count += 1;
+    }
+    row.nondeterministic += u64::from(p.nondeterministic);
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use kreplay_common::stream::{Decline, Dispatch, ReplayPass, Restore, Snapshot};
-
-    fn dispatch(corr: u64, kernel: &str) -> Record {
-        Dispatch {
-            pid: 1,
-            tid: 1,
-            agent: 2,
-            queue: 3,
-            kernel: kernel.into(),
-            correlation: corr,
-            kernel_object: 9,
-            grid: [1; 3],
-            workgroup: [1; 3],
-            submit_ns: 0,
-            start_ns: 0,
-            end_ns: 0,
-        }
-        .into()
-    }
-
-    #[test]
-    fn rows_count_passes_times_and_declines_per_kernel() {
-        let recs = vec![
-            dispatch(1, "saxpy"),
-            ReplayPass {
-                correlation: 1,
-                pass: 0,
-                start_ns: 0,
-                end_ns: 3000,
-                pid: 0,
-                tid: 0,
-            }
-            .into(),
-            ReplayPass {
-                correlation: 1,
-                pass: 1,
-                start_ns: 5000,
-                end_ns: 6000,
-                pid: 0,
-                tid: 0,
-            }
-            .into(),
-            ReplayPass {
-                correlation: 1,
-                pass: 2,
-                start_ns: 7000,
-                end_ns: 9000,
-                pid: 0,
-                tid: 0,
-            }
-            .into(),
-            dispatch(2, "fill"),
-            Decline {
-                correlation: 2,
-                ts_ns: 1,
-                reason: "vmem".into(),
-            }
-            .into(),
-        ];
-        let mut recs = recs;
-        recs.push(
-            Snapshot {
-                correlation: 1,
-                start_ns: 0,
-                end_ns: 1,
-                bytes: 1 << 20,
-                regions: 2,
-                placement: snapshot_mode::PINNED,
-                check: snapshot_mode::HOST_HASH,
-                chunk_size: 64 << 10,
-                bytes_hashed: 1 << 20,
-                pid: 0,
-                tid: 0,
-            }
-            .into(),
-        );
-        for pass in 1..3 {
-            recs.push(
-                Restore {
-                    correlation: 1,
-                    pass,
-                    start_ns: 0,
-                    end_ns: 4000,
-                    bytes: 65536,
-                    regions: 1,
-                    skipped: 0,
-                    placement: snapshot_mode::PINNED,
-                    check: snapshot_mode::HOST_HASH,
-                    bytes_checked: 1 << 20,
-                    dirty_chunks: 1,
-                    check_ns: 3000,
-                    pid: 0,
-                    tid: 0,
-                    failed: 0,
-                }
-                .into(),
-            );
-        }
-        let rows = summarize(&recs);
-        let s = &rows["saxpy"];
-        assert_eq!(
-            (
-                s.restores,
-                s.bytes_hashed,
-                s.bytes_checked,
-                s.bytes_restored,
-                s.dirty_chunks
-            ),
-            (2, 1 << 20, 2 << 20, 131072, 2)
-        );
-        assert_eq!(s.modes.iter().collect::<Vec<_>>(), ["pinned/host-hash/64K"]);
-        assert_eq!(
-            (s.dispatches, s.passes, s.pass_ns.clone()),
-            (1, 3, vec![1000, 2000, 3000])
-        );
-        assert_eq!(rows["fill"].declines.get("vmem"), Some(&1));
-        let text = render(&rows);
-        assert!(text.contains("1x vmem"));
-        let restore_row: Vec<&str> = text
-            .lines()
-            .rev()
-            .find(|l| l.starts_with("saxpy"))
-            .unwrap()
-            .split_whitespace()
-            .collect();
-        assert_eq!(
-            restore_row,
-            [
-                "saxpy",
-                "pinned/host-hash/64K",
-                "2",
-                "1048576",
-                "2097152",
-                "131072",
-                "2",
-                "6.0",
-                "4.0"
-            ]
-        );
-        assert!(
-            text.lines()
-                .any(|l| l.starts_with("saxpy") && l.contains(" 2.0 "))
-        );
-    }
-
-    #[test]
-    fn restores_that_wrote_every_byte_of_a_checked_snapshot_show_as_full() {
-        let restore = |check| -> Record {
-            Restore {
-                correlation: 1,
-                pass: 1,
-                start_ns: 0,
-                end_ns: 10,
-                bytes: 4096,
-                regions: 1,
-                skipped: 0,
-                placement: snapshot_mode::PAGEABLE,
-                check,
-                bytes_checked: 0,
-                dirty_chunks: 1,
-                check_ns: 0,
-                pid: 0,
-                tid: 0,
-                failed: 0,
-            }
-            .into()
-        };
-        let snapshot = |check| -> Record {
-            Snapshot {
-                correlation: 1,
-                start_ns: 0,
-                end_ns: 1,
-                bytes: 4096,
-                regions: 1,
-                placement: snapshot_mode::PAGEABLE,
-                check,
-                chunk_size: 16384,
-                bytes_hashed: 0,
-                pid: 0,
-                tid: 0,
-            }
-            .into()
-        };
-        let checked = vec![
-            dispatch(1, "k"),
-            snapshot(snapshot_mode::HOST_HASH),
-            restore(snapshot_mode::HOST_HASH),
-            restore(snapshot_mode::FULL),
-        ];
-        let modes: Vec<String> = summarize(&checked)["k"].modes.iter().cloned().collect();
-        assert_eq!(modes, ["pageable/full", "pageable/host-hash/16K"]);
-        let full = vec![
-            dispatch(1, "k"),
-            snapshot(snapshot_mode::FULL),
-            restore(snapshot_mode::FULL),
-        ];
-        let modes: Vec<String> = summarize(&full)["k"].modes.iter().cloned().collect();
-        assert_eq!(modes, ["pageable/full/16K"]);
-    }
-}
+#[path = "replay_summary_tests.rs"]
+mod tests;

@@ -1,0 +1,401 @@
+//! Tests of the replay summary: aggregation per kernel from records in either order, declines
+//! grouped by cause, the table, the closing lines and the JSON.
+
+use super::*;
+use crate::cmd::replay_table::{RunTotals, footer, json, render, short_name};
+use kreplay_common::stream::{
+    Decline, Dispatch, Nondeterministic, ReplayPass, Restore, Snapshot, ToolWindow,
+};
+
+fn dispatch(corr: u64, kernel: &str) -> Record {
+    Dispatch {
+        pid: 1,
+        tid: 1,
+        agent: 2,
+        queue: 3,
+        kernel: kernel.into(),
+        correlation: corr,
+        kernel_object: 9,
+        grid: [1; 3],
+        workgroup: [1; 3],
+        submit_ns: 0,
+        start_ns: 0,
+        end_ns: 0,
+    }
+    .into()
+}
+
+fn pass(corr: u64, pass: u32, ns: u64) -> Record {
+    ReplayPass {
+        correlation: corr,
+        pass,
+        start_ns: 1000,
+        end_ns: 1000 + ns,
+        pid: 1,
+        tid: 1,
+    }
+    .into()
+}
+
+fn snapshot(corr: u64, bytes: u64, ns: u64) -> Record {
+    Snapshot {
+        correlation: corr,
+        start_ns: 0,
+        end_ns: ns,
+        bytes,
+        regions: 2,
+        placement: snapshot_mode::PINNED,
+        check: snapshot_mode::HOST_HASH,
+        chunk_size: 64 << 10,
+        bytes_hashed: bytes,
+        pid: 1,
+        tid: 1,
+    }
+    .into()
+}
+
+fn restore(corr: u64, ns: u64, check: u8, failed: u64) -> Record {
+    Restore {
+        correlation: corr,
+        pass: 1,
+        start_ns: 0,
+        end_ns: ns,
+        bytes: 4096,
+        regions: 1,
+        skipped: 0,
+        placement: snapshot_mode::PINNED,
+        check,
+        bytes_checked: 8192,
+        dirty_chunks: 1,
+        check_ns: 100,
+        pid: 1,
+        tid: 1,
+        failed,
+    }
+    .into()
+}
+
+fn decline(corr: u64, reason: &str) -> Record {
+    Decline {
+        correlation: corr,
+        ts_ns: 1,
+        reason: reason.into(),
+    }
+    .into()
+}
+
+/// Two replayed saxpy dispatches (the first with its record last, as HSA writes it; the second
+/// with its record first), one stopped by a failed restore, and two fill dispatches declined
+/// for one cause at two addresses, plus a filtered-out dispatch.
+fn records() -> Vec<Record> {
+    vec![
+        snapshot(1, 1 << 20, 5000),
+        pass(1, 0, 3000),
+        restore(1, 4000, snapshot_mode::HOST_HASH, 0),
+        pass(1, 1, 1000),
+        restore(1, 2000, snapshot_mode::HOST_HASH, 0),
+        pass(1, 2, 2000),
+        dispatch(1, "_Z5saxpyfPKfPfm"),
+        ToolWindow {
+            pid: 1,
+            tid: 1,
+            correlation: 1,
+            start_ns: 0,
+            end_ns: 20_000,
+        }
+        .into(),
+        dispatch(2, "_Z5saxpyfPKfPfm"),
+        snapshot(2, 3 << 20, 7000),
+        pass(2, 0, 4000),
+        restore(2, 6000, snapshot_mode::HOST_HASH, 1),
+        restore(2, 8000, snapshot_mode::FULL, 0),
+        decline(
+            2,
+            "replay stopped: the restore before pass 1 failed in 1 region(s), first 0x7f00",
+        ),
+        Nondeterministic {
+            correlation: 2,
+            pass: 0,
+            ts_ns: 1,
+            region: 0,
+            offset: 0,
+        }
+        .into(),
+        dispatch(3, "fill"),
+        decline(
+            3,
+            "snapshot incomplete: device allocation of 16384 bytes for region 0x7f7e8a21e000 failed",
+        ),
+        dispatch(4, "fill"),
+        decline(
+            4,
+            "snapshot incomplete: device allocation of 8192 bytes for region 0x7f7e8a300000 failed",
+        ),
+        dispatch(5, "fill"),
+    ]
+}
+
+fn summarize(recs: &[Record]) -> BTreeMap<String, KernelRow> {
+    let mut s = Summary::new();
+    for r in recs {
+        s.push(0, r);
+    }
+    s.finish()
+}
+
+#[test]
+fn rows_aggregate_each_kernels_dispatches_whatever_the_record_order() {
+    let rows = summarize(&records());
+    let s = &rows["_Z5saxpyfPKfPfm"];
+    assert_eq!(
+        (
+            s.dispatches,
+            s.replayed,
+            s.left_out,
+            s.passes_per_dispatch,
+            s.passes
+        ),
+        (2, 2, 0, Some((1, 3)), 4)
+    );
+    assert_eq!(s.pass_ns, [1000, 2000, 3000, 4000]);
+    assert_eq!(
+        (s.snapshot_ns.clone(), s.snapshot_bytes),
+        (vec![5000, 7000], 4 << 20)
+    );
+    assert_eq!(s.snapshot_bytes_each(), 2 << 20);
+    assert_eq!(
+        (s.restore_ns.clone(), s.failed_restores),
+        (vec![2000, 4000, 6000, 8000], 1)
+    );
+    assert_eq!(s.nondeterministic, 1);
+    assert_eq!(
+        s.modes.iter().collect::<Vec<_>>(),
+        ["pinned/full", "pinned/host-hash/64K"]
+    );
+    assert_eq!(
+        (
+            s.bytes_hashed,
+            s.bytes_checked,
+            s.bytes_restored,
+            s.dirty_chunks,
+            s.check_ns
+        ),
+        (4 << 20, 4 * 8192, 4 * 4096, 4, 400)
+    );
+    let f = &rows["fill"];
+    assert_eq!((f.dispatches, f.replayed, f.left_out), (3, 0, 1));
+    // Two sizes and two addresses, one cause.
+    let d: Vec<_> = f.declines.values().collect();
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].count, 2);
+    assert_eq!(
+        d[0].example,
+        "snapshot incomplete: device allocation of 16384 bytes for region 0x7f7e8a21e000 failed"
+    );
+}
+
+#[test]
+fn records_of_a_dispatch_that_never_arrived_count_under_a_question_mark() {
+    let rows = summarize(&[pass(9, 0, 500), decline(9, "why")]);
+    let q = &rows["?"];
+    assert_eq!(
+        (q.dispatches, q.passes, q.pass_ns.clone()),
+        (1, 1, vec![500])
+    );
+    // Streams are apart: correlation 1 of stream 1 is not stream 0's.
+    let mut s = Summary::new();
+    s.push(0, &dispatch(1, "a"));
+    s.push(1, &pass(1, 0, 700));
+    s.push(1, &dispatch(1, "b"));
+    let rows = s.finish();
+    assert_eq!((rows["a"].passes, rows["b"].passes), (0, 1));
+}
+
+#[test]
+fn causes_mask_addresses_sizes_and_counts() {
+    assert_eq!(
+        cause("device allocation of 16384 bytes for region 0x7f7e8a21e000 failed"),
+        "device allocation of N bytes for region 0x… failed"
+    );
+    assert_eq!(
+        cause("footprint 4M (4194304 bytes) exceeds --snapshot-budget 1M"),
+        "footprint N (N bytes) exceeds --snapshot-budget N"
+    );
+    // Digits inside words are the word's.
+    assert_eq!(cause("sm_90 cuMemcpyDtoH_v2"), "sm_90 cuMemcpyDtoH_v2");
+}
+
+#[test]
+fn kernel_names_are_demangled_shortened_and_elided_for_the_terminal() {
+    assert_eq!(short_name("_Z5saxpyfPKfPfm"), "saxpy");
+    assert_eq!(short_name("fill"), "fill");
+    // void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>, Array<char*, 1>>(int, ...)
+    let long = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_";
+    assert_eq!(short_name(long), "at::native::vectorized_ele…ise_kernel<…>");
+    assert_eq!(short_name(long).chars().count(), 40);
+    // (anonymous namespace)::k(float*)
+    assert_eq!(short_name("_ZN12_GLOBAL__N_11kEPf"), "(anon)::k");
+}
+
+#[test]
+fn the_table_shows_passes_per_dispatch_times_per_pass_and_grouped_declines() {
+    let rows = summarize(&records());
+    let text = render(&rows);
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "kernel",
+            "dispatches",
+            "replayed",
+            "passes",
+            "min_us",
+            "median_us",
+            "max_us",
+            "snapshot_us",
+            "snapshot_bytes",
+            "restore_us",
+            "failed",
+            "nondet",
+            "declines"
+        ]
+    );
+    assert_eq!(
+        lines[1],
+        [
+            "saxpy",
+            "2",
+            "2",
+            "1-3",
+            "1.0",
+            "3.0",
+            "4.0",
+            "7.0",
+            "2097152",
+            "6.0",
+            "1",
+            "1",
+            "1x",
+            "replay",
+            "stopped:",
+            "the",
+            "restore",
+            "before",
+            "pass",
+            "1",
+            "failed",
+            "in",
+            "1",
+            "region(s),",
+            "first",
+            "0x7f00"
+        ]
+    );
+    assert_eq!(
+        lines[2][..13],
+        [
+            "fill", "3", "0", "-", "0.0", "0.0", "0.0", "0.0", "0", "0.0", "0", "0", "2x"
+        ]
+    );
+    // The restore table: saxpy only.
+    let restore = text
+        .lines()
+        .skip_while(|l| !l.starts_with("restore "))
+        .nth(1)
+        .unwrap();
+    assert_eq!(
+        restore.split_whitespace().collect::<Vec<_>>(),
+        [
+            "saxpy",
+            "pinned/full,pinned/host-hash/64K",
+            "4",
+            "4194304",
+            "32768",
+            "16384",
+            "4",
+            "0.4",
+            "5.0"
+        ]
+    );
+}
+
+#[test]
+fn the_closing_lines_give_the_time_inside_kreplay_and_what_filters_left_out() {
+    let rows = summarize(&records());
+    let t = RunTotals {
+        wall_ns: 80_000,
+        inside_ns: 20_000,
+        kernel_filter: Some(regex::Regex::new("^fil").unwrap()),
+        max_dispatches: Some(2),
+    };
+    assert_eq!(
+        footer(&rows, &t),
+        "kreplay: 2 dispatches replayed (4 passes); 0.000 s of the run's 0.000 s inside kreplay (25.0%)\n\
+         kreplay: 1 dispatches after the first 2 (--max-dispatches) ran once\n"
+    );
+    let t = RunTotals {
+        kernel_filter: Some(regex::Regex::new("^sax").unwrap()),
+        max_dispatches: None,
+        ..t
+    };
+    assert!(
+        footer(&rows, &t).ends_with(
+            "kreplay: 1 dispatches of 1 kernels not matched by --kernel \"^sax\" ran once\n"
+        ),
+        "{}",
+        footer(&rows, &t)
+    );
+}
+
+#[test]
+fn json_lines_carry_full_names_totals_and_grouped_declines() {
+    let rows = summarize(&records());
+    let t = RunTotals {
+        wall_ns: 80_000,
+        inside_ns: 20_000,
+        kernel_filter: None,
+        max_dispatches: None,
+    };
+    let text = json(&rows, &t);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert!(lines[0].starts_with(
+        "{\"schema\":\"kreplay-replay/1\",\"kind\":\"kernel\",\"kernel\":\"saxpy(float, float const*, float*, unsigned long)\",\"mangled\":\"_Z5saxpyfPKfPfm\",\"dispatches\":2,\"replayed\":2,\"passes\":4,\"passes_per_dispatch\":{\"min\":1,\"max\":3},\"pass_ns\":{\"min\":1000,\"median\":3000,\"max\":4000},\"snapshots\":2,\"snapshot_ns_median\":7000,\"snapshot_bytes\":4194304,\"restores\":4,\"restore_ns_median\":6000,\"failed_restores\":1,\"nondeterministic\":1,"
+    ), "{}", lines[0]);
+    assert!(lines[1].contains(
+        "\"declines\":[{\"cause\":\"snapshot incomplete: device allocation of N bytes for region 0x… failed\",\"count\":2,\"example\":\"snapshot incomplete: device allocation of 16384 bytes for region 0x7f7e8a21e000 failed\"}]}"
+    ), "{}", lines[1]);
+    assert_eq!(
+        lines[2],
+        "{\"schema\":\"kreplay-replay/1\",\"kind\":\"run\",\"wall_ns\":80000,\"inside_ns\":20000,\"dispatches\":5,\"replayed\":2}"
+    );
+}
+
+#[test]
+fn full_restores_of_a_full_snapshot_add_no_second_mode() {
+    let full_snapshot = Snapshot {
+        correlation: 1,
+        start_ns: 0,
+        end_ns: 1,
+        bytes: 4096,
+        regions: 1,
+        placement: snapshot_mode::PINNED,
+        check: snapshot_mode::FULL,
+        chunk_size: 16384,
+        bytes_hashed: 0,
+        pid: 1,
+        tid: 1,
+    };
+    let rows = summarize(&[
+        dispatch(1, "k"),
+        full_snapshot.into(),
+        restore(1, 10, snapshot_mode::FULL, 0),
+    ]);
+    assert_eq!(
+        rows["k"].modes.iter().collect::<Vec<_>>(),
+        ["pinned/full/16K"]
+    );
+}
