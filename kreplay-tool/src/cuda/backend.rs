@@ -328,6 +328,25 @@ impl Backend for CudaBackend<'_> {
         self.hash_into_device(addr, len, chunk, dst)
     }
 
+    fn hash_regions_into_device(
+        &self,
+        regions: &[(u64, usize, u64)],
+        chunk: usize,
+    ) -> Result<bool, BackendError> {
+        match self.hash_regions_into(regions, chunk)? {
+            Some(done) => Ok(done),
+            // The PTX predates the batched kernel: one launch per region.
+            None => {
+                for &(addr, len, dst) in regions {
+                    if !self.hash_into_device(addr, len, chunk, dst)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+        }
+    }
+
     fn changed_chunks_on_device(
         &self,
         addr: u64,

@@ -29,6 +29,8 @@ const MAX_BLOCKS: u64 = 65_535;
 pub(super) const RESTORE_CALL: &str = "cuLaunchKernel(kreplay_restore_regions)";
 /// The launch of the kernel that publishes the one-pass restore's counters.
 pub(super) const PUBLISH_CALL: &str = "cuLaunchKernel(kreplay_publish_counts)";
+/// The batched hash's launch, as errors name it.
+const HASH_REGIONS_CALL: &str = "cuLaunchKernel(kreplay_hash_regions)";
 /// Longest piece one block of the run-copy kernel copies.
 const MAX_RUN_PIECE: usize = 1 << 20;
 
@@ -65,6 +67,9 @@ pub struct Kernels {
     compare: usize,
     hash: usize,
     copy_runs: usize,
+    /// The hash of many regions in one launch (`None`: the PTX predates it; one launch per
+    /// region).
+    hash_regions: Option<usize>,
     /// The one-pass restore (`None`: the PTX predates it; restores then check and copy in
     /// separate steps).
     pub restore: Option<usize>,
@@ -117,6 +122,7 @@ impl CudaBackend<'_> {
                 compare: get(c"kreplay_compare_chunks")?,
                 hash: get(c"kreplay_hash_chunks")?,
                 copy_runs: get(c"kreplay_copy_runs")?,
+                hash_regions: get(c"kreplay_hash_regions"),
                 restore: get(c"kreplay_restore_regions"),
                 publish: get(c"kreplay_publish_counts"),
             };
@@ -142,6 +148,9 @@ impl CudaBackend<'_> {
             ),
             (k.copy_runs, "cuLaunchKernel(kreplay_copy_runs)", vec![0, 0]),
         ];
+        if let Some(f) = k.hash_regions {
+            launches.push((f, HASH_REGIONS_CALL, vec![0, 0, 0, 1, 0]));
+        }
         if let Some(f) = k.restore {
             launches.push((f, RESTORE_CALL, vec![0, 0, 0, 1, 0, 0]));
         }
@@ -373,6 +382,44 @@ impl CudaBackend<'_> {
             &mut [addr, len as u64, chunk as u64, hash_seed(), dst],
         )?;
         Ok(true)
+    }
+
+    /// [`Self::hash_into_device`] for every `(addr, len, dst)` of `regions` in one launch of
+    /// `kreplay_hash_regions` and one wait. `Ok(None)`: the PTX has no such kernel (the caller
+    /// hashes region by region); `Ok(Some(false))`: the kernels are unavailable.
+    pub fn hash_regions_into(
+        &self,
+        regions: &[(u64, usize, u64)],
+        chunk: usize,
+    ) -> Result<Option<bool>, BackendError> {
+        let Some(k) = self.kernels() else {
+            return Ok(Some(false));
+        };
+        let Some(f) = k.hash_regions else {
+            return Ok(None);
+        };
+        if chunk == 0 {
+            return Ok(Some(true));
+        }
+        let mut table = Vec::with_capacity(regions.len() * 6);
+        let mut total = 0u64;
+        for &(addr, len, dst) in regions.iter().filter(|r| r.1 > 0) {
+            table.extend([addr, 0, len as u64, dst, total, 0]);
+            total += len.div_ceil(chunk) as u64;
+        }
+        if total == 0 {
+            return Ok(Some(true));
+        }
+        let (mut all, ctx) = self.scratch()?;
+        let b = &mut all.entry(ctx).or_default().hash_jobs;
+        self.upload(b, &table)?;
+        self.launch(
+            f,
+            HASH_REGIONS_CALL,
+            total,
+            &mut [b.dev, (table.len() / 6) as u64, total, chunk as u64, hash_seed()],
+        )?;
+        Ok(Some(true))
     }
 
     /// Sets `dirty[i]` to whether chunk `i` of `[addr, addr + len)` hashes differently from

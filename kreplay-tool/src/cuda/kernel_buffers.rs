@@ -19,6 +19,8 @@ pub struct Scratch {
     pub out: Buffer,
     /// The run-copy kernel's table of runs.
     pub runs: Buffer,
+    /// The batched hash kernel's table of regions.
+    pub hash_jobs: Buffer,
     /// The one-pass restore's job tables and counters: two sets, a snapshot's table and its
     /// first restore's sample (`engine/sample.rs`) both kept ready.
     pub one_pass: [OnePassBuffers; 2],

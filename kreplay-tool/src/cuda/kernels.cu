@@ -1,9 +1,12 @@
 // Device-side helpers of kreplay's CUDA backend: the per-chunk exact comparison, the
-// per-chunk 128-bit hash, the one-pass restore of changed chunks (and the publication of its
+// per-chunk 128-bit hash (of one region, or of many in one launch), the one-pass restore of changed chunks (and the publication of its
 // counters to the host) and the run copy the replay engine uses to restore only what a pass
 // changed.
-// Compiled to PTX (kernels.ptx, committed beside this file) on the GPU machine with
+// Compiled to PTX (kernels.ptx, committed beside this file) with CUDA 13.0's nvcc:
 //   nvcc -ptx -arch=compute_75 -o kernels.ptx kernels.cu
+// on the GPU machine, or on any x86-64 machine with PyPI's nvidia-cuda-nvcc, nvidia-nvvm and
+// nvidia-cuda-crt 13.0.88 and nvidia-cuda-runtime 13.0.* (their nvidia/cu13/bin on PATH): both
+// give the same bytes. A newer NVVM writes a PTX version the 580 driver cannot load.
 // and loaded at run time with cuModuleLoadData: kreplay has no build-time CUDA dependency.
 // One block per chunk (grid-stride over chunks); 16-byte loads when both sides are aligned.
 
@@ -111,6 +114,48 @@ extern "C" __global__ void kreplay_hash_chunks(const unsigned char *base, unsign
   }
 }
 
+// The last job of a 6-word job table whose first chunk (word 4) is at or before global chunk
+// `g` (jobs of length 0 share their successor's first chunk and are passed over).
+__device__ __forceinline__ const unsigned long long *job_of(const unsigned long long *jobs,
+                                                             unsigned long long njobs,
+                                                             unsigned long long g) {
+  unsigned long long lo = 0, hi = njobs;
+  while (hi - lo > 1) {
+    unsigned long long mid = (lo + hi) / 2;
+    if (jobs[6 * mid + 4] <= g) lo = mid; else hi = mid;
+  }
+  return jobs + 6 * lo;
+}
+
+// kreplay_hash_chunks over many regions in one launch. `jobs` holds `njobs` regions of 6
+// words each: address, unused, length, address of the region's output (16 bytes per chunk),
+// index of the region's first chunk among all `total` chunks (increasing), unused. Each block
+// takes a chunk, finds its region and writes the chunk's hash where kreplay_hash_chunks would
+// have written it for that region alone.
+extern "C" __global__ void kreplay_hash_regions(const unsigned long long *jobs,
+                                                unsigned long long njobs,
+                                                unsigned long long total,
+                                                unsigned long long chunk,
+                                                unsigned long long seed) {
+  __shared__ unsigned long long s0[32], s1[32];
+  const unsigned seed0 = (unsigned)seed, seed1 = (unsigned)(seed >> 32);
+  for (unsigned long long g = blockIdx.x; g < total; g += gridDim.x) {
+    const unsigned long long *job = job_of(jobs, njobs, g);
+    const unsigned char *base = (const unsigned char *)job[0];
+    const unsigned long long len = job[2];
+    unsigned long long *out = (unsigned long long *)job[3];
+    unsigned long long c = g - job[4], start = c * chunk;
+    unsigned long long n = len - start < chunk ? len - start : chunk;
+    unsigned long long t0, t1;
+    chunk_hash(base + start, n, seed0, seed1, s0, s1, t0, t1);
+    if (threadIdx.x == 0) {
+      out[2 * c] = t0;
+      out[2 * c + 1] = t1;
+    }
+    __syncthreads();
+  }
+}
+
 // Copies `n` bytes from `src` to `dst` with the whole block, 16 bytes per load when both are
 // aligned, four loads per thread in flight.
 __device__ __forceinline__ void block_copy(unsigned char *__restrict__ dst,
@@ -150,14 +195,8 @@ extern "C" __global__ void kreplay_restore_regions(const unsigned long long *job
   __shared__ int changed;
   const unsigned seed0 = (unsigned)seed, seed1 = (unsigned)(seed >> 32);
   for (unsigned long long g = blockIdx.x; g < total; g += gridDim.x) {
-    // The last region whose first chunk is at or before g (regions of length 0 share their
-    // successor's first chunk and are passed over).
-    unsigned long long lo = 0, hi = njobs;
-    while (hi - lo > 1) {
-      unsigned long long mid = (lo + hi) / 2;
-      if (jobs[6 * mid + 4] <= g) lo = mid; else hi = mid;
-    }
-    const unsigned long long *job = jobs + 6 * lo;
+    const unsigned long long *job = job_of(jobs, njobs, g);
+    const unsigned long long lo = (unsigned long long)(job - jobs) / 6;
     unsigned char *live = (unsigned char *)job[0];
     const unsigned char *copy = (const unsigned char *)job[1];
     const unsigned long long len = job[2], *expected = (const unsigned long long *)job[3];

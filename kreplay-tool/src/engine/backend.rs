@@ -173,6 +173,22 @@ pub trait Backend {
         let _ = (addr, len, chunk, dst);
         Ok(false)
     }
+    /// [`Backend::hash_chunks_into_device`] for every `(addr, len, dst)` of `regions`, in one
+    /// operation where the backend can (one launch and one wait for all regions, instead of
+    /// one each: with hundreds of small regions the waits cost far more than the hashing).
+    /// `Ok(false)`: unsupported, nothing written. The default hashes region by region.
+    fn hash_regions_into_device(
+        &self,
+        regions: &[(u64, usize, u64)],
+        chunk: usize,
+    ) -> Result<bool, BackendError> {
+        for &(addr, len, dst) in regions {
+            if !self.hash_chunks_into_device(addr, len, chunk, dst)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
     /// Hashes `[addr, addr + len)` as [`Backend::hash_chunks_into_device`] did into `expected`
     /// and sets `dirty_out[i]` to whether chunk `i`'s hash differs, comparing on the device:
     /// only a flag per chunk comes back to the host. `Ok(false)`: unsupported.

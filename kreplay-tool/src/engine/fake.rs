@@ -86,6 +86,8 @@ pub struct FakeBackend {
     pub d2d_batches: AtomicU64,
     /// `copy_pinned_runs` calls made.
     pub h2d_batches: AtomicU64,
+    /// `hash_regions_into_device` calls made with `device_batch` on (one operation each).
+    pub hash_batches: AtomicU64,
     /// Each device hashing call first sleeps this many microseconds (a slow hashing pass).
     pub device_hash_delay_us: AtomicU64,
     /// Each device-to-device copy first sleeps this many microseconds (a slow copy engine).
@@ -440,6 +442,22 @@ impl Backend for FakeBackend {
             .flat_map(|h| h.iter().flat_map(|w| w.to_le_bytes()))
             .collect();
         self.with_range(dst, bytes.len(), |d| d.copy_from_slice(&bytes))?;
+        Ok(true)
+    }
+
+    fn hash_regions_into_device(
+        &self,
+        regions: &[(u64, usize, u64)],
+        chunk: usize,
+    ) -> Result<bool, BackendError> {
+        if self.device_batch.load(Ordering::SeqCst) {
+            self.hash_batches.fetch_add(1, Ordering::SeqCst);
+        }
+        for &(addr, len, dst) in regions {
+            if !self.hash_chunks_into_device(addr, len, chunk, dst)? {
+                return Ok(false);
+            }
+        }
         Ok(true)
     }
 

@@ -8,6 +8,8 @@ pub mod backend;
 pub mod chunks;
 pub mod classify;
 pub mod config;
+pub mod determinism;
+pub mod device_capture;
 pub mod gate;
 pub mod inventory;
 pub mod placement;

@@ -226,8 +226,19 @@ fn a_device_resident_restore_writes_all_its_dirty_runs_in_one_batch() {
     let (out, recs) = run_with(&fake, &inv, &scattered(), 3, policy(PlacementPref::Device));
     assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
     assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
-    // Two runs (chunk 3; chunks 9 and 10) per restore, one batch each, two restores.
-    assert_eq!(fake.d2d_batches.load(Ordering::SeqCst), 2);
+    // The snapshot's copies in one batch and its hashes in one more; two runs (chunk 3; chunks
+    // 9 and 10) per restore, one batch each, two restores.
+    assert_eq!(fake.d2d_batches.load(Ordering::SeqCst), 3);
+    // One more per pass: the determinism check hashes every region at once on the device.
+    assert_eq!(fake.hash_batches.load(Ordering::SeqCst), 1 + 3);
+    let snap = recs
+        .iter()
+        .find_map(|r| match r {
+            Record::Snapshot(s) => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((snap.regions, snap.bytes, snap.bytes_hashed), (4, FOOTPRINT, FOOTPRINT));
     for r in restores(&recs) {
         assert_eq!((r.bytes, r.dirty_chunks), (3 * CHUNK as u64, 3));
     }
@@ -527,4 +538,24 @@ fn the_determinism_check_reuses_the_restores_read_on_the_host_hash_path() {
     // Snapshot, the restores after passes 0 and 1 (each also hashing for the determinism
     // check), and the determinism read after the last pass: four reads, not six.
     assert_eq!(fake.d2h_bytes.load(Ordering::SeqCst), 4 * footprint);
+}
+
+#[test]
+fn a_full_restore_of_device_copies_writes_every_region_in_one_batch() {
+    let (fake, inv) = with_b();
+    fake.enable_device(1 << 30, true, true);
+    fake.device_batch.store(true, Ordering::SeqCst);
+    let before = fake.read(B, B_LEN);
+    let full = SnapshotPolicy {
+        dirty_only: false,
+        ..policy(PlacementPref::Device)
+    };
+    let (out, recs) = run_with(&fake, &inv, &scattered(), 3, full);
+    assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
+    assert_eq!(fake.read(B, B_LEN), scattered_once(&before));
+    // The snapshot's copies, then each of the two restores, one batch each.
+    assert_eq!(fake.d2d_batches.load(Ordering::SeqCst), 3);
+    for r in restores(&recs) {
+        assert_eq!((r.bytes, r.regions, r.check), (FOOTPRINT, 4, m::FULL));
+    }
 }

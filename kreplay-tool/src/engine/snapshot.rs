@@ -156,9 +156,9 @@ pub struct Snapshot<'b, B: Backend> {
     pub(crate) scratch: Option<(Store, usize)>,
     /// Device memory holding every region's device hashes, 16 bytes per chunk (0: none; the
     /// hashes are then kept on the host). One allocation per snapshot, freed with it.
-    dev_hash_buf: u64,
+    pub(super) dev_hash_buf: u64,
     /// Chunks of `dev_hash_buf` given to regions so far.
-    dev_hash_used: usize,
+    pub(super) dev_hash_used: usize,
     /// The device-hash path's per-chunk hashes of the live data when they are compared on the
     /// host, grown on first use and reused by every restore (a fresh megabyte per check cost
     /// page faults).
@@ -326,6 +326,8 @@ pub fn snap_in<'b, B: Backend>(
         a.clear(backend);
     }
     let mut stores = stores.into_iter();
+    // Device-resident copies are taken all at once after every region is listed.
+    let at_once = super::device_capture::applies(&s);
     for (addr, size, kind) in wanted {
         let Some(store) = stores.next() else { break };
         // Pushed first so a failure below still frees it with the snapshot.
@@ -337,12 +339,21 @@ pub fn snap_in<'b, B: Backend>(
             hashes: Vec::new(),
             dev_hashes: 0,
         });
-        if let Err(f) = capture(&mut s) {
+        if at_once {
+            continue;
+        }
+        let last = s.regions.len() - 1;
+        if let Err(f) = capture(&mut s, last) {
             tracing::warn!("kreplay: snapshot declined: {f}");
             s.failure = Some(f);
             stores.for_each(|st| st.free(backend));
             return s;
         }
+    }
+    if at_once && let Err(f) = super::device_capture::capture_all(&mut s) {
+        tracing::warn!("kreplay: snapshot declined: {f}");
+        s.failure = Some(f);
+        return s;
     }
     // A device-resident copy whose hashing pass already cost as much as copying the whole
     // footprint: every restore would pay that pass, and writing every byte back costs about
@@ -400,6 +411,27 @@ fn warm_device_hash<B: Backend>(s: &Snapshot<'_, B>, wanted: &[(u64, u64, Region
     }
 }
 
+/// Hashes region `i` of `s` on the device once its copy is taken, into `slot` when given (see
+/// [`hash_on_device`]), timing it; a failure makes every restore of `s` write every byte.
+pub(super) fn hash_captured<B: Backend>(s: &mut Snapshot<'_, B>, i: usize, slot: Option<u64>) {
+    let (backend, chunk) = (s.backend, s.chunk);
+    let r = &mut s.regions[i];
+    let (addr, size) = (r.addr, r.size);
+    let t = now_ns();
+    let hashed = hash_on_device(backend, r, chunk, slot);
+    s.hash_ns += now_ns() - t;
+    match hashed {
+        Ok(true) => s.bytes_hashed += size,
+        other => {
+            tracing::warn!(
+                "kreplay: device hashing of {addr:#x} failed ({other:?}); restores write every byte"
+            );
+            s.check = Check::Full;
+            s.regions.iter_mut().for_each(|r| r.hashes = Vec::new());
+        }
+    }
+}
+
 /// Hashes region `r` on the device: into `slot` (its place in the snapshot's device hash
 /// buffer, when there is one) when the backend can keep hashes there (the check then compares
 /// on the device and only a flag per chunk comes back, or restores in one pass), else into
@@ -426,8 +458,9 @@ fn hash_on_device<B: Backend>(
     backend.hash_chunks_on_device(addr, size, chunk, &mut r.hashes)
 }
 
-/// Copies (and hashes, per the check) the last region pushed onto `s`.
-fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
+/// Copies (and hashes, per the check) region `i` of `s`; regions are captured in order (each
+/// takes the next chunks of the device hash buffer).
+pub(super) fn capture<B: Backend>(s: &mut Snapshot<'_, B>, i: usize) -> Result<(), SnapFailure> {
     let backend = s.backend;
     let (chunk, check) = (s.chunk, s.check);
     let scratch = s
@@ -435,7 +468,7 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
         .as_ref()
         .and_then(|(st, n)| Some((st.host_ptr()?, *n)));
     let slot = (s.dev_hash_buf != 0).then(|| s.dev_hash_buf + 16 * s.dev_hash_used as u64);
-    let Some(r) = s.regions.last_mut() else {
+    let Some(r) = s.regions.get_mut(i) else {
         return Ok(());
     };
     s.dev_hash_used += chunk_count(r.size, chunk);
@@ -481,21 +514,7 @@ fn capture<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
     s.copy_ns += now_ns() - t;
     s.copied += size as u64;
     match check {
-        Check::DeviceHash => {
-            let t = now_ns();
-            let hashed = hash_on_device(backend, r, chunk, slot);
-            s.hash_ns += now_ns() - t;
-            match hashed {
-                Ok(true) => s.bytes_hashed += size as u64,
-                other => {
-                    tracing::warn!(
-                        "kreplay: device hashing of {addr:#x} failed ({other:?}); restores write every byte"
-                    );
-                    s.check = Check::Full;
-                    s.regions.iter_mut().for_each(|r| r.hashes = Vec::new());
-                }
-            }
-        }
+        Check::DeviceHash => hash_captured(s, i, slot),
         Check::HostHash => {
             // A device-resident copy: read the original through the scratch to hash it.
             let Some((buf, len)) = scratch else {

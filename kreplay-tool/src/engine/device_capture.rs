@@ -1,0 +1,86 @@
+//! Taking a device-resident snapshot at once: every region's copy in one backend call
+//! ([`Backend::copy_d2d_runs`]) and, for a device-hash check, every region's chunk hashes in
+//! one more ([`Backend::hash_regions_into_device`]). A snapshot of hundreds of regions (module
+//! variables, a caching allocator's segments) otherwise pays a copy, a launch and a wait per
+//! region. Where the backend copies or hashes one range at a time, regions are captured one
+//! by one as before.
+
+use super::backend::Backend;
+use super::chunks::chunk_count;
+use super::placement::{Check, Placement, Store};
+use super::replay::now_ns;
+use super::snapshot::{SnapFailure, Snapshot, capture, hash_captured};
+
+/// Whether `s`'s regions are captured at once: device copies, and a check that needs nothing
+/// read through the host.
+pub(super) fn applies<B: Backend>(s: &Snapshot<'_, B>) -> bool {
+    s.placement == Placement::Device
+        && matches!(s.check, Check::DeviceHash | Check::DeviceCompare | Check::Full)
+}
+
+/// Copies (and hashes, per the check) every region of `s`, all pushed, none captured yet.
+pub(super) fn capture_all<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
+    let mut runs = Vec::with_capacity(s.regions.len());
+    for r in &s.regions {
+        let Store::Device(dev) = r.store else {
+            return Err(SnapFailure::Metadata);
+        };
+        runs.push((dev, r.addr, r.size as usize));
+    }
+    let t = now_ns();
+    match s.backend().copy_d2d_runs(&runs) {
+        Ok(true) => {}
+        Ok(false) => return one_by_one(s),
+        Err(source) => {
+            return Err(SnapFailure::CopyD2D {
+                addr: runs.first().map_or(0, |r| r.1),
+                source,
+            });
+        }
+    }
+    s.copy_ns += now_ns() - t;
+    s.copied += runs.iter().map(|r| r.2 as u64).sum::<u64>();
+    if s.check != Check::DeviceHash {
+        return Ok(());
+    }
+    let chunk = s.chunk;
+    let total: usize = s.regions.iter().map(|r| chunk_count(r.size, chunk)).sum();
+    let mut list = Vec::with_capacity(s.regions.len());
+    let mut at = s.dev_hash_buf;
+    for r in &s.regions {
+        list.push((r.addr, r.size as usize, at));
+        at += 16 * chunk_count(r.size, chunk) as u64;
+    }
+    if s.dev_hash_buf != 0 {
+        let t = now_ns();
+        let hashed = s.backend().hash_regions_into_device(&list, chunk);
+        s.hash_ns += now_ns() - t;
+        match hashed {
+            Ok(true) => {
+                for (r, &(_, _, dst)) in s.regions.iter_mut().zip(&list) {
+                    r.dev_hashes = dst;
+                }
+                s.dev_hash_used = total;
+                s.bytes_hashed += s.copied;
+                return Ok(());
+            }
+            other => tracing::debug!(
+                "kreplay: hashing every region at once: {other:?}; hashing region by region"
+            ),
+        }
+    }
+    // Region by region, into the device hash buffer where there is one, else to the host.
+    for (i, &(_, _, dst)) in list.iter().enumerate() {
+        if s.check != Check::DeviceHash {
+            break;
+        }
+        hash_captured(s, i, (s.dev_hash_buf != 0).then_some(dst));
+    }
+    s.dev_hash_used = total;
+    Ok(())
+}
+
+/// Every region captured by itself (copy and hash), in order.
+fn one_by_one<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), SnapFailure> {
+    (0..s.regions.len()).try_for_each(|i| capture(s, i))
+}
