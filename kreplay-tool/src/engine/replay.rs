@@ -17,6 +17,7 @@ use super::arena::SnapshotArena;
 use super::backend::{Backend, BackendError};
 use super::chunks::chunk_count;
 use super::config::SnapshotPolicy;
+use super::determinism::DeviceCheck;
 use super::inventory::Inventory;
 use super::placement::Check;
 use super::restore::{RestoreStats, restore_all, restore_hashing};
@@ -221,9 +222,19 @@ fn judge<B: Backend>(
         *first = Some(h);
         return false;
     };
-    let Some((region, offset)) = first_difference(snap, f, &h) else {
-        return false;
-    };
+    match first_difference(snap, f, &h) {
+        Some(at) => report_difference(pass, at, correlation, emit),
+        None => false,
+    }
+}
+
+/// Reports that pass `pass` differs from pass 0 in `(region, offset)`; returns true.
+fn report_difference(
+    pass: u32,
+    (region, offset): (u64, u64),
+    correlation: u64,
+    emit: &mut dyn FnMut(Record),
+) -> bool {
     tracing::warn!(
         "kreplay: pass {pass} differs from pass 0 in region {region:#x} at offset {offset}"
     );
@@ -298,7 +309,11 @@ fn replay_snapshotted<B: Backend>(
         }
         .into(),
     );
-    let hash_passes = req.check_determinism && req.passes > 1;
+    let mut hash_passes = req.check_determinism && req.passes > 1;
+    // Kept on the device where the backend can: one hash and one comparison per pass.
+    let mut on_device = hash_passes
+        .then(|| DeviceCheck::new(backend, &snapshot))
+        .flatten();
     let mut first: Option<Vec<Vec<u64>>> = None;
     let mut nondeterministic = false;
     for pass in 0..req.passes {
@@ -326,8 +341,23 @@ fn replay_snapshotted<B: Backend>(
             && snapshot.check == Check::HostHash
             && !snapshot.skip_check.get();
         if hash_passes && !nondeterministic && !fused {
-            let h = hash_regions(backend, &snapshot);
-            nondeterministic = judge(&snapshot, pass, h, &mut first, req.correlation, emit);
+            if let Some(check) = on_device.as_mut() {
+                match check.pass(&snapshot, pass) {
+                    Ok(Some(at)) => {
+                        nondeterministic = report_difference(pass, at, req.correlation, emit)
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(
+                            "kreplay: hashing pass {pass} on the device failed: {e}; determinism not checked"
+                        );
+                        hash_passes = false;
+                    }
+                }
+            } else {
+                let h = hash_regions(backend, &snapshot);
+                nondeterministic = judge(&snapshot, pass, h, &mut first, req.correlation, emit);
+            }
         }
         if pass + 1 < req.passes {
             let rs = now_ns();
