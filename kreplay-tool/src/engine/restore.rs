@@ -143,13 +143,16 @@ fn restore_inner<B: Backend>(
     } else {
         super::sample::sample_first_restore(backend, snap, &valid, &mut st)
     };
-    let (one_pass, one_pass_written) = restore_in_one_pass(backend, snap, &valid, &mut st);
+    let (mut done, one_pass_written) = restore_in_one_pass(backend, snap, &valid, &mut st);
     let one_pass_written = one_pass_written + sample_written;
+    if st.check_skipped || snap.check == Check::Full {
+        write_whole_device_regions(backend, snap, &valid, &mut done, &mut st);
+    }
     for (i, r) in snap.regions.iter().enumerate() {
         if let Some(b) = blocks.as_mut() {
             b.push(Vec::new());
         }
-        if !valid[i] || one_pass[i] {
+        if !valid[i] || done[i] {
             continue;
         }
         runs.clear();
@@ -327,6 +330,53 @@ fn restore_in_one_pass<B: Backend>(
         done[*i] = true;
     }
     (done, written_all)
+}
+
+/// A restore that writes every byte: every valid region with a device copy not yet restored
+/// goes back in one backend call ([`Backend::copy_d2d_runs`]) instead of one synchronous copy
+/// each, and is marked in `done`. Unsupported or failed: nothing is marked, and the
+/// per-region path writes them (after a failure part-way, what was written is the snapshot's
+/// bytes, so writing again is safe).
+fn write_whole_device_regions<B: Backend>(
+    backend: &B,
+    snap: &Snapshot<'_, B>,
+    valid: &[bool],
+    done: &mut [bool],
+    st: &mut RestoreStats,
+) {
+    let picked: Vec<(usize, (u64, u64, usize))> = snap
+        .regions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r.store {
+            Store::Device(copy) if valid[i] && !done[i] && r.size > 0 => {
+                Some((i, (r.addr, copy, r.size as usize)))
+            }
+            _ => None,
+        })
+        .collect();
+    if picked.len() < 2 {
+        return;
+    }
+    let runs: Vec<(u64, u64, usize)> = picked.iter().map(|p| p.1).collect();
+    let t = now_ns();
+    let result = backend.copy_d2d_runs(&runs);
+    st.write_ns += now_ns() - t;
+    match result {
+        Ok(true) => {
+            for (i, (_, _, len)) in picked {
+                done[i] = true;
+                st.bytes += len as u64;
+                st.regions += 1;
+                st.dirty_chunks += chunk_count(len as u64, snap.chunk) as u64;
+            }
+        }
+        Ok(false) => {}
+        Err(e) => tracing::warn!(
+            "kreplay: writing {} regions back at once failed: {e}; writing them one by one",
+            runs.len()
+        ),
+    }
 }
 
 /// Writes every dirty run of a region whose copy is on the device or in pinned memory back in
