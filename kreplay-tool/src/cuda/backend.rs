@@ -287,7 +287,11 @@ impl Backend for CudaBackend<'_> {
     }
 
     fn device_free(&self, ptr: u64) {
-        self.device_free_copy(ptr)
+        self.device_free_piece(ptr)
+    }
+
+    fn device_alloc_each(&self, lens: &[usize]) -> Option<Vec<u64>> {
+        self.device_alloc_pieces(lens)
     }
 
     fn copy_d2d(&self, dst: u64, src: u64, len: usize) -> Result<(), BackendError> {

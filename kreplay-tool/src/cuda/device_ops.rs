@@ -87,7 +87,20 @@ pub struct KernelCache {
     /// device memory around every check cost about a millisecond on an H200, several times
     /// the hash kernel itself. The lock also serializes the checks that use them.
     pub(super) scratch: Mutex<HashMap<usize, Scratch>>,
+    /// Snapshot copies carved from one allocation ([`CudaBackend::device_alloc_pieces`]).
+    slabs: Mutex<Slabs>,
 }
+
+/// Which allocation each carved piece belongs to, and how many pieces of each are live.
+#[derive(Default)]
+struct Slabs {
+    base_of: HashMap<u64, u64>,
+    live: HashMap<u64, usize>,
+}
+
+/// Alignment of each carved piece (what `cuMemAlloc` gives, and the kernels' 16-byte loads
+/// need).
+const PIECE_ALIGN: usize = 256;
 
 impl CudaBackend<'_> {
     /// kreplay's kernels in the current context, loading them on first use.
@@ -164,6 +177,60 @@ impl CudaBackend<'_> {
         }
         if let Err(e) = self.synchronize() {
             tracing::debug!("kreplay: priming its kernels: {e}");
+        }
+    }
+
+    /// Device memory for one copy of each of `lens`, carved from one allocation (each piece
+    /// aligned to 256 bytes): one `cuMemAlloc` instead of one per region. Each piece is freed
+    /// with [`Self::device_free_piece`]; the allocation goes when its last piece does.
+    pub fn device_alloc_pieces(&self, lens: &[usize]) -> Option<Vec<u64>> {
+        let mut offsets = Vec::with_capacity(lens.len());
+        let mut total = 0usize;
+        for &len in lens {
+            offsets.push(total);
+            total = total.checked_add(len.max(1).next_multiple_of(PIECE_ALIGN))?;
+        }
+        let base = self.device_alloc_copy(total)?;
+        let pieces: Vec<u64> = offsets.iter().map(|&o| base + o as u64).collect();
+        let mut slabs = self
+            .tool()
+            .kernels
+            .slabs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for &p in &pieces {
+            slabs.base_of.insert(p, base);
+        }
+        slabs.live.insert(base, pieces.len());
+        Some(pieces)
+    }
+
+    /// Frees a piece from [`Self::device_alloc_pieces`] (the whole allocation with its last
+    /// piece), or memory from [`Self::device_alloc_copy`].
+    pub fn device_free_piece(&self, p: u64) {
+        let base = {
+            let mut slabs = self
+                .tool()
+                .kernels
+                .slabs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            match slabs.base_of.remove(&p) {
+                None => Some(p),
+                Some(base) => {
+                    let left = slabs.live.get_mut(&base).map(|n| {
+                        *n -= 1;
+                        *n
+                    });
+                    (left == Some(0)).then(|| {
+                        slabs.live.remove(&base);
+                        base
+                    })
+                }
+            }
+        };
+        if let Some(b) = base {
+            self.device_free_copy(b);
         }
     }
 
@@ -417,7 +484,13 @@ impl CudaBackend<'_> {
             f,
             HASH_REGIONS_CALL,
             total,
-            &mut [b.dev, (table.len() / 6) as u64, total, chunk as u64, hash_seed()],
+            &mut [
+                b.dev,
+                (table.len() / 6) as u64,
+                total,
+                chunk as u64,
+                hash_seed(),
+            ],
         )?;
         Ok(Some(true))
     }

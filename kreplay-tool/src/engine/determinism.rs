@@ -186,7 +186,13 @@ mod tests {
         let (fake, inv) = setup();
         fake.enable_device(1 << 30, true, true);
         let (out, recs) = run_with(&fake, &inv, &same, 3, device_policy());
-        assert!(matches!(out, Outcome::Replayed { nondeterministic: false, .. }));
+        assert!(matches!(
+            out,
+            Outcome::Replayed {
+                nondeterministic: false,
+                ..
+            }
+        ));
         assert_eq!(differences(&recs), []);
         // Room for the snapshot's copies and hashes, not for the check's two hash sets: the
         // passes' hashes come back to the host, and the difference is still found.
@@ -196,8 +202,21 @@ mod tests {
         fake.enable_device(footprint + hashes, true, true);
         fake.device_batch.store(true, Ordering::SeqCst);
         let (out, recs) = run_with(&fake, &inv, &racy(), 3, device_policy());
-        assert!(matches!(out, Outcome::Replayed { nondeterministic: true, .. }), "{out:?}");
+        assert!(
+            matches!(
+                out,
+                Outcome::Replayed {
+                    nondeterministic: true,
+                    ..
+                }
+            ),
+            "{out:?}"
+        );
         assert_eq!(differences(&recs), [(2, Y, 4096)]);
-        assert_eq!(fake.hash_batches.load(Ordering::SeqCst), 1, "the snapshot's only");
+        assert_eq!(
+            fake.hash_batches.load(Ordering::SeqCst),
+            1,
+            "the snapshot's only"
+        );
     }
 }

@@ -15,7 +15,10 @@ use super::snapshot::{SnapFailure, Snapshot, capture, hash_captured};
 /// read through the host.
 pub(super) fn applies<B: Backend>(s: &Snapshot<'_, B>) -> bool {
     s.placement == Placement::Device
-        && matches!(s.check, Check::DeviceHash | Check::DeviceCompare | Check::Full)
+        && matches!(
+            s.check,
+            Check::DeviceHash | Check::DeviceCompare | Check::Full
+        )
 }
 
 /// Copies (and hashes, per the check) every region of `s`, all pushed, none captured yet.

@@ -238,7 +238,10 @@ fn a_device_resident_restore_writes_all_its_dirty_runs_in_one_batch() {
             _ => None,
         })
         .unwrap();
-    assert_eq!((snap.regions, snap.bytes, snap.bytes_hashed), (4, FOOTPRINT, FOOTPRINT));
+    assert_eq!(
+        (snap.regions, snap.bytes, snap.bytes_hashed),
+        (4, FOOTPRINT, FOOTPRINT)
+    );
     for r in restores(&recs) {
         assert_eq!((r.bytes, r.dirty_chunks), (3 * CHUNK as u64, 3));
     }

@@ -86,13 +86,13 @@ pub enum SnapFailure {
         /// Region size.
         size: u64,
     },
-    /// Device memory for a region's copy could not be allocated (placement `device` only).
-    #[error("device allocation of {size} bytes for region {addr:#x} failed")]
+    /// Device memory for the regions' copies could not be allocated (placement `device`).
+    #[error("device allocation of {bytes} bytes for {regions} region copies failed")]
     DeviceAlloc {
-        /// Region address.
-        addr: u64,
-        /// Region size.
-        size: u64,
+        /// Regions to copy.
+        regions: u64,
+        /// Their bytes.
+        bytes: u64,
     },
     /// A device-to-host copy failed.
     #[error("device-to-host copy of region {addr:#x} failed: {source}")]

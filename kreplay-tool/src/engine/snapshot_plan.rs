@@ -53,7 +53,8 @@ pub(super) fn wanted<B: Backend>(
 }
 
 /// Allocates one copy per wanted region in the first placement of `policy` with room; a
-/// partial attempt is freed before the next placement is tried.
+/// partial attempt is freed before the next placement is tried. Device copies are asked for
+/// all at once ([`Backend::device_alloc_each`]).
 pub(super) fn allocate<B: Backend>(
     backend: &B,
     policy: &SnapshotPolicy,
@@ -61,6 +62,20 @@ pub(super) fn allocate<B: Backend>(
 ) -> Result<(Placement, Vec<Store>), SnapFailure> {
     let mut failure = SnapFailure::Metadata;
     for &p in Placement::order(policy.placement) {
+        if p == Placement::Device {
+            let lens: Vec<usize> = wanted.iter().map(|w| w.1 as usize).collect();
+            match backend.device_alloc_each(&lens) {
+                Some(ptrs) => return Ok((p, ptrs.into_iter().map(Store::Device).collect())),
+                None => {
+                    failure = SnapFailure::DeviceAlloc {
+                        regions: wanted.len() as u64,
+                        bytes: wanted.iter().map(|w| w.1).sum(),
+                    };
+                    tracing::debug!("kreplay: {p:?} placement has no room: {failure}");
+                    continue;
+                }
+            }
+        }
         let mut stores = Vec::new();
         if stores.try_reserve(wanted.len()).is_err() {
             return Err(SnapFailure::Metadata);
@@ -69,11 +84,7 @@ pub(super) fn allocate<B: Backend>(
             match Store::alloc(backend, p, size as usize) {
                 Some(s) => stores.push(s),
                 None => {
-                    failure = if p == Placement::Device {
-                        SnapFailure::DeviceAlloc { addr, size }
-                    } else {
-                        SnapFailure::HostAlloc { addr, size }
-                    };
+                    failure = SnapFailure::HostAlloc { addr, size };
                     tracing::debug!("kreplay: {p:?} placement has no room: {failure}");
                     break;
                 }
