@@ -8,8 +8,11 @@
 pub mod api;
 pub mod audit;
 #[cfg(feature = "std")]
+pub mod cause;
+#[cfg(feature = "std")]
 pub mod color;
 pub mod probe;
+pub mod progress;
 #[cfg(feature = "std")]
 pub mod size;
 #[cfg(feature = "std")]

@@ -9,6 +9,8 @@
 pub mod cuda;
 pub mod engine;
 pub mod hsa;
+pub mod progress;
 pub mod record;
 pub mod status;
 pub mod tool;
+pub mod warn_once;

@@ -97,6 +97,7 @@ pub extern "C" fn OnUnload() {
         // Often called from the application's exit path, where logging through `tracing` can
         // no longer work: the flushes from here on are quiet.
         crate::record::enter_teardown();
+        crate::warn_once::print_repeated_once();
         t.inventory.shut_down();
         t.arena.clear(&t.backend);
         if let Err(e) = crate::record::flush_global() {
@@ -106,14 +107,20 @@ pub extern "C" fn OnUnload() {
 }
 
 /// Installs the `KREPLAY_LOG`-filtered stderr logger (once per process), coloured only when
-/// stderr is a terminal and `NO_COLOR` is unset.
+/// stderr is a terminal and `NO_COLOR` is unset, each warning printed once per cause
+/// ([`crate::warn_once`]).
 pub(crate) fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KREPLAY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer as _};
+    let filter = EnvFilter::try_from_env("KREPLAY_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(kreplay_common::color::stderr_wants_color())
         .with_writer(std::io::stderr)
+        .with_filter(crate::warn_once::OncePerCause);
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
         .try_init();
 }
 

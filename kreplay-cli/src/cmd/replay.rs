@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use kreplay_common::stream::StreamReader;
 
+use super::replay_progress;
 use super::replay_summary::Summary;
 use super::replay_table::{self, RunTotals};
 use kreplay_cli::merge::render::{OWN_TRACK, layer_name};
@@ -27,7 +28,9 @@ use kreplay_cli::output;
     time, bytes per snapshot, median restore time, restores that failed, dispatches whose \
     passes differed (nondet), and why dispatches were declined, grouped by cause with one \
     example. Names are demangled and shortened; the trace and --json have them in full. The \
-    closing line says how much of the run was spent inside kreplay. A copy that fails inside \
+    closing line says how much of the run was spent inside kreplay. On a terminal a progress \
+    line shows dispatches replayed, passes and time inside kreplay while the command runs; \
+    the tool says each warning once per cause and counts the rest at exit. A copy that fails inside \
     kreplay stops that dispatch's replay: the snapshot is written back and the dispatch runs \
     once, so the application computes what it computes without kreplay.\n\n\
     The tool's (and with --probes the probes') stream files go to a \
@@ -147,6 +150,7 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         output::remove_own(&probes_dir, &krs_files(&probes_dir));
         let mut own = krs_files(&dir);
         own.push(dir.join("probes.pftrace"));
+        own.push(dir.join(replay_progress::FILE));
         output::remove_own(&dir, &own);
     }
     result
@@ -225,9 +229,14 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
             cmd.env(var, v);
         }
     }
+    let progress = replay_progress::Progress::create(dir);
+    if let Some(p) = &progress {
+        cmd.env(replay_progress::ENV, p.path());
+    }
     let started = std::time::Instant::now();
     let status = cmd
-        .status()
+        .spawn()
+        .and_then(|mut child| replay_progress::wait(&mut child, progress.as_ref()))
         .with_context(|| format!("cannot run {}", args.command[0]))?;
     let wall_ns = started.elapsed().as_nanos() as u64;
     let files = krs_files(dir);

@@ -41,7 +41,7 @@ pub struct KernelRow {
     pub restore_ns: Vec<u64>,
     /// Restores in which a region's write-back failed.
     pub failed_restores: u64,
-    /// Declines by cause (the reason with its addresses and numbers masked).
+    /// Declines by cause ([`kreplay_common::cause`]: addresses and numbers masked).
     pub declines: BTreeMap<String, Declines>,
     /// Dispatches found nondeterministic.
     pub nondeterministic: u64,
@@ -72,41 +72,6 @@ impl KernelRow {
 /// The middle value of sorted `v` (0 when empty).
 pub fn median(v: &[u64]) -> u64 {
     v.get(v.len() / 2).copied().unwrap_or(0)
-}
-
-/// A decline reason's cause: its hex addresses and decimal numbers masked, so one cause given
-/// for many regions or sizes is one group.
-pub fn cause(reason: &str) -> String {
-    let mut out = String::with_capacity(reason.len());
-    let b = reason.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let word_start = i == 0 || !b[i - 1].is_ascii_alphanumeric() && b[i - 1] != b'_';
-        if word_start && b[i] == b'0' && b.get(i + 1) == Some(&b'x') {
-            let mut j = i + 2;
-            while j < b.len() && b[j].is_ascii_hexdigit() {
-                j += 1;
-            }
-            out.push_str("0x…");
-            i = j;
-        } else if word_start && b[i].is_ascii_digit() {
-            let mut j = i;
-            while j < b.len() && b[j].is_ascii_digit() {
-                j += 1;
-            }
-            // A size label's unit belongs to the number (`4M`).
-            if j < b.len() && matches!(b[j], b'K' | b'M' | b'G') {
-                j += 1;
-            }
-            out.push('N');
-            i = j;
-        } else {
-            let c = reason[i..].chars().next().unwrap_or('?');
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    out
 }
 
 /// One snapshot as the row counts it.
@@ -328,7 +293,10 @@ fn fold(row: &mut KernelRow, p: &Pending) {
         row.check_ns += r.check_ns;
     }
     for reason in &p.declines {
-        let d = row.declines.entry(cause(reason)).or_default();
+        let d = row
+            .declines
+            .entry(kreplay_common::cause::of(reason))
+            .or_default();
         if d.count == 0 {
             d.example = reason.clone();
         }

@@ -264,16 +264,22 @@ pub fn replay<B: Backend>(
     let (pid, tid) = (crate::record::current_pid(), crate::record::current_tid());
     // The snapshot (and every buffer it holds) is dropped inside: the window covers the frees.
     let outcome = replay_snapshotted(backend, inv, req, (pid, tid), emit);
+    let end_ns = now_ns();
     emit(
         ToolWindow {
             pid,
             tid,
             correlation: req.correlation,
             start_ns,
-            end_ns: now_ns(),
+            end_ns,
         }
         .into(),
     );
+    let passes = match outcome {
+        Outcome::Replayed { passes, .. } => Some(passes),
+        _ => None,
+    };
+    crate::progress::note(passes, end_ns - start_ns);
     outcome
 }
 
