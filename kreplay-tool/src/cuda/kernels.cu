@@ -179,12 +179,14 @@ __device__ __forceinline__ void block_copy(unsigned char *__restrict__ dst,
 // A whole device-resident restore in one pass and one launch. `jobs` holds `njobs` regions
 // of 6 words each: live address, snapshot copy address, length, address of the snapshot's
 // hashes (16 bytes per chunk, from kreplay_hash_chunks with the same seed), index of the
-// region's first chunk among all `total` chunks (increasing), unused. Each block takes a
-// chunk, finds its region, hashes the live chunk as kreplay_hash_chunks does, compares the
-// hash with the snapshot's and, when they differ, copies the chunk back from the copy and adds
-// 1 and its length to counts[2j] and counts[2j + 1] (never reset: the host reads the growth).
-// Neither hashes nor runs go through the host. Unchanged chunks are read once; changed ones
-// are read, then rewritten from the copy.
+// region's first chunk among all `total` chunks (increasing), and the address where the live
+// chunks' hashes are kept (16 bytes per chunk; 0: not kept). Each block takes a chunk, finds
+// its region, hashes the live chunk as kreplay_hash_chunks does, keeps that hash where asked
+// (the determinism check of the pass that wrote it: no second read of the footprint),
+// compares it with the snapshot's and, when they differ, copies the chunk back from the copy
+// and adds 1 and its length to counts[2j] and counts[2j + 1] (never reset: the host reads the
+// growth). Neither hashes nor runs go through the host. Unchanged chunks are read once;
+// changed ones are read, then rewritten from the copy.
 extern "C" __global__ void kreplay_restore_regions(const unsigned long long *jobs,
                                                    unsigned long long njobs,
                                                    unsigned long long total,
@@ -205,6 +207,11 @@ extern "C" __global__ void kreplay_restore_regions(const unsigned long long *job
     unsigned long long t0, t1;
     chunk_hash(live + start, n, seed0, seed1, s0, s1, t0, t1);
     if (threadIdx.x == 0) {
+      if (job[5]) {
+        unsigned long long *kept = (unsigned long long *)job[5];
+        kept[2 * c] = t0;
+        kept[2 * c + 1] = t1;
+      }
       changed = t0 != expected[2 * c] || t1 != expected[2 * c + 1];
       if (changed) {
         atomicAdd(counts + 2 * lo, 1ull);

@@ -287,7 +287,7 @@ fn job_table(jobs: &[DeviceRestore], chunk: usize) -> (Vec<u64>, u64) {
     let mut table = Vec::with_capacity(jobs.len() * JOB_WORDS);
     let mut total = 0u64;
     for j in jobs.iter().filter(|j| j.len > 0) {
-        table.extend([j.live, j.copy, j.len as u64, j.expected, total, 0]);
+        table.extend([j.live, j.copy, j.len as u64, j.expected, total, j.seen]);
         total += j.len.div_ceil(chunk) as u64;
     }
     (table, total)

@@ -72,6 +72,10 @@ pub struct DeviceRestore {
     pub len: usize,
     /// Device address of the snapshot's hashes ([`Backend::hash_chunks_into_device`]).
     pub expected: u64,
+    /// Device address where the live chunks' hashes (as found, before any is written back)
+    /// are kept, 16 bytes per chunk: the determinism check of the pass that wrote them reads
+    /// them instead of hashing again (0: not kept).
+    pub seen: u64,
 }
 
 /// What [`Backend::restore_changed_on_device`] wrote back in one region.
@@ -238,7 +242,8 @@ pub trait Backend {
     /// Restores, for every job, the chunks of its live region whose hash (as
     /// [`Backend::hash_chunks_into_device`] computes it) differs from the snapshot's hashes at
     /// `expected`, copying them from the job's device copy, in one pass over the live bytes
-    /// on the device: no hashes or runs go through the host. Sets `written[i]` to what job `i`
+    /// on the device: no hashes or runs go through the host. A job whose `seen` is set keeps
+    /// every live chunk's hash there too. Sets `written[i]` to what job `i`
     /// wrote back. Complete when it returns. `Ok(false)`: unsupported, nothing written. On
     /// `Err` some chunks may have been written back already (with the snapshot's bytes, so
     /// checking and writing again is safe).

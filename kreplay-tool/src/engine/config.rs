@@ -107,6 +107,9 @@ pub struct SnapshotPolicy {
     pub placement: PlacementPref,
     /// Device-resident copies: compare bytes exactly instead of hashing on the device.
     pub exact_device_check: bool,
+    /// Keep the hashes each one-pass restore computes of the pass it follows (the
+    /// determinism check reads them instead of hashing the pass's output again).
+    pub pass_hashes: bool,
 }
 
 impl Default for SnapshotPolicy {
@@ -118,6 +121,7 @@ impl Default for SnapshotPolicy {
             budget: default_budget(),
             placement: PlacementPref::Auto,
             exact_device_check: false,
+            pass_hashes: false,
         }
     }
 }
@@ -309,6 +313,7 @@ mod tests {
                 budget: 3 << 20,
                 placement: PlacementPref::Pinned,
                 exact_device_check: true,
+                pass_hashes: false,
             }
         );
         for (name, value) in [

@@ -23,6 +23,8 @@ pub struct DeviceCheck<'b, B: Backend> {
     first: u64,
     /// The latest pass's.
     now: u64,
+    /// `now` is the snapshot's pass-hash buffer (kept by its restores, freed with it).
+    now_is_snapshots: bool,
     /// Index of each region's first chunk among all.
     starts: Vec<usize>,
     /// Chunks over all regions.
@@ -51,18 +53,30 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
         }
         let bytes = chunks * 16;
         let first = backend.device_alloc(bytes)?;
-        let Some(now) = backend.device_alloc(bytes) else {
-            backend.device_free(first);
-            return None;
+        let now_is_snapshots = snap.seen_buf != 0;
+        let now = if now_is_snapshots {
+            snap.seen_buf
+        } else {
+            let Some(now) = backend.device_alloc(bytes) else {
+                backend.device_free(first);
+                return None;
+            };
+            now
         };
         Some(Self {
             backend,
             chunk,
             first,
             now,
+            now_is_snapshots,
             starts,
             chunks,
         })
+    }
+
+    /// Whether the restores keep each pass's hashes where [`Self::compare`] reads them.
+    pub fn restores_hash(&self) -> bool {
+        self.now_is_snapshots
     }
 
     /// Hashes pass `pass`'s output of `snap`'s regions; for a pass after the first, returns the
@@ -86,6 +100,13 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
         if pass == 0 {
             return Ok(None);
         }
+        self.compare(snap)
+    }
+
+    /// Compares the latest pass's hashes with pass 0's: the region (address) and byte offset
+    /// of the first chunk that differs.
+    pub fn compare(&self, snap: &Snapshot<'_, B>) -> Result<Option<(u64, u64)>, BackendError> {
+        let b = self.backend;
         let groups = self.chunks.div_ceil(GROUP);
         let mut differ = vec![false; groups];
         // The last group may be short: the comparison stops at the last hash.
@@ -118,7 +139,9 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
 impl<B: Backend> Drop for DeviceCheck<'_, B> {
     fn drop(&mut self) {
         self.backend.device_free(self.first);
-        self.backend.device_free(self.now);
+        if !self.now_is_snapshots {
+            self.backend.device_free(self.now);
+        }
     }
 }
 
@@ -174,9 +197,9 @@ mod tests {
         );
         // Passes 0 and 1 write 7; pass 2 writes 14 at byte 5000 of y: chunk 1 of 4 KiB.
         assert_eq!(differences(&recs), [(2, Y, 4096)]);
-        // Pass 0 hashed once and passes 1 and 2 compared; pass 3 is not hashed once a
-        // difference was found. Plus the snapshot's own.
-        assert_eq!(fake.hash_batches.load(Ordering::SeqCst), 1 + 3);
+        // The snapshot's hashes, then pass 0's. Passes 1 and 2 are hashed by the restores
+        // that follow them and only compared; pass 3 is not hashed once a difference was found.
+        assert_eq!(fake.hash_batches.load(Ordering::SeqCst), 1 + 1);
         assert_eq!(fake.device_bytes_live(), 0, "the check's buffers are freed");
     }
 

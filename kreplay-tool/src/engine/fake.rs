@@ -536,6 +536,15 @@ impl Backend for FakeBackend {
                     status: 719,
                 });
             }
+            if j.seen != 0 {
+                let mut now = vec![[0u64; 2]; j.len.div_ceil(chunk)];
+                self.hash_chunks_on_device(j.live, j.len, chunk, &mut now)?;
+                let bytes: Vec<u8> = now
+                    .iter()
+                    .flat_map(|h| h.iter().flat_map(|w| w.to_le_bytes()))
+                    .collect();
+                self.with_range(j.seen, bytes.len(), |d| d.copy_from_slice(&bytes))?;
+            }
             let changed = self
                 .changed_against(j.live, j.len, chunk, j.expected)?
                 .unwrap_or_default();

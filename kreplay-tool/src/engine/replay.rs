@@ -20,7 +20,7 @@ use super::config::SnapshotPolicy;
 use super::determinism::DeviceCheck;
 use super::inventory::Inventory;
 use super::placement::Check;
-use super::restore::{RestoreStats, restore_all, restore_hashing};
+use super::restore::{RestoreStats, restore_all, restore_hashing, restores_in_one_pass};
 use super::snapshot::{SnapFailure, Snapshot, snap_in};
 
 /// Hash granularity of the determinism check: one XXH3-64 per 4 KiB of each region (a pass
@@ -292,7 +292,13 @@ fn replay_snapshotted<B: Backend>(
     emit: &mut dyn FnMut(Record),
 ) -> Outcome {
     let t0 = now_ns();
-    let snapshot = snap_in(backend, inv, req.agent, &req.policy, req.arena);
+    let mut hash_passes = req.check_determinism && req.passes > 1;
+    // Restores keep the hashes of the pass they follow, for the determinism check.
+    let policy = SnapshotPolicy {
+        pass_hashes: hash_passes,
+        ..req.policy
+    };
+    let snapshot = snap_in(backend, inv, req.agent, &policy, req.arena);
     let t1 = now_ns();
     match &snapshot.failure {
         Some(f @ SnapFailure::OverBudget { .. }) => return Outcome::Declined(f.to_string()),
@@ -315,13 +321,14 @@ fn replay_snapshotted<B: Backend>(
         }
         .into(),
     );
-    let mut hash_passes = req.check_determinism && req.passes > 1;
     // Kept on the device where the backend can: one hash and one comparison per pass.
     let mut on_device = hash_passes
         .then(|| DeviceCheck::new(backend, &snapshot))
         .flatten();
     let mut first: Option<Vec<Vec<u64>>> = None;
     let mut nondeterministic = false;
+    // Whether the last restore kept the hashes of the pass it followed.
+    let mut restores_keep = false;
     for pass in 0..req.passes {
         let start = now_ns();
         if let Err(e) = backend.submit_wait(req.dispatch) {
@@ -346,7 +353,15 @@ fn replay_snapshotted<B: Backend>(
             && pass + 1 < req.passes
             && snapshot.check == Check::HostHash
             && !snapshot.skip_check.get();
-        if hash_passes && !nondeterministic && !fused {
+        // A pass a one-pass restore follows is hashed by that restore, once the last restore
+        // showed the backend keeps them (pass 0 is hashed here: the first restore may sample
+        // before it restores in one pass).
+        let by_restore = hash_passes
+            && !nondeterministic
+            && restores_keep
+            && pass + 1 < req.passes
+            && restores_in_one_pass(&snapshot);
+        if hash_passes && !nondeterministic && !fused && !by_restore {
             if let Some(check) = on_device.as_mut() {
                 match check.pass(&snapshot, pass) {
                     Ok(Some(at)) => {
@@ -394,6 +409,25 @@ fn replay_snapshotted<B: Backend>(
                     why,
                     emit,
                 );
+            }
+            restores_keep = on_device.as_ref().is_some_and(|c| c.restores_hash())
+                && st.one_pass_regions == snapshot.regions.len() as u64;
+            if let Some(check) = on_device.as_ref().filter(|_| by_restore) {
+                if restores_keep {
+                    match check.compare(&snapshot) {
+                        Ok(Some(at)) => {
+                            nondeterministic = report_difference(pass, at, req.correlation, emit)
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(
+                            "kreplay: comparing pass {pass} on the device failed: {e}; not checked"
+                        ),
+                    }
+                } else {
+                    tracing::debug!(
+                        "kreplay: pass {pass}'s restore did not keep its hashes; determinism not checked for it"
+                    );
+                }
             }
             if fused {
                 nondeterministic =

@@ -57,6 +57,8 @@ pub struct RestoreStats {
     pub write_ns: u64,
     /// The check was skipped (adaptive: it did not pay): every byte was written.
     pub check_skipped: bool,
+    /// Regions restored by the one-pass restore (which kept their pass hashes, when asked).
+    pub one_pass_regions: u64,
 }
 
 /// Bytes a restore must write before its write rate is trusted for the adaptive decision.
@@ -260,6 +262,17 @@ fn still_captured(live: &BTreeMap<u64, Entry>, r: &Region) -> bool {
     }
 }
 
+/// Whether the next restore of `snap` restores every region in one pass (when none was freed
+/// since the snapshot): device copies, device-resident hashes, still checking.
+pub(crate) fn restores_in_one_pass<B: Backend>(snap: &Snapshot<'_, B>) -> bool {
+    snap.check == Check::DeviceHash
+        && !snap.skip_check.get()
+        && snap
+            .regions
+            .iter()
+            .all(|r| matches!(r.store, Store::Device(_)) && r.dev_hashes != 0)
+}
+
 /// The regions a one-pass restore covers (by index, with their job): those with a device copy
 /// and device-resident hashes, among the still-valid ones (`valid`, one flag per region).
 pub(crate) fn one_pass_jobs<B: Backend>(
@@ -277,6 +290,11 @@ pub(crate) fn one_pass_jobs<B: Backend>(
                     copy,
                     len: r.size as usize,
                     expected: r.dev_hashes,
+                    // The same place in the pass-hash buffer as in the snapshot's.
+                    seen: match snap.seen_buf {
+                        0 => 0,
+                        seen => seen + (r.dev_hashes - snap.dev_hash_buf),
+                    },
                 },
             )),
             _ => None,
@@ -321,6 +339,7 @@ fn restore_in_one_pass<B: Backend>(
         }
     }
     let mut written_all = 0;
+    st.one_pass_regions = picked.len() as u64;
     for ((i, j), w) in picked.iter().zip(&written) {
         st.bytes_checked += j.len as u64;
         st.dirty_chunks += w.chunks;

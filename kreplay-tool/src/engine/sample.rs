@@ -67,6 +67,7 @@ pub(crate) fn sample_jobs(jobs: &[DeviceRestore], chunk: usize) -> Vec<DeviceRes
                 copy: j.copy + off as u64,
                 len: chunk.min(j.len - off),
                 expected: j.expected + 16 * c as u64,
+                seen: 0,
             });
         }
     }
@@ -137,6 +138,7 @@ mod tests {
             copy: live + 0x100_0000,
             len,
             expected: live + 0x200_0000,
+            seen: 0,
         }
     }
 

@@ -25,6 +25,7 @@ fn fixture_sample() -> Vec<DeviceRestore> {
         copy: 0,
         len,
         expected: 0,
+        seen: 0,
     };
     let regions = [
         region(X, N * 4),

@@ -159,6 +159,9 @@ pub struct Snapshot<'b, B: Backend> {
     pub(super) dev_hash_buf: u64,
     /// Chunks of `dev_hash_buf` given to regions so far.
     pub(super) dev_hash_used: usize,
+    /// Device memory laid out as `dev_hash_buf`, where each one-pass restore keeps the hashes
+    /// of the pass it follows (policy `pass_hashes`; 0: none). Freed with the snapshot.
+    pub(crate) seen_buf: u64,
     /// The device-hash path's per-chunk hashes of the live data when they are compared on the
     /// host, grown on first use and reused by every restore (a fresh megabyte per check cost
     /// page faults).
@@ -196,8 +199,10 @@ impl<B: Backend> Snapshot<'_, B> {
 
 impl<B: Backend> Drop for Snapshot<'_, B> {
     fn drop(&mut self) {
-        if self.dev_hash_buf != 0 {
-            self.backend.device_free(self.dev_hash_buf);
+        for buf in [self.dev_hash_buf, self.seen_buf] {
+            if buf != 0 {
+                self.backend.device_free(buf);
+            }
         }
         let bufs = self
             .regions
@@ -253,6 +258,7 @@ pub fn snap_in<'b, B: Backend>(
         check_buf: Default::default(),
         dev_hash_buf: 0,
         dev_hash_used: 0,
+        seen_buf: 0,
     };
     let wanted = match wanted(backend, inv, agent, &mut s.oversized_vars) {
         Ok(w) => w,
@@ -321,6 +327,9 @@ pub fn snap_in<'b, B: Backend>(
         warm_device_hash(&s, &wanted);
         let chunks: usize = wanted.iter().map(|w| chunk_count(w.1, s.chunk)).sum();
         s.dev_hash_buf = backend.device_alloc(chunks * 16).unwrap_or(0);
+        if policy.pass_hashes && s.dev_hash_buf != 0 {
+            s.seen_buf = backend.device_alloc(chunks * 16).unwrap_or(0);
+        }
     }
     if let Some(a) = arena {
         a.clear(backend);
