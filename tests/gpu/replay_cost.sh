@@ -27,7 +27,7 @@ STEPS=${1:-3}
 GEMM=${GEMM:-gemm|nvjet|xmma|cutlass}
 ONLY=${ONLY:-.}
 BUDGET_S=${BUDGET_S:-420}
-PY=${PY:-python3}
+PY=${PY:-$( [ -x /opt/torch/.venv/bin/python3 ] && echo /opt/torch/.venv/bin/python3 || echo python3 )}
 rm -rf "$W"; mkdir -p "$W" "$OUT"
 T0=$(date +%s.%N)
 elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0f", b-a}'; }

@@ -1,8 +1,9 @@
 //! `cargo xtask gpu-test`: builds what the GPU machine runs (it has no cargo) into
 //! `.gpu-carry/` — the release `kreplay`, `libkreplay_tool.so`, the contention benchmark, and the
 //! probe-overhead loops with the simulated runtime (`sim/`) — and, on a machine with an NVIDIA
-//! GPU, runs `tests/gpu/run.sh`, `tests/gpu/replay.sh`, `tests/gpu/restore_matrix.sh` and
-//! `tests/gpu/probe_overhead.sh`.
+//! GPU, runs `tests/gpu/run.sh`, `tests/gpu/replay.sh`, `tests/gpu/restore_matrix.sh`,
+//! `tests/gpu/probe_overhead.sh`, and the replay-cost runs on a PyTorch training step beside
+//! Nsight Compute (`tests/gpu/replay_cost.sh`, `tests/gpu/replay_vs_ncu.sh`).
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -75,6 +76,8 @@ pub fn run(build_only: bool) -> Result<()> {
         "tests/gpu/replay.sh",
         "tests/gpu/restore_matrix.sh",
         "tests/gpu/probe_overhead.sh",
+        "tests/gpu/replay_cost.sh",
+        "tests/gpu/replay_vs_ncu.sh",
     ] {
         let st = cmd("bash").arg(script).status()?;
         if !st.success() {
