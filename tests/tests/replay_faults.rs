@@ -42,13 +42,37 @@ fn finish(out: Output) -> Run {
     }
 }
 
-fn bare(program: &Path, args: &[&str], env: &[(&str, String)], lib_dir: Option<&Path>) -> Run {
-    let mut c = Command::new(program);
+/// Runs `program ARGS`, under `kreplay replay FLAGS -o TRACE --` when `flags` is given, with
+/// `env` (and `lib_dir` on LD_LIBRARY_PATH).
+fn run(
+    program: &Path,
+    args: &[&str],
+    flags: Option<&[&str]>,
+    env: &[(&str, String)],
+    lib_dir: Option<&Path>,
+) -> Run {
+    let mut c = match flags {
+        None => Command::new(program),
+        Some(flags) => {
+            let mut c = Command::new(kreplay_bin());
+            c.arg("replay")
+                .args(flags)
+                .arg("-o")
+                .arg(scratch("replay-faults").join("t.pftrace"))
+                .arg("--")
+                .arg(program);
+            c
+        }
+    };
     c.args(args).envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(d) = lib_dir {
         c.env("LD_LIBRARY_PATH", d);
     }
     finish(c.output().expect("run the program"))
+}
+
+fn bare(program: &Path, args: &[&str], env: &[(&str, String)], lib_dir: Option<&Path>) -> Run {
+    run(program, args, None, env, lib_dir)
 }
 
 fn replayed(
@@ -58,20 +82,7 @@ fn replayed(
     env: &[(&str, String)],
     lib_dir: Option<&Path>,
 ) -> Run {
-    let trace = scratch("replay-faults").join("t.pftrace");
-    let mut c = Command::new(kreplay_bin());
-    c.arg("replay")
-        .args(flags)
-        .arg("-o")
-        .arg(&trace)
-        .arg("--")
-        .arg(program)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)));
-    if let Some(d) = lib_dir {
-        c.env("LD_LIBRARY_PATH", d);
-    }
-    finish(c.output().expect("run kreplay replay"))
+    run(program, args, Some(flags), env, lib_dir)
 }
 
 /// Runs `program` bare and under `kreplay replay --passes 3 FLAGS` with `env`, and asserts the
