@@ -41,7 +41,7 @@ use kreplay_cli::output;
     beside FILE and renamed over FILE once complete: a run that fails leaves an old FILE as it \
     was.")]
 pub struct ReplayArgs {
-    /// Passes per replayed dispatch (at least 1).
+    /// Passes per replayed dispatch (at least 1; with 1 every dispatch runs once, unreplayed).
     #[arg(long, default_value_t = 2)]
     passes: u32,
     /// Replay only kernels whose name matches this regex.
@@ -307,6 +307,7 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
             .as_deref()
             .and_then(|k| regex::Regex::new(k).ok()),
         max_dispatches: args.max_dispatches,
+        passes: args.passes,
     };
     let rows = summary.finish();
     print!(

@@ -316,6 +316,7 @@ fn the_closing_lines_give_the_time_inside_kreplay_and_what_filters_left_out() {
         inside_ns: 20_000,
         kernel_filter: Some(regex::Regex::new("^fil").unwrap()),
         max_dispatches: Some(2),
+        passes: 3,
     };
     assert_eq!(
         footer(&rows, &t),
@@ -344,6 +345,7 @@ fn json_lines_carry_full_names_totals_and_grouped_declines() {
         inside_ns: 20_000,
         kernel_filter: None,
         max_dispatches: None,
+        passes: 3,
     };
     let text = json(&rows, &t);
     let lines: Vec<&str> = text.lines().collect();

@@ -206,6 +206,8 @@ pub struct RunTotals {
     pub kernel_filter: Option<regex::Regex>,
     /// `--max-dispatches`, when given.
     pub max_dispatches: Option<u64>,
+    /// `--passes`.
+    pub passes: u32,
 }
 
 /// The closing lines: dispatches replayed and time inside kreplay, and which kernels ran
@@ -225,6 +227,12 @@ pub fn footer(rows: &BTreeMap<String, KernelRow>, t: &RunTotals) -> String {
         t.inside_ns as f64 / 1e9,
         t.wall_ns as f64 / 1e9,
     );
+    if t.passes == 1 {
+        let _ = writeln!(
+            s,
+            "kreplay: with --passes 1 every dispatch runs once, as without kreplay: nothing is snapshotted or replayed (2 or more passes replay)"
+        );
+    }
     if let Some(re) = &t.kernel_filter {
         let (n, d) = rows
             .iter()
