@@ -16,6 +16,8 @@ use kreplay_common::{
 use kreplay_tests::{decode_trace, kreplay_bin, scratch};
 use serde_json::{Value, json};
 
+#[path = "merge_parts/bad_records.rs"]
+mod bad_records;
 #[path = "merge_parts/files.rs"]
 mod files;
 #[path = "merge_parts/kernels.rs"]

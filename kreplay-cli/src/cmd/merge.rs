@@ -99,8 +99,8 @@ pub fn run(args: MergeArgs) -> Result<u8> {
             return Err(err);
         }
     };
-    for d in &report.damage {
-        let _ = writeln!(e, "kreplay: warning: {d}");
+    for w in report.warnings() {
+        let _ = writeln!(e, "{w}");
     }
     let s = &report.stats;
     if let Some(w) = late_windows_warning(s.late_windows) {

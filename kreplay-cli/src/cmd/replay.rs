@@ -265,6 +265,9 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
             kreplay_cli::merge::merge(&inputs, &args.output)
         }
         .with_context(|| format!("rendering the trace (streams kept in {})", dir.display()))?;
+        for w in report.warnings() {
+            eprintln!("{w}");
+        }
         let s = &report.stats;
         if let Some(w) = late_windows_warning(s.late_windows) {
             eprintln!("{w}");

@@ -465,8 +465,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         reader_cpu_line(reader_cpu, col_records, counters.wakeups)
     );
     let _ = writeln!(e, "{}", rings_line(ring_layout, &per_ring));
-    for d in &report.damage {
-        let _ = writeln!(e, "kreplay: warning: {d}");
+    for w in report.warnings() {
+        let _ = writeln!(e, "{w}");
     }
     if report.stats.unrenderable > 0 {
         let _ = writeln!(

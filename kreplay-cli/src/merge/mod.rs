@@ -43,6 +43,66 @@ pub struct MergeReport {
     /// The per-API summary of the application's probed calls, kreplay's own left out (empty
     /// unless [`merge_summarizing`] made it).
     pub app_summary: stats::AppSummary,
+    /// Records left out of the trace, and why: each names its file and place (at most
+    /// [`MAX_REJECTED_LISTED`]).
+    pub rejected: Vec<Rejected>,
+    /// Records left out, all of them.
+    pub rejected_total: u64,
+}
+
+/// A record the merge left out: intact in its file (its chunk's CRC held) but not something a
+/// trace can show, such as a span that ends before it begins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// The stream file.
+    pub path: PathBuf,
+    /// The record's place in that file (1 = its first record).
+    pub ordinal: u64,
+    /// The record's kind.
+    pub kind: &'static str,
+    /// Its start.
+    pub ts_ns: u64,
+    /// Why it was left out.
+    pub why: String,
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: record {} ({} at {} ns) left out: {}",
+            self.path.display(),
+            self.ordinal,
+            self.kind,
+            self.ts_ns,
+            self.why
+        )
+    }
+}
+
+/// Records left out are listed up to this many (every one is counted).
+pub const MAX_REJECTED_LISTED: usize = 100;
+
+impl MergeReport {
+    /// One warning line per damaged input and per record left out, and a count of those
+    /// left out past [`MAX_REJECTED_LISTED`].
+    pub fn warnings(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .damage
+            .iter()
+            .map(|d| format!("kreplay: warning: {d}"))
+            .chain(
+                self.rejected
+                    .iter()
+                    .map(|r| format!("kreplay: warning: {r}")),
+            )
+            .collect();
+        let more = self.rejected_total - self.rejected.len() as u64;
+        if more > 0 {
+            v.push(format!("kreplay: warning: {more} more records left out"));
+        }
+        v
+    }
 }
 
 /// Merges `inputs` into a Perfetto trace at `output`: written under a temporary name beside
@@ -73,15 +133,41 @@ fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<Merg
     }
     let mut merged = MergedStreams::open(inputs)?;
     let pids: Vec<u32> = (0..merged.len()).map(|i| merged.header(i).pid).collect();
+    let paths: Vec<PathBuf> = (0..merged.len())
+        .map(|i| merged.path(i).to_path_buf())
+        .collect();
     let mut records = 0u64;
+    let mut ordinals = vec![0u64; merged.len()];
+    let (mut rejected, mut rejected_total) = (Vec::new(), 0u64);
     for m in merged.by_ref() {
         if output::interrupted().is_some() {
             bail!("interrupted: {} left as it was", output.display());
         }
         records += 1;
-        renderer
-            .record(m.stream, pids[m.stream], &m.record, m.late)
-            .with_context(|| format!("writing {}", output.display()))?;
+        ordinals[m.stream] += 1;
+        let rec = &m.record;
+        let why = match rec.end_ns().filter(|&e| e < rec.timestamp()) {
+            Some(end) => format!("it ends at {end} ns, before it begins"),
+            None => match renderer.record(m.stream, pids[m.stream], rec, m.late) {
+                Ok(()) => continue,
+                Err(e @ crate::perfetto::WriterError::Io { .. }) => {
+                    return Err(e).with_context(|| format!("writing {}", output.display()));
+                }
+                // The writer checks each event before it writes it: what it wrote stays a
+                // valid trace, and the merge goes on.
+                Err(e) => e.to_string(),
+            },
+        };
+        rejected_total += 1;
+        if rejected.len() < MAX_REJECTED_LISTED {
+            rejected.push(Rejected {
+                path: paths[m.stream].clone(),
+                ordinal: ordinals[m.stream],
+                kind: rec.kind(),
+                ts_ns: rec.timestamp(),
+                why,
+            });
+        }
     }
     let damage = merged.damages();
     let mut live_bytes: Vec<(u32, Library, i64)> = renderer
@@ -108,5 +194,7 @@ fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<Merg
         damage,
         live_bytes,
         app_summary,
+        rejected,
+        rejected_total,
     })
 }

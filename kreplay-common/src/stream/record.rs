@@ -336,6 +336,38 @@ impl Record {
 }
 
 impl Record {
+    /// Where a host-side span ends ([`Record::timestamp`] is where it begins); `None` for
+    /// instants, names and dispatches (whose GPU times may be unknown: 0).
+    pub fn end_ns(&self) -> Option<u64> {
+        match self {
+            Self::ApiCall(r) => Some(r.exit_ns),
+            Self::ReplayPass(r) => Some(r.end_ns),
+            Self::Snapshot(r) => Some(r.end_ns),
+            Self::Restore(r) => Some(r.end_ns),
+            Self::ToolWindow(r) => Some(r.end_ns),
+            _ => None,
+        }
+    }
+
+    /// The record's kind, as the stream format names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ThreadName(_) => "ThreadName",
+            Self::ProcessName(_) => "ProcessName",
+            Self::ApiCall(_) => "ApiCall",
+            Self::Dispatch(_) => "Dispatch",
+            Self::ReplayPass(_) => "ReplayPass",
+            Self::Snapshot(_) => "Snapshot",
+            Self::Restore(_) => "Restore",
+            Self::Decline(_) => "Decline",
+            Self::Nondeterministic(_) => "Nondeterministic",
+            Self::Correlation(_) => "Correlation",
+            Self::Drops(_) => "Drops",
+            Self::KernelName(_) => "KernelName",
+            Self::ToolWindow(_) => "ToolWindow",
+        }
+    }
+
     /// Breaks timestamp ties in a merge: 0 for the tool's spans of its own work (`ToolWindow`,
     /// `Snapshot`, `ReplayPass`, `Restore`), 1 for everything else. A call entered at the very
     /// nanosecond a window starts then comes after the window, which says whose it is.
