@@ -475,6 +475,13 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             report.stats.unrenderable
         );
     }
+    if !args.command.is_empty() && summary.total_calls() == 0 {
+        let _ = writeln!(
+            e,
+            "kreplay: {} made no GPU runtime call: it never loaded libcuda, libamdhip64 or libhsa-runtime64 (or none kreplay could probe)",
+            args.command[0]
+        );
+    }
     let _ = writeln!(
         e,
         "kreplay: wrote {} ({} events, {} bytes); open it at https://ui.perfetto.dev",
