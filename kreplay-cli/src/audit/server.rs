@@ -1,5 +1,7 @@
 //! A minimal HTTP/1.1 server for `/metrics` on tokio: one request per connection, bounded
-//! request size and time, no framework.
+//! request size and time, at most [`MAX_CONNECTIONS`] connections at once (fewer when the
+//! descriptor limit is low: [`connection_cap`]), and a backoff
+//! when `accept` fails (out of file descriptors: `EMFILE`/`ENFILE`) instead of a busy loop.
 use std::{
     net::SocketAddr,
     sync::{Arc, Mutex},
@@ -12,6 +14,29 @@ use tokio::net::{TcpListener, TcpStream};
 const MAX_REQUEST: usize = 8192;
 /// Time a client gets to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections served at once, at most; further ones wait in the listen queue.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Descriptors kept free for the audit itself (map reads, /proc, new probe links).
+const RESERVE_FDS: u64 = 32;
+
+/// How many connections may be served at once: [`MAX_CONNECTIONS`], fewer when the process's
+/// descriptor limit leaves less than that beside those open now and [`RESERVE_FDS`] (at
+/// least 1). A client never takes a descriptor the audit needs.
+pub fn connection_cap() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the valid local it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return MAX_CONNECTIONS;
+    }
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()) as u64;
+    let free = lim.rlim_cur.saturating_sub(open + RESERVE_FDS);
+    (free as usize).clamp(1, MAX_CONNECTIONS)
+}
+/// The first and the longest wait after a failed `accept`.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
 
 /// Errors setting up the endpoint.
 #[derive(Debug, thiserror::Error)]
@@ -30,14 +55,29 @@ pub enum ServeError {
 }
 
 /// Parses `--prometheus`: a bare port or `:PORT` binds loopback (127.0.0.1); any other
-/// address only when written out.
+/// address only when written out, as an address or as `HOST:PORT` with a name the resolver
+/// knows (`localhost:9464`; its first IPv4 address, else its first).
 pub fn parse_addr(text: &str) -> Result<SocketAddr, ServeError> {
     let t = text.trim();
     let bad = || ServeError::BadAddress(text.to_string());
     if let Ok(port) = t.trim_start_matches(':').parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    t.parse::<SocketAddr>().map_err(|_| bad())
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let (host, port) = t.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    let all: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(t)
+        .map_err(|_| bad())?
+        .collect();
+    all.iter()
+        .find(|a| a.is_ipv4())
+        .or(all.first())
+        .copied()
+        .ok_or_else(bad)
 }
 
 /// Binds the listener (before the audit starts, so a busy port fails fast).
@@ -49,17 +89,36 @@ pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
     Ok(l)
 }
 
-/// Serves `body()` at `/metrics` until the task is dropped.
-pub async fn serve(listener: TcpListener, body: Arc<Mutex<String>>) {
+/// Serves `body()` at `/metrics`, at most `cap` connections at once ([`connection_cap`]),
+/// until the task is dropped.
+pub async fn serve(listener: TcpListener, body: Arc<Mutex<String>>, cap: usize) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(cap.max(1)));
+    let mut backoff = BACKOFF.0;
     loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            continue;
+        // A slot first: at the cap, connections wait in the kernel's queue, not in ours.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let (stream, peer) = match listener.accept().await {
+            Ok(c) => {
+                backoff = BACKOFF.0;
+                c
+            }
+            Err(e) => {
+                // Out of descriptors (EMFILE/ENFILE) or another transient failure: the
+                // connection stays queued, so wait instead of failing again at once.
+                tracing::debug!(error = %e, ?backoff, "accept failed; waiting");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF.1);
+                continue;
+            }
         };
         let body = body.clone();
         tokio::spawn(async move {
             if let Err(e) = handle(stream, &body).await {
                 tracing::debug!(%peer, error = %e, "metrics request failed");
             }
+            drop(slot);
         });
     }
 }
@@ -141,6 +200,12 @@ mod tests {
             parse_addr("localhost").unwrap_err().to_string(),
             "--prometheus localhost: expected PORT, :PORT, HOST:PORT or [IPV6]:PORT"
         );
+        // A host name with a port resolves (through /etc/hosts: no network).
+        let a = parse_addr("localhost:9464").unwrap();
+        assert!(a.ip().is_loopback() && a.port() == 9464, "{a}");
+        for bad in ["localhost:", ":", "localhost:99999"] {
+            assert!(parse_addr(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -154,7 +219,7 @@ mod tests {
             .build()
             .unwrap();
         let server =
-            rt.spawn(async move { serve(TcpListener::from_std(std_l).unwrap(), body).await });
+            rt.spawn(async move { serve(TcpListener::from_std(std_l).unwrap(), body, 4).await });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let driver = std::thread::spawn(move || {
             rt.block_on(async {

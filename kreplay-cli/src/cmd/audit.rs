@@ -144,6 +144,7 @@ pub fn run(args: AuditArgs) -> Result<u8> {
             Some(l) => Some(AbortOnDrop(tokio::spawn(server::serve(
                 tokio::net::TcpListener::from_std(l)?,
                 metrics.clone(),
+                server::connection_cap(),
             )))),
             None => None,
         };
