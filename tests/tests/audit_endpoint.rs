@@ -31,6 +31,17 @@ fn get_metrics(port: u16) -> Result<String, std::io::Error> {
     Ok(out)
 }
 
+/// Kills and reaps the audit when the test ends, failed or not: a live audit's system-wide
+/// probes would slow every later test's calls.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The audit's descriptor limit (`kreplay_cli::audit::server::MAX_CONNECTIONS` is 64).
 const LIMIT: usize = 176;
 
@@ -53,20 +64,21 @@ fn with_more_clients_than_descriptors_the_audit_lives_waits_and_serves_again() {
         "ulimit -n {LIMIT}; exec {} audit --json --interval 1h --prometheus 127.0.0.1:0 {libs}",
         kreplay_bin().display()
     );
-    let mut child = Command::new("sh")
+    let child = Command::new("sh")
         .args(["-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start kreplay audit");
-    let pid = child.id();
+    let mut child = Killed(child);
+    let pid = child.0.id();
     let (tx, rx) = mpsc::channel::<(bool, String)>();
     for (is_out, pipe) in [
         (
             true,
-            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.0.stdout.take().unwrap()) as Box<dyn Read + Send>,
         ),
-        (false, Box::new(child.stderr.take().unwrap())),
+        (false, Box::new(child.0.stderr.take().unwrap())),
     ] {
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -130,7 +142,7 @@ fn with_more_clients_than_descriptors_the_audit_lives_waits_and_serves_again() {
             let said: Vec<String> = rx.try_iter().map(|(_, l)| l).collect();
             panic!(
                 "no /metrics answer after the idle clients left; kreplay {:?} said {said:?}",
-                child.try_wait()
+                child.0.try_wait()
             );
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -140,6 +152,6 @@ fn with_more_clients_than_descriptors_the_audit_lives_waits_and_serves_again() {
     // SAFETY: plain signal send to our child.
     unsafe { libc::kill(pid as i32, libc::SIGINT) };
     wait_for(&|o, l| o && l.contains("\"kind\":\"final\""));
-    let status = child.wait().unwrap();
+    let status = child.0.wait().unwrap();
     assert!(status.success(), "{status}");
 }
