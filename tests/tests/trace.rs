@@ -21,8 +21,6 @@ mod devices;
 mod dlopen;
 #[path = "trace_parts/files.rs"]
 mod files;
-#[path = "trace_parts/no_runtime.rs"]
-mod no_runtime;
 #[path = "trace_parts/rings.rs"]
 mod rings;
 #[path = "trace_parts/slots.rs"]
