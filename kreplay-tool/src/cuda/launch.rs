@@ -265,6 +265,7 @@ unsafe fn replay_or_decline(
         }
         rec.record(r);
     };
+    let arena = t.arena(device);
     let req = Request {
         agent: device,
         dispatch: l,
@@ -272,9 +273,9 @@ unsafe fn replay_or_decline(
         check_determinism: t.config.check_determinism,
         correlation: corr,
         policy: t.config.snapshot,
-        // Fresh snapshot buffers per replay: kept device copies would hold device memory the
-        // application may need between replays.
-        arena: None,
+        // Only the hash buffers are kept between replays: kept device copies would hold
+        // device memory the application may need between replays.
+        arena: Some(&arena),
     };
     let outcome = replay(&backend, &t.inventory, &req, &mut emit);
     let result = match outcome {

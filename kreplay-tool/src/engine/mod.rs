@@ -12,6 +12,7 @@ pub mod determinism;
 pub mod device_capture;
 pub mod gate;
 pub mod inventory;
+pub mod passes;
 pub mod placement;
 pub mod replay;
 pub mod restore;
@@ -31,3 +32,5 @@ mod restore_tests;
 mod sample_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod write_set_tests;

@@ -59,6 +59,12 @@ pub struct RestoreStats {
     pub check_skipped: bool,
     /// Regions restored by the one-pass restore (which kept their pass hashes, when asked).
     pub one_pass_regions: u64,
+    /// The one-pass restore covered every region this restore had to check (all of them, or
+    /// all of the snapshot's write set), none having been freed.
+    pub one_pass_all: bool,
+    /// Bytes the first restore's sample wrote before the one-pass restore (whose counters then
+    /// miss those chunks).
+    pub sample_bytes: u64,
 }
 
 /// Bytes a restore must write before its write rate is trusted for the adaptive decision.
@@ -147,6 +153,7 @@ fn restore_inner<B: Backend>(
     };
     let (mut done, one_pass_written) = restore_in_one_pass(backend, snap, &valid, &mut st);
     let one_pass_written = one_pass_written + sample_written;
+    st.sample_bytes = sample_written;
     if st.check_skipped || snap.check == Check::Full {
         write_whole_device_regions(backend, snap, &valid, &mut done, &mut st);
     }
@@ -319,8 +326,20 @@ fn restore_in_one_pass<B: Backend>(
     if snap.check != Check::DeviceHash || st.check_skipped {
         return (done, 0);
     }
-    let picked = one_pass_jobs(snap, valid);
+    // With a write set, only its regions: the others are left as they are (see
+    // `Snapshot::write_set`).
+    let set = snap.write_set.borrow();
+    let wanted: Vec<bool> = match set.as_ref() {
+        Some(w) => valid.iter().zip(w).map(|(v, w)| *v && *w).collect(),
+        None => valid.to_vec(),
+    };
+    let picked = one_pass_jobs(snap, &wanted);
     if picked.is_empty() {
+        if set.is_some() && valid.iter().all(|v| *v) {
+            // Pass 0 changed nothing: there is nothing to look at.
+            done.iter_mut().for_each(|d| *d = true);
+            st.one_pass_all = true;
+        }
         return (done, 0);
     }
     let jobs: Vec<DeviceRestore> = picked.iter().map(|p| p.1).collect();
@@ -340,6 +359,11 @@ fn restore_in_one_pass<B: Backend>(
     }
     let mut written_all = 0;
     st.one_pass_regions = picked.len() as u64;
+    st.one_pass_all =
+        valid.iter().all(|v| *v) && picked.len() == wanted.iter().filter(|w| **w).count();
+    let mut dirty = snap.last_dirty.borrow_mut();
+    dirty.clear();
+    dirty.resize(snap.regions.len(), false);
     for ((i, j), w) in picked.iter().zip(&written) {
         st.bytes_checked += j.len as u64;
         st.dirty_chunks += w.chunks;
@@ -347,6 +371,13 @@ fn restore_in_one_pass<B: Backend>(
         st.regions += u64::from(w.bytes > 0);
         written_all += w.bytes;
         done[*i] = true;
+        dirty[*i] = w.bytes > 0;
+    }
+    if let Some(w) = set.as_ref() {
+        // Outside the write set nothing is checked or written.
+        for (d, in_set) in done.iter_mut().zip(w) {
+            *d |= !in_set;
+        }
     }
     (done, written_all)
 }
