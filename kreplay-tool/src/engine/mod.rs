@@ -16,6 +16,7 @@ pub mod passes;
 pub mod placement;
 pub mod replay;
 pub mod restore;
+pub mod restore_device;
 pub mod sample;
 pub mod snapshot;
 pub mod snapshot_plan;
