@@ -21,6 +21,7 @@ use kreplay_cli::{
     duration,
     preflight::{self, HostPaths},
     probes::loader::{Probes, Programs, Scope},
+    quick_exit,
     trace::{attach::Attacher, discover},
 };
 use kreplay_common::probe::{ALLOCS_MAP, EVENTS_MAP, THREADS_MAP};
@@ -139,7 +140,7 @@ pub fn run(args: AuditArgs) -> Result<u8> {
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
     };
-    rt.block_on(async {
+    let signalled = rt.block_on(async {
         let _server = match listener {
             Some(l) => Some(AbortOnDrop(tokio::spawn(server::serve(
                 tokio::net::TcpListener::from_std(l)?,
@@ -155,11 +156,11 @@ pub fn run(args: AuditArgs) -> Result<u8> {
         let mut report = tokio::time::interval_at((started + args.interval).into(), args.interval);
         let far = started + Duration::from_secs(365 * 24 * 3600);
         let deadline = args.duration.map_or(far, |d| started + d);
-        loop {
+        let signalled = loop {
             tokio::select! {
-                _ = tokio::time::sleep_until(deadline.into()) => break,
-                _ = int.recv() => break,
-                _ = term.recv() => break,
+                _ = tokio::time::sleep_until(deadline.into()) => break false,
+                _ = int.recv() => break true,
+                _ = term.recv() => break true,
                 _ = report.tick() => {
                     session.refresh(probes.ebpf_mut())?;
                     emit(&mut session, ReportKind::Interval);
@@ -169,7 +170,7 @@ pub fn run(args: AuditArgs) -> Result<u8> {
                         attacher.rescan_all(&mut probes);
                     } else {
                         if targets.iter().all(|(p, _)| !Path::new(&format!("/proc/{p}")).exists()) {
-                            break;
+                            break false;
                         }
                         for (pid, _) in &targets {
                             attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid));
@@ -182,14 +183,22 @@ pub fn run(args: AuditArgs) -> Result<u8> {
                     }
                 }
             }
-        }
-        anyhow::Ok(())
+        };
+        anyhow::Ok(signalled)
     })?;
     session.refresh(probes.ebpf_mut())?;
     emit(&mut session, ReportKind::Final);
     drop(stats_fd);
-    // Detaching waits for RCU grace periods; the report is already out.
-    drop(probes);
+    // Detaching takes the kernel seconds; the report is already out, so an interrupt from
+    // here on ends kreplay at once.
+    quick_exit::arm("kreplay: interrupted again: exiting now, the probes detach in the background");
+    if signalled {
+        eprintln!(
+            "kreplay: stopping: detaching {} probes (a few seconds); Ctrl-C again to exit at once",
+            probes.attachments()
+        );
+    }
+    quick_exit::detach_in_child(probes);
     Ok(0)
 }
 
