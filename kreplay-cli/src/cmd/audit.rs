@@ -114,6 +114,19 @@ pub fn run(args: AuditArgs) -> Result<u8> {
     let host = hostname();
     let mut cap = LabelCap::new(args.max_pids);
     let metrics = Arc::new(Mutex::new(session.exposition(&mut cap)));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // Listening before the line that says Ctrl-C stops the audit: an interrupt from then on
+    // ends it with its final report.
+    let (mut term, mut int) = {
+        let _in_runtime = rt.enter();
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        )
+    };
     eprintln!(
         "kreplay: audit running ({} probe attachments{}); Ctrl-C to stop",
         probes.attachments(),
@@ -126,9 +139,6 @@ pub fn run(args: AuditArgs) -> Result<u8> {
         }
     );
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let emit = |session: &mut Session, kind: ReportKind| {
         let r = session.report(kind);
         let text = if args.json {
@@ -149,8 +159,6 @@ pub fn run(args: AuditArgs) -> Result<u8> {
             )))),
             None => None,
         };
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let started = Instant::now();
         let mut refresh = tokio::time::interval_at((started + REFRESH).into(), REFRESH);
         let mut report = tokio::time::interval_at((started + args.interval).into(), args.interval);

@@ -280,6 +280,17 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     // This thread drains the ring; the traced command was started above, so it keeps its own
     // priority.
     kreplay_cli::probes::priority::raise_reader_thread();
+    // Registered once, before the line that says Ctrl-C stops the trace: a signal that arrives
+    // while records are being processed is kept for the next select instead of being lost
+    // with a fresh listener.
+    let (mut term, mut int) = {
+        let _in_runtime = rt.enter();
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        )
+    };
     if !args.quiet {
         let what = match &targets {
             Targets::Pids(p) => format!(
@@ -321,10 +332,6 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             Targets::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
             _ => None,
         };
-        // Registered once, before the loop: a signal that arrives while records are being
-        // processed is kept for the next select instead of being lost with a fresh listener.
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let mut tick = tokio::time::interval(Duration::from_millis(200));
         let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
         let deadline = args.duration.map(|d| started + d);
