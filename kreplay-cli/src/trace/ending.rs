@@ -42,7 +42,7 @@ pub fn merge_command(dir: &Path, output: &Path) -> String {
 /// where, and the command that renders the records they hold.
 pub fn kept_streams(dir: &Path, output: &Path) -> String {
     format!(
-        "the stream files written so far are kept in {}; once the cause below is fixed (a full \
+        "the stream files written so far are kept in {}; once what follows is fixed (a full \
          disk: free space), `{}` renders the records they hold",
         dir.display(),
         merge_command(dir, output)
