@@ -10,6 +10,19 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// The note printed by the handler (a leaked buffer; null: none).
 static NOTE: AtomicPtr<Vec<u8>> = AtomicPtr::new(std::ptr::null_mut());
+/// The temporary file of a trace being written, which the handler removes (a leaked C string;
+/// null: none).
+static PENDING: AtomicPtr<std::ffi::CString> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Names the temporary file an exit from the handler must remove (`None`: none now).
+pub fn set_pending(tmp: Option<&std::path::Path>) {
+    use std::os::unix::ffi::OsStrExt;
+    let ptr = tmp
+        .and_then(|p| std::ffi::CString::new(p.as_os_str().as_bytes()).ok())
+        .map_or(std::ptr::null_mut(), |c| Box::leak(Box::new(c)) as *mut _);
+    // Leaked like the notes: the handler may be reading the previous one.
+    PENDING.store(ptr, Ordering::Release);
+}
 
 /// Sets the note the handler prints (a line, newline added) before exiting.
 pub fn set_note(note: &str) {
@@ -19,8 +32,8 @@ pub fn set_note(note: &str) {
     NOTE.store(bytes, Ordering::Release);
 }
 
-/// From now on SIGINT and SIGTERM print the note of [`set_note`] and exit with 128 + the
-/// signal's number.
+/// From now on SIGINT and SIGTERM remove the file of [`set_pending`], print the note of
+/// [`set_note`] and exit with 128 + the signal's number.
 pub fn arm(note: &str) {
     set_note(note);
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -36,9 +49,13 @@ pub fn arm(note: &str) {
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // SAFETY: write and _exit are async-signal-safe; the note is leaked, never freed, so the
-    // pointer stays valid.
+    // SAFETY: write, unlink and _exit are async-signal-safe; the note and the path are
+    // leaked, never freed, so the pointers stay valid.
     unsafe {
+        let pending = PENDING.load(Ordering::Acquire);
+        if !pending.is_null() {
+            libc::unlink((*pending).as_ptr());
+        }
         let note = NOTE.load(Ordering::Acquire);
         if !note.is_null() {
             let b = &*note;

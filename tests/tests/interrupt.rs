@@ -171,6 +171,15 @@ fn a_second_interrupt_ends_trace_at_once_and_says_where_every_call_is() {
     let streams = dir.join("twice.pftrace.streams");
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_dir_all(&streams);
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with(".twice.pftrace.tmp-")
+        {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
     // Enough calls that rendering them takes a while: the second interrupt comes while the
     // trace is being written, as a user's impatient one would.
     let n = 2000;
@@ -198,6 +207,16 @@ fn a_second_interrupt_ends_trace_at_once_and_says_where_every_call_is() {
         "kreplay: interrupted again: exiting now, the probes detach in the background; {} is \
          written\n",
         out.display()
+    );
+    let temporary: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".twice.pftrace.tmp-"))
+        .collect();
+    assert_eq!(
+        temporary,
+        Vec::<String>::new(),
+        "the half-written trace is removed"
     );
     // Whichever the note says, every call made before the first interrupt is where it says.
     if stderr.ends_with(&kept) {
