@@ -205,8 +205,8 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         }
     }
 
-    /// After the first restore (`st`): limits the later restores to the regions it found
-    /// changed, when the last pass will be hashed over every region on the device (so a pass
+    /// After the first restore (`st`): limits the later restores to the pieces it (or its
+    /// sample) found changed, when the last pass will be hashed over every region on the device (so a pass
     /// that writes elsewhere is found) and that restore saw every region in one pass.
     fn limit_to_write_set(&self, device_check: bool, nondeterministic: bool, st: &RestoreStats) {
         let snapshot = self.snap;
@@ -215,15 +215,12 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
             || nondeterministic
             || self.req.passes < 3
             || !st.one_pass_all
-            || st.sample_bytes > 0
             || !restores_in_one_pass(snapshot)
         {
             return;
         }
         let dirty = snapshot.last_dirty.borrow().clone();
-        if dirty.len() == snapshot.regions.len() {
-            *snapshot.write_set.borrow_mut() = Some(dirty);
-        }
+        *snapshot.write_set.borrow_mut() = Some(dirty);
     }
 
     /// The record of pass `pass`, started at `start_ns`.

@@ -65,9 +65,6 @@ pub struct RestoreStats {
     /// The one-pass restore covered every region this restore had to check (all of them, or
     /// all of the snapshot's write set), none having been freed.
     pub one_pass_all: bool,
-    /// Bytes the first restore's sample wrote before the one-pass restore (whose counters then
-    /// miss those chunks).
-    pub sample_bytes: u64,
 }
 
 /// Bytes a restore must write before its write rate is trusted for the adaptive decision.
@@ -156,7 +153,6 @@ fn restore_inner<B: Backend>(
     };
     let (mut done, one_pass_written) = restore_in_one_pass(backend, snap, &valid, &mut st);
     let one_pass_written = one_pass_written + sample_written;
-    st.sample_bytes = sample_written;
     if st.check_skipped || snap.check == Check::Full {
         write_whole_device_regions(backend, snap, &valid, &mut done, &mut st);
     }

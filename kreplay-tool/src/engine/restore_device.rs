@@ -50,13 +50,72 @@ pub(crate) fn one_pass_jobs<B: Backend>(
         .collect()
 }
 
+/// Smallest piece a one-pass restore's regions are cut into: the first restore's counters tell
+/// which pieces a pass changed, and later restores look only at those (the write set).
+pub const PIECE_MIN: usize = 1 << 20;
+/// Most pieces a footprint is cut into (the counters of every piece are read back once per
+/// restore).
+pub const MAX_PIECES: usize = 4096;
+
+/// The piece length for `snap`: a power of two, at least [`PIECE_MIN`] and one chunk, large
+/// enough that the footprint makes at most [`MAX_PIECES`] pieces.
+pub(crate) fn piece_len<B: Backend>(snap: &Snapshot<'_, B>) -> usize {
+    let total: u64 = snap.regions.iter().map(|r| r.size).sum();
+    let want = (total as usize).div_ceil(MAX_PIECES);
+    want.max(PIECE_MIN).max(snap.chunk).next_power_of_two()
+}
+
+/// `jobs` cut into pieces of at most `piece` bytes (a multiple of `chunk`), each keeping its
+/// region's index; a piece's hashes are its region's from the piece's first chunk on.
+pub(crate) fn split(
+    jobs: &[(usize, DeviceRestore)],
+    piece: usize,
+    chunk: usize,
+) -> Vec<(usize, DeviceRestore)> {
+    let mut out = Vec::with_capacity(jobs.len());
+    for &(i, j) in jobs {
+        if j.len <= piece {
+            out.push((i, j));
+            continue;
+        }
+        let mut off = 0;
+        while off < j.len {
+            let hashes = 16 * (off / chunk) as u64;
+            out.push((
+                i,
+                DeviceRestore {
+                    live: j.live + off as u64,
+                    copy: j.copy + off as u64,
+                    len: piece.min(j.len - off),
+                    expected: j.expected + hashes,
+                    seen: if j.seen == 0 { 0 } else { j.seen + hashes },
+                },
+            ));
+            off += piece;
+        }
+    }
+    out
+}
+
+/// The jobs a one-pass restore of every valid region gives the backend: [`one_pass_jobs`] cut
+/// into pieces ([`piece_len`]).
+pub(crate) fn one_pass_pieces<B: Backend>(
+    snap: &Snapshot<'_, B>,
+    valid: &[bool],
+) -> Vec<(usize, DeviceRestore)> {
+    split(&one_pass_jobs(snap, valid), piece_len(snap), snap.chunk)
+}
+
 /// Restores every valid region that has a device copy and device-resident hashes in one
 /// backend call ([`Backend::restore_changed_on_device`]: hash, compare and copy in one pass
-/// on the device), when the snapshot checks with the device hash. Returns which regions it
-/// restored and the bytes it wrote; the whole call's time counts as checking (the writes are
-/// not timed apart). Unsupported or failed: nothing is marked done, and the per-region path
-/// checks and writes them (after a failure part-way, what was written is the snapshot's
-/// bytes, so writing again is safe).
+/// on the device), when the snapshot checks with the device hash; with a write set
+/// (`Snapshot::write_set`), only its pieces. Returns which regions it restored (every region,
+/// with a write set: outside it there is nothing to do) and the bytes it wrote; the whole
+/// call's time counts as checking (the writes are not timed apart). Keeps the pieces it found
+/// changed, with those the first restore's sample put back, in `Snapshot::last_dirty`.
+/// Unsupported or failed: nothing is marked done, and the per-region path checks and writes
+/// them (after a failure part-way, what was written is the snapshot's bytes, so writing again
+/// is safe).
 pub(super) fn restore_in_one_pass<B: Backend>(
     backend: &B,
     snap: &Snapshot<'_, B>,
@@ -67,16 +126,22 @@ pub(super) fn restore_in_one_pass<B: Backend>(
     if snap.check != Check::DeviceHash || st.check_skipped {
         return (done, 0);
     }
-    // With a write set, only its regions: the others are left as they are (see
-    // `Snapshot::write_set`).
+    let all_valid = valid.iter().all(|v| *v);
     let set = snap.write_set.borrow();
-    let wanted: Vec<bool> = match set.as_ref() {
-        Some(w) => valid.iter().zip(w).map(|(v, w)| *v && *w).collect(),
-        None => valid.to_vec(),
+    let (picked, complete) = match set.as_ref() {
+        Some(w) => {
+            let picked: Vec<_> = w.iter().filter(|(i, _)| valid[*i]).copied().collect();
+            let complete = all_valid && picked.len() == w.len();
+            (picked, complete)
+        }
+        None => {
+            let regions = one_pass_jobs(snap, valid);
+            let complete = all_valid && regions.len() == valid.len();
+            (split(&regions, piece_len(snap), snap.chunk), complete)
+        }
     };
-    let picked = one_pass_jobs(snap, &wanted);
     if picked.is_empty() {
-        if set.is_some() && valid.iter().all(|v| *v) {
+        if set.is_some() && all_valid {
             // Pass 0 changed nothing: there is nothing to look at.
             done.iter_mut().for_each(|d| *d = true);
             st.one_pass_all = true;
@@ -99,26 +164,29 @@ pub(super) fn restore_in_one_pass<B: Backend>(
         }
     }
     let mut written_all = 0;
-    st.one_pass_regions = picked.len() as u64;
-    st.one_pass_all =
-        valid.iter().all(|v| *v) && picked.len() == wanted.iter().filter(|w| **w).count();
+    let mut region_wrote = vec![false; snap.regions.len()];
+    let sampled = snap.sample_dirty.borrow();
     let mut dirty = snap.last_dirty.borrow_mut();
     dirty.clear();
-    dirty.resize(snap.regions.len(), false);
     for ((i, j), w) in picked.iter().zip(&written) {
         st.bytes_checked += j.len as u64;
         st.dirty_chunks += w.chunks;
         st.bytes += w.bytes;
-        st.regions += u64::from(w.bytes > 0);
         written_all += w.bytes;
         done[*i] = true;
-        dirty[*i] = w.bytes > 0;
-    }
-    if let Some(w) = set.as_ref() {
-        // Outside the write set nothing is checked or written.
-        for (d, in_set) in done.iter_mut().zip(w) {
-            *d |= !in_set;
+        let end = j.live + j.len as u64;
+        let sample_hit = sampled.iter().any(|&a| (j.live..end).contains(&a));
+        if w.bytes > 0 || sample_hit {
+            region_wrote[*i] |= w.bytes > 0;
+            dirty.push((*i, *j));
         }
+    }
+    st.regions += region_wrote.iter().filter(|w| **w).count() as u64;
+    st.one_pass_regions = done.iter().filter(|d| **d).count() as u64;
+    st.one_pass_all = complete;
+    if set.is_some() {
+        // Outside the write set nothing is checked or written.
+        done.iter_mut().for_each(|d| *d = true);
     }
     (done, written_all)
 }

@@ -19,7 +19,7 @@
 //! enumeration, metadata allocation failure — has `ok == false` and says which in `failure`.
 
 use super::arena::SnapshotArena;
-use super::backend::{Backend, BackendError};
+use super::backend::{Backend, BackendError, DeviceRestore};
 use super::chunks::{Hash128, chunk_count, hash_into, read_in_pieces};
 use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
@@ -171,9 +171,12 @@ pub struct Snapshot<'b, B: Backend> {
     /// first restore, to the regions that restore found changed, while the determinism check
     /// hashes the last pass over every region: a later pass that writes elsewhere is then
     /// found, and the dispatch re-run from a full restore (`replay.rs`).
-    pub(crate) write_set: std::cell::RefCell<Option<Vec<bool>>>,
-    /// Per region, whether the last one-pass restore wrote any of it.
-    pub(crate) last_dirty: std::cell::RefCell<Vec<bool>>,
+    pub(crate) write_set: std::cell::RefCell<Option<Vec<(usize, DeviceRestore)>>>,
+    /// The pieces (region index, job) the last one-pass restore found changed, with those
+    /// holding a chunk the first restore's sample put back.
+    pub(crate) last_dirty: std::cell::RefCell<Vec<(usize, DeviceRestore)>>,
+    /// Live addresses of the chunks the first restore's sample found changed and put back.
+    pub(crate) sample_dirty: std::cell::RefCell<Vec<u64>>,
     /// Bytes of each device hash buffer (`dev_hash_buf`, `seen_buf`): 16 per chunk.
     pub(crate) hash_buf_len: usize,
     /// The parts of taking it, for the trace: (`replay_step` code, start, end, bytes).
@@ -284,6 +287,7 @@ pub fn snap_in<'b, B: Backend>(
         steps: Vec::new(),
         write_set: Default::default(),
         last_dirty: Default::default(),
+        sample_dirty: Default::default(),
     };
     let wanted = match wanted(backend, inv, agent, &mut s.oversized_vars) {
         Ok(w) => w,
@@ -442,7 +446,12 @@ pub fn snap_in<'b, B: Backend>(
             backend.prepare_restore_on_device(&super::sample::sample_jobs(&jobs, s.chunk), s.chunk);
         }
         if !jobs.is_empty() {
-            backend.prepare_restore_on_device(&jobs, s.chunk);
+            // In the pieces the first restore's table has.
+            let pieces: Vec<_> = super::restore_device::one_pass_pieces(&s, &all)
+                .into_iter()
+                .map(|(_, j)| j)
+                .collect();
+            backend.prepare_restore_on_device(&pieces, s.chunk);
         }
         let table = 48 * jobs.len() as u64;
         s.steps.push((

@@ -192,3 +192,41 @@ fn a_hashes_only_arena_keeps_the_hash_buffers_and_frees_the_copies() {
     arena.clear(&fake);
     assert_eq!((arena.bytes(), fake.device_bytes_live()), (0, 0));
 }
+
+#[test]
+fn a_large_region_is_looked_at_only_in_the_pieces_pass_0_changed() {
+    use super::restore_device::PIECE_MIN;
+    const BIG: u64 = 0x100_0000_0000;
+    const BIG_LEN: usize = 8 * PIECE_MIN;
+    let (fake, inv) = device();
+    fake.add_alloc(BIG, BIG_LEN, super::tests::GPU, Some(4));
+    inv.record_alloc(BIG, BIG_LEN as u64, super::tests::GPU);
+    let before = fake.read(BIG, BIG_LEN);
+    // One byte in piece 5 of 8.
+    let at = BIG + 5 * PIECE_MIN as u64 + 7;
+    let d: FakeDispatch = Box::new(move |f: &FakeBackend| {
+        let v = f.read(at, 1)[0];
+        f.write(at, &[v.wrapping_add(1)]);
+    });
+    let (out, recs) = run_with(&fake, &inv, &d, 4, policy(PlacementPref::Device));
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 4,
+            nondeterministic: false
+        }
+    );
+    let piece = PIECE_MIN as u64;
+    assert_eq!(
+        checked(&recs),
+        [FOOTPRINT + BIG_LEN as u64, piece, piece],
+        "the first restore reads everything, the later ones one piece"
+    );
+    let mut after = before;
+    after[5 * PIECE_MIN + 7] = after[5 * PIECE_MIN + 7].wrapping_add(1);
+    assert_eq!(
+        fake.read(BIG, BIG_LEN),
+        after,
+        "one increment: every pass saw the snapshot"
+    );
+}
