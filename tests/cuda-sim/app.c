@@ -1,7 +1,8 @@
 // A CUDA driver-API program for the stand-in libcuda (tests/cuda-sim/libcuda.c). Built twice:
 // linked against libcuda (calls go through its symbols), and with -DRUNTIME_STYLE, where it
 // dlopens libcuda.so.1 and takes every entry from cuGetProcAddress_v2, as the CUDA runtime does.
-//   app inplace | devicevar | graph | async | vmm
+//   app inplace | devicevar | graph | async | vmm | realloc
+// realloc: inplace, then frees x and allocates 40 KiB (room the device must have).
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,5 +112,11 @@ int main(int argc, char **argv) {
   double s = 0;
   for (int i = 0; i < N; i++) s += y[i];
   printf("y_sum %.1f\n", s);
+  if (!strcmp(c, "realloc")) {
+    CUdeviceptr big;
+    CK(C(cuMemFree_v2)(dx));
+    CK(C(cuMemAlloc_v2)(&big, 40960));
+    printf("realloc ok\n");
+  }
   return 0;
 }

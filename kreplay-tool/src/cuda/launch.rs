@@ -273,8 +273,7 @@ unsafe fn replay_or_decline(
         check_determinism: t.config.check_determinism,
         correlation: corr,
         policy: t.config.snapshot,
-        // Only the hash buffers are kept between replays: kept device copies would hold
-        // device memory the application may need between replays.
+        // Kept between replays; given back when the application runs out of device memory.
         arena: Some(&arena),
     };
     let outcome = replay(&backend, &t.inventory, &req, &mut emit);

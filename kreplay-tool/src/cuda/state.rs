@@ -44,8 +44,8 @@ pub struct CudaTool {
     pub inventory: Inventory,
     /// Per-device replay windows.
     pub gates: Mutex<HashMap<u64, Arc<Gate>>>,
-    /// Per-device device hash buffers kept between replays (never region copies: those would
-    /// hold device memory the application may allocate between replays).
+    /// Per-device snapshot buffers kept between replays (given back when the application runs
+    /// out of device memory: `room.rs`).
     pub arenas: Mutex<HashMap<u64, Arc<SnapshotArena>>>,
     /// Loaded modules.
     pub modules: Mutex<Vec<LoadedModule>>,
@@ -123,13 +123,13 @@ impl CudaTool {
             .clone()
     }
 
-    /// The device's kept hash buffers.
+    /// The device's kept snapshot buffers.
     pub fn arena(&self, device: u64) -> Arc<SnapshotArena> {
         self.arenas
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(device)
-            .or_insert_with(|| Arc::new(SnapshotArena::hashes_only()))
+            .or_insert_with(|| Arc::new(SnapshotArena::new()))
             .clone()
     }
 

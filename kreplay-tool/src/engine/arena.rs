@@ -167,6 +167,11 @@ impl SnapshotArena {
         }
     }
 
+    /// Bytes of region copies and host scratch kept.
+    pub fn copy_bytes(&self) -> usize {
+        self.lock().iter().map(|(_, l, _)| l).sum::<usize>()
+    }
+
     /// Bytes kept.
     pub fn bytes(&self) -> usize {
         self.lock().iter().map(|(_, l, _)| l).sum::<usize>()
