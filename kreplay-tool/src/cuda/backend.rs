@@ -114,6 +114,11 @@ impl<'t> CudaBackend<'t> {
             .clone();
         let mut out = Vec::new();
         for m in &modules {
+            if let Some(vars) = m.resolved.get() {
+                out.extend(vars.iter().cloned());
+                continue;
+            }
+            let first = out.len();
             let globals = m
                 .globals
                 .as_ref()
@@ -185,6 +190,7 @@ impl<'t> CudaBackend<'t> {
                     name: g.name.clone(),
                 });
             }
+            let _ = m.resolved.set(out[first..].to_vec());
         }
         Ok(out)
     }

@@ -285,6 +285,7 @@ fn note_module(handle: usize, kind: ModuleKind, image: *const c_void) {
                 handle,
                 kind,
                 globals,
+                resolved: Default::default(),
             });
     });
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::driver::Driver;
 use super::elf::{GlobalSym, ImageError};
 use crate::engine::arena::SnapshotArena;
+use crate::engine::backend::ModuleVar;
 use crate::engine::config::ReplayConfig;
 use crate::engine::gate::Gate;
 use crate::engine::inventory::Inventory;
@@ -32,6 +33,10 @@ pub struct LoadedModule {
     pub kind: ModuleKind,
     /// Its variables, or why they are unknown.
     pub globals: Result<Vec<GlobalSym>, ImageError>,
+    /// Its variables' addresses and sizes once every one resolved: they stay put while the
+    /// module is loaded, and resolving hundreds of names per snapshot cost more than copying
+    /// them.
+    pub resolved: Arc<OnceLock<Vec<ModuleVar>>>,
 }
 
 /// Everything the CUDA wrappers share.

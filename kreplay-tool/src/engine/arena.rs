@@ -17,9 +17,8 @@
 //! determinism check's two sets: 16 bytes per chunk each, all of one length for one footprint)
 //! are kept apart and reused by length, since allocating and freeing them per replay cost
 //! device allocations and frees (each of which may wait for the device) in every replay's
-//! window. An arena made with [`SnapshotArena::hashes_only`] keeps only those: a backend whose
-//! region copies live in memory the application allocates from (CUDA's device memory) must
-//! not hold a footprint's copies between replays.
+//! window. A backend whose copies live in memory the application allocates from (CUDA's
+//! device memory) gives them back when the application runs short (`cuda/room.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -32,8 +31,6 @@ pub struct SnapshotArena {
     free: Mutex<Vec<(Placement, usize, Store)>>,
     /// Device hash buffers: (length, device address).
     hashes: Mutex<Vec<(usize, u64)>>,
-    /// Whether region copies (and host scratch) are kept, or only device hash buffers.
-    keep_copies: bool,
 }
 
 impl Default for SnapshotArena {
@@ -43,28 +40,12 @@ impl Default for SnapshotArena {
 }
 
 impl SnapshotArena {
-    /// An empty arena that keeps region copies and hash buffers.
+    /// An empty arena.
     pub const fn new() -> Self {
         Self {
             free: Mutex::new(Vec::new()),
             hashes: Mutex::new(Vec::new()),
-            keep_copies: true,
         }
-    }
-
-    /// An empty arena that keeps only device hash buffers (region copies are freed with their
-    /// snapshot).
-    pub const fn hashes_only() -> Self {
-        Self {
-            free: Mutex::new(Vec::new()),
-            hashes: Mutex::new(Vec::new()),
-            keep_copies: false,
-        }
-    }
-
-    /// Whether a finished snapshot's region copies go back to this arena.
-    pub fn keeps_copies(&self) -> bool {
-        self.keep_copies
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<(Placement, usize, Store)>> {
@@ -109,7 +90,10 @@ impl SnapshotArena {
         let mut free = self.lock();
         for &p in order {
             let mut by_len: HashMap<usize, Vec<usize>> = HashMap::new();
-            for (i, (fp, len, _)) in free.iter().enumerate() {
+            // Latest first, so each length's buffers pop in the order they were given: a
+            // snapshot of the same regions gets each region's copy back where it was (the
+            // device restore's table, and the graph captured for it, stay the same).
+            for (i, (fp, len, _)) in free.iter().enumerate().rev() {
                 if *fp == p {
                     by_len.entry(*len).or_default().push(i);
                 }
@@ -176,5 +160,32 @@ impl SnapshotArena {
     pub fn bytes(&self) -> usize {
         self.lock().iter().map(|(_, l, _)| l).sum::<usize>()
             + self.lock_hashes().iter().map(|(l, _)| l).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Placement, SnapshotArena, Store};
+
+    #[test]
+    fn buffers_of_one_length_come_back_in_the_order_they_were_given() {
+        let arena = SnapshotArena::new();
+        for p in [0x100, 0x200, 0x300] {
+            arena.give(Placement::Device, 16, Store::Device(p));
+        }
+        arena.give(Placement::Device, 32, Store::Device(0x400));
+        let (placement, stores) = arena
+            .take_all(&[Placement::Device], &[16, 32, 16, 16])
+            .expect("all kept");
+        assert_eq!(placement, Placement::Device);
+        let got: Vec<u64> = stores
+            .iter()
+            .map(|s| match s {
+                Store::Device(p) => *p,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(got, [0x100, 0x400, 0x200, 0x300]);
+        assert_eq!(arena.bytes(), 0);
     }
 }

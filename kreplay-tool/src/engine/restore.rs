@@ -219,7 +219,10 @@ fn restore_inner<B: Backend>(
     }
     // With `blocks` the read serves the determinism check too: skipping the check would not
     // skip the read, so there is nothing to decide.
+    // A restore limited to the write set decides nothing either: the full restore it would be
+    // weighed against writes every region, not the write set.
     if snap.adaptive
+        && snap.write_set.borrow().is_none()
         && !hashed_blocks
         && !write_all
         && !st.check_skipped

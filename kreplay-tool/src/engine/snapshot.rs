@@ -234,7 +234,7 @@ impl<B: Backend> Drop for Snapshot<'_, B> {
             .map(|r| (r.store, r.size as usize))
             .chain(self.scratch.take());
         for (store, len) in bufs {
-            match self.arena.filter(|a| a.keeps_copies()) {
+            match self.arena {
                 Some(a) => a.give(store.placement(), len, store),
                 None => store.free(self.backend),
             }

@@ -169,13 +169,13 @@ fn without_the_determinism_check_every_restore_looks_everywhere() {
 }
 
 #[test]
-fn a_hashes_only_arena_keeps_the_hash_buffers_and_frees_the_copies() {
+fn an_arena_keeps_the_copies_and_the_hash_buffers_between_replays() {
     let (fake, inv) = device();
-    let arena = super::arena::SnapshotArena::hashes_only();
+    let arena = super::arena::SnapshotArena::new();
     let d = writes_b_and_once(u32::MAX, 0);
     // X, Y and the counter take a chunk each, B 16: 19 chunks, 16 bytes of hash each, in
     // three buffers (the snapshot's hashes, the restores' pass hashes, pass 0's hashes).
-    let kept = 3 * 19 * 16;
+    let kept = FOOTPRINT as usize + 3 * 19 * 16;
     for _ in 0..2 {
         let (out, _) = super::tests::run_in(
             &fake,
@@ -187,7 +187,7 @@ fn a_hashes_only_arena_keeps_the_hash_buffers_and_frees_the_copies() {
         );
         assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
         assert_eq!(arena.bytes(), kept);
-        assert_eq!(fake.device_bytes_live(), kept as u64, "copies freed");
+        assert_eq!(fake.device_bytes_live(), kept as u64, "nothing else held");
     }
     arena.clear(&fake);
     assert_eq!((arena.bytes(), fake.device_bytes_live()), (0, 0));
@@ -229,4 +229,38 @@ fn a_large_region_is_looked_at_only_in_the_pieces_pass_0_changed() {
         after,
         "one increment: every pass saw the snapshot"
     );
+}
+
+#[test]
+fn a_restore_limited_to_the_write_set_never_turns_later_restores_into_full_ones() {
+    let (fake, inv) = device();
+    let pol = super::config::SnapshotPolicy {
+        adaptive: true,
+        ..policy(PlacementPref::Device)
+    };
+    let mut snap = super::snapshot::snap_in(&fake, &inv, super::tests::GPU, &pol, None);
+    assert!(snap.ok());
+    // Copying is made to look free, so checking never pays by the adaptive rule.
+    snap.copy_ns = 1;
+    snap.copied = 1 << 30;
+    snap.skip_check.set(false);
+    snap.sampled.set(true);
+    let all = vec![true; snap.regions.len()];
+    let b_pieces: Vec<_> = super::restore_device::one_pass_pieces(&snap, &all)
+        .into_iter()
+        .filter(|(_, j)| j.live == B)
+        .collect();
+    fake.write(B, &[9]);
+    *snap.write_set.borrow_mut() = Some(b_pieces);
+    let st = super::restore::restore(&fake, &inv, &snap);
+    assert_eq!((st.bytes_checked, st.dirty_chunks), (B_LEN as u64, 1));
+    assert!(
+        !snap.skip_check.get(),
+        "no adaptive decision with a write set"
+    );
+    // Without one, the same restore decides that checking does not pay.
+    *snap.write_set.borrow_mut() = None;
+    fake.write(B, &[9]);
+    super::restore::restore(&fake, &inv, &snap);
+    assert!(snap.skip_check.get());
 }
