@@ -372,6 +372,10 @@ impl Backend for CudaBackend<'_> {
         self.prepare_restore(jobs, chunk);
     }
 
+    fn can_restore_on_device(&self) -> bool {
+        self.kernels().is_some_and(|k| k.restore.is_some())
+    }
+
     fn restore_changed_on_device(
         &self,
         jobs: &[DeviceRestore],

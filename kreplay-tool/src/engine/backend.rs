@@ -256,6 +256,10 @@ pub trait Backend {
         let _ = (jobs, chunk, written);
         Ok(false)
     }
+    /// Whether [`Backend::restore_changed_on_device`] is available (it may still fail).
+    fn can_restore_on_device(&self) -> bool {
+        false
+    }
     /// Readies what [`Backend::restore_changed_on_device`] needs for these jobs (buffers, the
     /// job table) ahead of the first restore, so that restore's time, which decides whether
     /// checking pays, holds no one-time setup. Best effort: a failure is logged and the first

@@ -508,6 +508,12 @@ impl Backend for FakeBackend {
         Ok(true)
     }
 
+    fn can_restore_on_device(&self) -> bool {
+        !self.no_one_pass_restore.load(Ordering::SeqCst)
+            && !self.no_resident_hashes.load(Ordering::SeqCst)
+            && self.device_hash.load(Ordering::SeqCst)
+    }
+
     fn restore_changed_on_device(
         &self,
         jobs: &[DeviceRestore],

@@ -38,8 +38,12 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         let (backend, inv, req, snapshot) = (self.backend, self.inv, self.req, self.snap);
         let mut first: Option<Vec<Vec<u64>>> = None;
         let mut nondeterministic = false;
-        // Whether the last restore kept the hashes of the pass it followed.
-        let mut restores_keep = false;
+        // Whether the last restore kept the hashes of the pass it followed; before the first,
+        // whether the restores keep them at all (the first restore then does not sample, and
+        // its hashes of pass 0 are the reference the later passes are compared with).
+        let mut restores_keep = on_device.as_ref().is_some_and(|c| c.restores_hash())
+            && restores_in_one_pass(snapshot)
+            && backend.can_restore_on_device();
         // Whether a restore was limited to the snapshot's write set.
         let mut limited = false;
         for pass in 0..req.passes {
@@ -56,9 +60,8 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
                 && pass + 1 < req.passes
                 && snapshot.check == Check::HostHash
                 && !snapshot.skip_check.get();
-            // A pass a one-pass restore follows is hashed by that restore, once the last
-            // restore showed the backend keeps them (pass 0 is hashed here: the first restore
-            // may sample before it restores in one pass).
+            // A pass a one-pass restore follows is hashed by that restore, while the restores
+            // keep what they hash.
             let by_restore = hash_passes
                 && !nondeterministic
                 && restores_keep
@@ -106,7 +109,9 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
                 }
                 restores_keep =
                     on_device.as_ref().is_some_and(|c| c.restores_hash()) && st.one_pass_all;
-                if let Some(check) = on_device.as_ref().filter(|_| by_restore) {
+                if let Some(check) = on_device.as_ref().filter(|_| by_restore && pass == 0) {
+                    self.adopt_pass_0(check, restores_keep, emit);
+                } else if let Some(check) = on_device.as_ref().filter(|_| by_restore) {
                     if restores_keep {
                         let t = now_ns();
                         let found = check.compare(snapshot);
@@ -202,6 +207,35 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
                 self.hash_passes = false;
                 false
             }
+        }
+    }
+
+    /// After the first restore: pass 0's hashes, which that restore kept, become the reference
+    /// (copied on the device); when it did not keep them all, determinism is not checked.
+    fn adopt_pass_0(
+        &mut self,
+        check: &DeviceCheck<'s, B>,
+        kept: bool,
+        emit: &mut dyn FnMut(Record),
+    ) {
+        let t = now_ns();
+        let adopted = if kept {
+            check.adopt_first()
+        } else {
+            Err(super::backend::BackendError::Missing(
+                "pass 0's hashes (the first restore did not restore every region in one pass)",
+            ))
+        };
+        emit((self.step)(
+            replay_step::HASH_PASS,
+            0,
+            t,
+            now_ns(),
+            check.hash_bytes(),
+        ));
+        if let Err(e) = adopted {
+            tracing::debug!("kreplay: {e}; determinism not checked");
+            self.hash_passes = false;
         }
     }
 

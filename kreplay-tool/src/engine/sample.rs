@@ -26,10 +26,15 @@ pub const SAMPLE_MIN_CHUNKS: usize = 64 * 1024;
 /// sample of one chunk in 64 added 170 µs to the mean restore at 8 GiB on the H200).
 pub const SAMPLES: usize = 256;
 
-/// Whether the first restore of `snap` samples: adaptive, checked with device-resident hashes,
-/// still checking, and at least [`SAMPLE_MIN_CHUNKS`] chunks in one-pass regions.
+/// Whether the first restore of `snap` samples: restores that keep no pass hashes, adaptive,
+/// checked with device-resident hashes, still checking, and at least [`SAMPLE_MIN_CHUNKS`]
+/// chunks in one-pass regions.
 pub(crate) fn wants_sample<B: Backend>(snap: &Snapshot<'_, B>, jobs: &[DeviceRestore]) -> bool {
-    snap.adaptive
+    // Restores that keep pass hashes do not sample: the first restore's hashes of pass 0 are
+    // the determinism check's reference, and a sample would put chunks back before they are
+    // hashed.
+    snap.seen_buf == 0
+        && snap.adaptive
         && snap.check == Check::DeviceHash
         && !snap.skip_check.get()
         && snap.chunk > 0
