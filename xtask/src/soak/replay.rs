@@ -1,0 +1,174 @@
+//! The replay soak: `kreplay replay --probes` over 10,000 dispatches of the simulated ROCm
+//! runtime's `high_qps`, sampling the CLI's processes and the application, and the sim's count
+//! of live allocations at shutdown (`KRSIM_REPORT_LIVE`) against a bare run and a short one.
+use std::{fmt::Write as _, path::Path, process::Command, time::Duration};
+
+use anyhow::{Context, Result, bail};
+
+use super::{
+    Series, report,
+    sample::{Sampler, pids_named},
+};
+use crate::run::say;
+
+/// Threads of `high_qps`; each runs `dispatches / THREADS` iterations of one kernel launch.
+const THREADS: u64 = 4;
+/// Dispatches of the soak run.
+const DISPATCHES: u64 = 10_000;
+/// Dispatches of the comparison run.
+const SHORT: u64 = 1_000;
+/// Role suffix of the samples taken after the application exited.
+const AFTER: &str = ", after the application";
+
+/// `krsim: live allocations at shutdown: N (B bytes) of M made` → (N, B, M).
+pub fn live_line(stderr: &str) -> Option<(u64, u64, u64)> {
+    let rest = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("krsim: live allocations at shutdown: "))?;
+    let mut w = rest.split_whitespace();
+    let n = w.next()?.parse().ok()?;
+    let bytes = w.next()?.strip_prefix('(')?.parse().ok()?;
+    let made = w.nth(2)?.parse().ok()?;
+    Some((n, bytes, made))
+}
+
+/// `kreplay: N dispatches replayed (P passes)` → N.
+pub fn replayed(stderr: &str) -> Option<u64> {
+    stderr.lines().find_map(|l| {
+        let rest = l.strip_prefix("kreplay: ")?;
+        let (n, tail) = rest.split_once(' ')?;
+        tail.starts_with("dispatches replayed")
+            .then(|| n.parse().ok())?
+    })
+}
+
+/// One run of `high_qps` for `dispatches` (under `kreplay replay --probes` with `kreplay`
+/// given); returns its stderr.
+fn run(kreplay: Option<&Path>, dispatches: u64, sample: bool) -> Result<(String, super::Series)> {
+    let app = kreplay_tests::workload("high_qps");
+    let iterations = (dispatches / THREADS).to_string();
+    let trace = kreplay_tests::scratch("soak").join("replay.pftrace");
+    let mut c = match kreplay {
+        Some(k) => {
+            let mut c = Command::new(k);
+            c.args(["replay", "--probes", "--passes", "2", "-o"])
+                .arg(&trace)
+                .arg("--")
+                .arg(&app);
+            c
+        }
+        None => Command::new(&app),
+    };
+    c.args([&THREADS.to_string(), &iterations])
+        .env("KRSIM_REPORT_LIVE", "1");
+    let sampler = sample.then(|| {
+        Sampler::start(Duration::from_millis(250), || {
+            let mut roles = vec![];
+            let app = pids_named("high_qps").first().copied();
+            // Judged while the application runs; after it, kreplay merges (reported only).
+            let phase = if app.is_some() { "" } else { AFTER };
+            let k = pids_named("kreplay");
+            // The oldest kreplay is `replay`; the probes run as its `trace` child.
+            if let Some(&p) = k.first() {
+                roles.push((format!("kreplay replay{phase}"), p));
+            }
+            if let Some(&p) = k.get(1) {
+                roles.push((format!("kreplay trace (--probes){phase}"), p));
+            }
+            if let Some(p) = app {
+                roles.push(("application (high_qps)".to_string(), p));
+            }
+            roles
+        })
+    });
+    let out = c.output().context("running high_qps")?;
+    let series = sampler.map(Sampler::finish).unwrap_or_default();
+    let _ = std::fs::remove_file(&trace);
+    // kreplay's table and closing line are on stdout, the sim's line on stderr.
+    let stderr =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("high_qps run failed ({}): {stderr}", out.status);
+    }
+    Ok((stderr, series))
+}
+
+/// Runs the replay soak and writes its section.
+pub fn soak(kreplay: &Path, out: &mut String) -> Result<()> {
+    say("soak", "replay: bare run");
+    let (bare, _) = run(None, DISPATCHES, false)?;
+    say("soak", &format!("replay: {SHORT} dispatches"));
+    let (short, short_series) = run(Some(kreplay), SHORT, true)?;
+    say("soak", &format!("replay: {DISPATCHES} dispatches"));
+    let t0 = std::time::Instant::now();
+    let (long, series) = run(Some(kreplay), DISPATCHES, true)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let _ = writeln!(
+        out,
+        "## `kreplay replay --probes` over {DISPATCHES} dispatches\n\n{}\n\n\
+         Application: the simulated ROCm runtime's `high_qps {THREADS} {}` ({THREADS} threads, \
+         each launching one kernel per iteration and allocating and freeing device memory), \
+         `--passes 2`; the run took {secs:.1} s.\n",
+        report::load_line("at the replay"),
+        DISPATCHES / THREADS
+    );
+    let (after, during): (Series, Series) =
+        series.into_iter().partition(|(r, _)| r.ends_with(AFTER));
+    let _ = writeln!(out, "While the application runs (the dispatches):\n");
+    report::series_table(out, &during, Duration::from_millis(250));
+    let _ = writeln!(
+        out,
+        "After it exits kreplay merges the tool's and the probes' streams into the trace; that \
+         phase's memory grows with the trace, so it is reported, not judged:\n"
+    );
+    report::peaks_table(out, &short_series, &after, &during);
+    let _ = writeln!(
+        out,
+        "Live allocations of the simulated runtime when HSA shuts down (after the tool's \
+         `OnUnload`; `KRSIM_REPORT_LIVE=1`), and dispatches replayed:\n\n\
+         | run | dispatches replayed | live at shutdown | live bytes | allocations made |\n\
+         |---|---:|---:|---:|---:|"
+    );
+    let mut lives = vec![];
+    for (name, text) in [
+        ("bare (no kreplay)", &bare),
+        ("replay, 1,000 dispatches", &short),
+        ("replay, 10,000 dispatches", &long),
+    ] {
+        let (n, b, m) = live_line(text).context("no krsim live-allocation line")?;
+        lives.push((n, b));
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {n} | {b} | {m} |",
+            replayed(text).map_or("—".into(), |r| r.to_string())
+        );
+    }
+    let same = lives.iter().all(|l| *l == lives[0]);
+    let _ = writeln!(
+        out,
+        "\nSnapshot allocations: {} (the rule: what is live at shutdown is the same with and \
+         without kreplay, at 1,000 and at 10,000 dispatches).\n",
+        if same {
+            "no leak"
+        } else {
+            "**LEAK**: live allocations at shutdown differ"
+        }
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sims_live_line_and_the_replay_count_are_read() {
+        let stderr = "launches: 10000\n\
+            krsim: live allocations at shutdown: 2 (8388608 bytes) of 757 made\n\
+            kreplay: 200 dispatches replayed (400 passes); 0.018 s of the run's 0.038 s\n";
+        assert_eq!(live_line(stderr), Some((2, 8_388_608, 757)));
+        assert_eq!(replayed(stderr), Some(200));
+        assert_eq!(live_line("launches: 1\n"), None);
+        assert_eq!(replayed("kreplay: wrote x.pftrace\n"), None);
+    }
+}
