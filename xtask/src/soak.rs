@@ -2,10 +2,12 @@
 //! Prometheus) and `kreplay replay`, sampling kreplay's (and the application's) resident
 //! memory and open descriptors, judged by [`judge`], written to `docs/bench/soak.md`.
 //!
-//! Not part of CI: the trace and audit soaks run for `--minutes` (30 by default). Everything
-//! runs in a PID namespace of its own (`unshare --pid --mount-proc`), so `trace --all` and the
-//! audit see and attach to only the soak's own processes (the worktree's copies of the
-//! simulated runtime), and the namespace's end kills whatever is left in it.
+//! Not part of CI: the trace and audit soaks run side by side for `--minutes` (30 by default;
+//! the trace less when the disk cannot hold its streams and trace). Each soak runs in a PID
+//! namespace of its own (`unshare --pid --mount-proc`), so `trace --all` and the audit see,
+//! and rescan, only their own workload's processes, and the namespace's end kills whatever is
+//! left in it. Their workloads load different copies of the simulated runtime (the audit's
+//! through `LD_LIBRARY_PATH`), so neither's probes fire on the other's calls.
 use std::{
     fmt::Write as _,
     path::{Path, PathBuf},
@@ -19,13 +21,14 @@ use crate::bench::field;
 use crate::run::{root, say};
 
 mod judge;
+mod long;
 mod prom;
 mod replay;
 mod report;
 mod sample;
 mod trace_check;
 
-use sample::{Sampler, Series};
+use sample::Series;
 
 /// Which soak to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -81,7 +84,8 @@ fn kreplay() -> PathBuf {
     kreplay_tests::target_dir().join("release").join("kreplay")
 }
 
-/// Re-runs this command inside a fresh PID namespace (the outer half).
+/// The outer half: builds, then runs each soak in a fresh PID namespace of its own (trace
+/// and audit side by side, then replay) and writes `docs/bench/soak.md` from their sections.
 pub fn run(opts: &Options) -> Result<()> {
     if !kreplay_tests::is_root() {
         bail!("the soak loads BPF programs: run it as root");
@@ -89,6 +93,7 @@ pub fn run(opts: &Options) -> Result<()> {
     crate::run::build_release()?;
     kreplay_tests::build_callloop();
     kreplay_tests::workload("high_qps");
+    long::audit_libs()?;
     // The build above may have replaced this binary: run the one now at its path.
     let me = std::env::current_exe()?;
     let me = PathBuf::from(
@@ -96,28 +101,37 @@ pub fn run(opts: &Options) -> Result<()> {
             .trim_end_matches(" (deleted)")
             .to_string(),
     );
-    say("soak", "entering a PID namespace of its own");
-    let status = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"])
-        .arg(me)
-        .args(["soak", "--inside"])
-        .args(opts.args())
-        .status()
-        .context("running unshare")?;
-    if !status.success() {
-        bail!("soak failed ({status})");
-    }
-    Ok(())
-}
-
-/// The soaks themselves, inside the namespace; writes `docs/bench/soak.md`.
-pub fn inside(opts: &Options) -> Result<()> {
     let mut out = report::header(opts);
-    if opts.wants(Soak::Trace) || opts.wants(Soak::Audit) {
-        long_soaks(opts, &mut out)?;
-    }
-    if opts.wants(Soak::Replay) {
-        replay::soak(&kreplay(), &mut out)?;
+    let _ = writeln!(out, "{}\n", report::load_line("at the start"));
+    let spawn = |s: Soak| -> Result<Child> {
+        let _ = std::fs::remove_file(section(s));
+        say("soak", &format!("{s:?}: in a PID namespace of its own"));
+        let mut one = opts.clone();
+        one.only = vec![s];
+        Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"])
+            .arg(&me)
+            .args(["soak", "--inside"])
+            .args(one.args())
+            .spawn()
+            .context("running unshare")
+    };
+    let mut failed = vec![];
+    for group in [&[Soak::Trace, Soak::Audit][..], &[Soak::Replay]] {
+        let mut running = vec![];
+        for &s in group.iter().filter(|&&s| opts.wants(s)) {
+            running.push((s, spawn(s)?));
+        }
+        for (s, mut child) in running {
+            let status = child.wait()?;
+            match std::fs::read_to_string(section(s)) {
+                Ok(text) if status.success() => out.push_str(&text),
+                _ => {
+                    let _ = writeln!(out, "## {s:?}\n\n**The soak failed** ({status}).\n");
+                    failed.push(s);
+                }
+            }
+        }
     }
     let _ = writeln!(out, "{}", report::load_line("at the end"));
     let dir = root().join("docs").join("bench");
@@ -125,6 +139,29 @@ pub fn inside(opts: &Options) -> Result<()> {
     let path = dir.join("soak.md");
     std::fs::write(&path, out)?;
     say("soak", &format!("results written to {}", path.display()));
+    if !failed.is_empty() {
+        bail!("soaks failed: {failed:?}");
+    }
+    Ok(())
+}
+
+/// Where the soak `s` writes its section of the results.
+fn section(s: Soak) -> PathBuf {
+    kreplay_tests::scratch("soak").join(format!("{s:?}.md").to_lowercase())
+}
+
+/// The inner half: runs the one soak in `opts.only`, inside its namespace, and writes its
+/// section.
+pub fn inside(opts: &Options) -> Result<()> {
+    let mut out = String::new();
+    for &s in &opts.only {
+        match s {
+            Soak::Trace => long::trace(opts, &mut out)?,
+            Soak::Audit => long::audit(opts, &mut out)?,
+            Soak::Replay => replay::soak(&kreplay(), &mut out)?,
+        }
+        std::fs::write(section(s), &out)?;
+    }
     Ok(())
 }
 
@@ -193,12 +230,15 @@ impl Running {
     }
 }
 
-/// One callloop run: (calls made, calls per second).
-fn callloop(threads: u64, calls: u64, rate: u64) -> Result<(u64, f64)> {
-    let out = Command::new(kreplay_tests::build_callloop())
-        .args([threads, calls, rate].map(|n| n.to_string()))
-        .output()
-        .context("running callloop")?;
+/// One callloop run: (calls made, calls per second); `lib_dir` overrides where the simulated
+/// runtime is loaded from.
+fn callloop(threads: u64, calls: u64, rate: u64, lib_dir: Option<&Path>) -> Result<(u64, f64)> {
+    let mut c = Command::new(kreplay_tests::build_callloop());
+    c.args([threads, calls, rate].map(|n| n.to_string()));
+    if let Some(d) = lib_dir {
+        c.env("LD_LIBRARY_PATH", d);
+    }
+    let out = c.output().context("running callloop")?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         bail!("callloop failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -209,127 +249,20 @@ fn callloop(threads: u64, calls: u64, rate: u64) -> Result<(u64, f64)> {
     ))
 }
 
-/// The trace and audit soaks, side by side against one paced workload.
-fn long_soaks(opts: &Options, out: &mut String) -> Result<()> {
-    let scratch = kreplay_tests::scratch("soak");
-    let (want_trace, want_audit) = (opts.wants(Soak::Trace), opts.wants(Soak::Audit));
-    say("soak", "bare capacity run");
-    let (_, bare_rate) = callloop(1, CAPACITY_CALLS, 0)?;
-    // The worktree's own copies of the simulated runtime, attached system-wide from the
-    // start (without --lib they are found by the periodic rescan, after a process's first
-    // calls).
-    let sim = kreplay_tests::sim_dir();
-    let mut lib_args = vec![];
-    for lib in ["libamdhip64.so.6", "libhsa-runtime64.so.1"] {
-        lib_args.push("--lib".to_string());
-        lib_args.push(sim.join(lib).to_string_lossy().into_owned());
-    }
-    let audit_port = prom::free_port()?;
-    let audit_addr = format!("127.0.0.1:{audit_port}");
-    let audit = if want_audit {
-        let mut args = vec!["audit", "--prometheus", &audit_addr, "--interval", "60s"];
-        args.extend(lib_args.iter().map(String::as_str));
-        Some(Running::start(
-            &args,
-            &scratch.join("audit.err"),
-            "metrics at",
-        )?)
-    } else {
-        None
-    };
-    let prometheus = if want_audit {
-        let p = prom::Prometheus::start(&scratch.join("prometheus"), audit_addr.parse()?)?;
-        Some((p, Instant::now()))
-    } else {
-        None
-    };
-    let trace_file = scratch.join("soak.pftrace");
-    let trace = if want_trace {
-        let t = trace_file.to_string_lossy().into_owned();
-        let mut args = vec!["trace", "--all", "-o", &t];
-        args.extend(lib_args.iter().map(String::as_str));
-        Some(Running::start(
-            &args,
-            &scratch.join("trace.err"),
-            "probes attached",
-        )?)
-    } else {
-        None
-    };
-    let mut known_calls = 0;
-    say("soak", "capacity run under the probes");
-    let (n, probed_rate) = callloop(1, CAPACITY_CALLS, 0)?;
-    known_calls += n;
-    let mut roles = vec![];
-    if let Some(t) = &trace {
-        roles.push(("kreplay trace".to_string(), t.pid()));
-    }
-    if let Some(a) = &audit {
-        roles.push(("kreplay audit".to_string(), a.pid()));
-    }
-    let sampler = Sampler::start(PERIOD, move || roles.clone());
-    let started = Instant::now();
-    let calls = opts.rate * opts.minutes * 60;
-    say(
-        "soak",
-        &format!(
-            "{calls} paced calls at {}/s ({} min)",
-            opts.rate, opts.minutes
-        ),
-    );
-    let load_mid = std::thread::spawn(|| {
-        std::thread::sleep(Duration::from_secs(60));
-        report::load_line("1 min into the soak")
-    });
-    let (n, paced_rate) = callloop(1, calls, opts.rate)?;
-    known_calls += n;
-    let soak_secs = started.elapsed().as_secs();
-    let series: Series = sampler.finish();
-    let load_mid = load_mid.join().unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "## `kreplay trace --all` and `kreplay audit`, {} min\n\n{load_mid}\n\n\
-         Workload: `tests/bench/callloop.c` (one thread calling `hipStreamSynchronize(NULL)` on \
-         the simulated runtime), paced to {} calls/s for {soak_secs} s. Its rate unpaced \
-         ({CAPACITY_CALLS} calls): **{bare_rate:.0} calls/s bare**, **{probed_rate:.0} calls/s \
-         under {}**; paced, under the same: **{paced_rate:.0} calls/s** achieved.\n",
-        opts.minutes,
-        opts.rate,
-        match (want_trace, want_audit) {
-            (true, true) => "the trace and the audit at once",
-            (true, false) => "the trace",
-            _ => "the audit",
+/// Paced callloop runs of at most a minute each until `secs` have passed: (calls made,
+/// calls per second over the whole time, runs).
+fn paced_for(secs: u64, rate: u64, lib_dir: Option<&Path>) -> Result<(u64, f64, u64)> {
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(secs);
+    let (mut calls, mut runs) = (0, 0);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now()).as_secs();
+        if left == 0 {
+            break;
         }
-    );
-    report::series_table(out, &series, PERIOD);
-    if let (Some(a), Some((p, ready))) = (audit, prometheus) {
-        report::scrapes(out, &p, ready.elapsed().as_secs())?;
-        let report_file = a.stdout.clone();
-        let (_, ok) = a.stop(Duration::from_secs(60))?;
-        drop(p);
-        let text = std::fs::read_to_string(report_file).unwrap_or_default();
-        report::audit_counts(out, &text, ok, known_calls);
+        let (n, _) = callloop(1, rate * left.min(60), rate, lib_dir)?;
+        calls += n;
+        runs += 1;
     }
-    if let Some(t) = trace {
-        say("soak", "stopping the trace (rendering)");
-        let stop_t = Instant::now();
-        let (text, ok) = t.stop(Duration::from_secs(3600))?;
-        let render_s = stop_t.elapsed().as_secs();
-        report::trace_counts(out, &text, ok, known_calls, render_s);
-        if ok {
-            say("soak", "checking the trace");
-            let check = trace_check::check(
-                &trace_file,
-                DECODED_PACKETS,
-                &scratch.join("prefix.pftrace"),
-            );
-            report::trace_validity(out, &check);
-        }
-        let _ = std::fs::remove_file(&trace_file);
-        let _ = writeln!(
-            out,
-            "The trace was deleted after the check (it is regenerated by the command).\n"
-        );
-    }
-    Ok(())
+    Ok((calls, calls as f64 / t0.elapsed().as_secs_f64(), runs))
 }

@@ -16,9 +16,10 @@ use crate::bench::{machine, today};
 pub fn header(opts: &Options) -> String {
     format!(
         "# kreplay soak\n\nMachine: {}\n\nDate: {}\n\nProduced by `cargo xtask soak {}` (as root, \
-         not in CI). Every kreplay process runs in a PID namespace of its own \
-         (`unshare --pid --mount-proc`): `trace --all` and the audit see, and attach to, only \
-         the soak's processes. Memory and descriptors are read from `/proc/PID/status` \
+         not in CI). Each soak runs in a PID namespace of its own \
+         (`unshare --pid --mount-proc`) with its own workload: `trace --all` and the audit see, \
+         and rescan, only those processes; the trace and the audit run side by side, their \
+         workloads on different copies of the simulated runtime. Memory and descriptors are read from `/proc/PID/status` \
          (VmRSS, VmHWM) and `/proc/PID/fd`.\n\n{}\n\n",
         machine(),
         today(),
@@ -141,7 +142,7 @@ fn row(out: &mut String, role: &str, s: &[Sample]) {
     );
 }
 
-/// Prometheus's record of the audit's scrapes over the `secs` seconds since it became ready.
+/// Prometheus's record of the audit's scrapes over the `secs` seconds since its first.
 pub fn scrapes(out: &mut String, p: &Prometheus, secs: u64) -> Result<()> {
     let q = |e: &str| p.query_value(&format!("{e}(up{{job=\"kreplay-audit\"}}[{secs}s])"));
     let attempted = q("count_over_time")?.unwrap_or(0.0) as u64;
@@ -158,7 +159,7 @@ pub fn scrapes(out: &mut String, p: &Prometheus, secs: u64) -> Result<()> {
     let _ = writeln!(
         out,
         "Prometheus at {} (Debian's `prometheus` package), scraping the audit's `/metrics` on \
-         loopback every 1 s, over the {secs} s since it became ready: {attempted} scrapes \
+         loopback every 1 s, over the {secs} s since its first scrape: {attempted} scrapes \
          recorded (`count_over_time(up[{secs}s])`), {succeeded} successful \
          (`sum_over_time`), {} failed; {secs} expected, so **{pct} %** made — {} (the rule: no \
          failed scrape, ≥ 95 % of the expected made). The slowest scrape took {:.1} ms. At \
