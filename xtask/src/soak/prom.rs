@@ -35,6 +35,8 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts Prometheus in `dir` scraping `target`, and waits until its API answers.
     pub fn start(dir: &Path, target: SocketAddr) -> Result<Self> {
+        // A fresh store: an earlier run's samples must not count.
+        let _ = std::fs::remove_dir_all(dir.join("data"));
         std::fs::create_dir_all(dir)?;
         let cfg = dir.join("prometheus.yml");
         std::fs::write(&cfg, config(target))?;
