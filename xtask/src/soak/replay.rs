@@ -1,13 +1,18 @@
 //! The replay soak: `kreplay replay --probes` over 10,000 dispatches of the simulated ROCm
 //! runtime's `high_qps`, sampling the CLI's processes and the application, and the sim's count
 //! of live allocations at shutdown (`KRSIM_REPORT_LIVE`) against a bare run and a short one.
-use std::{fmt::Write as _, path::Path, process::Command, time::Duration};
+use std::{
+    fmt::Write as _,
+    path::Path,
+    process::{Command, Stdio},
+    time::Duration,
+};
 
 use anyhow::{Context, Result, bail};
 
 use super::{
     Series, report,
-    sample::{Sampler, pids_named},
+    sample::{Sampler, comm, descendants},
 };
 use crate::run::say;
 
@@ -61,19 +66,24 @@ fn run(kreplay: Option<&Path>, dispatches: u64, sample: bool) -> Result<(String,
     };
     c.args([&THREADS.to_string(), &iterations])
         .env("KRSIM_REPORT_LIVE", "1");
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting high_qps")?;
+    let root = child.id();
     let sampler = sample.then(|| {
-        Sampler::start(Duration::from_millis(250), || {
-            let mut roles = vec![];
-            let app = pids_named("high_qps").first().copied();
+        Sampler::start(Duration::from_millis(250), move || {
+            let kids: Vec<(u32, String)> = descendants(root)
+                .into_iter()
+                .filter_map(|p| Some((p, comm(p)?)))
+                .collect();
+            let app = kids.iter().find(|(_, c)| c == "high_qps").map(|(p, _)| *p);
             // Judged while the application runs; after it, kreplay merges (reported only).
             let phase = if app.is_some() { "" } else { AFTER };
-            let k = pids_named("kreplay");
-            // The oldest kreplay is `replay`; the probes run as its `trace` child.
-            if let Some(&p) = k.first() {
-                roles.push((format!("kreplay replay{phase}"), p));
-            }
-            if let Some(&p) = k.get(1) {
-                roles.push((format!("kreplay trace (--probes){phase}"), p));
+            let mut roles = vec![(format!("kreplay replay{phase}"), root)];
+            if let Some((p, _)) = kids.iter().find(|(_, c)| c == "kreplay") {
+                roles.push((format!("kreplay trace (--probes){phase}"), *p));
             }
             if let Some(p) = app {
                 roles.push(("application (high_qps)".to_string(), p));
@@ -81,7 +91,7 @@ fn run(kreplay: Option<&Path>, dispatches: u64, sample: bool) -> Result<(String,
             roles
         })
     });
-    let out = c.output().context("running high_qps")?;
+    let out = child.wait_with_output().context("running high_qps")?;
     let series = sampler.map(Sampler::finish).unwrap_or_default();
     let _ = std::fs::remove_file(&trace);
     // kreplay's table and closing line are on stdout, the sim's line on stderr.
@@ -143,6 +153,15 @@ pub fn soak(kreplay: &Path, out: &mut String) -> Result<()> {
             replayed(text).map_or("—".into(), |r| r.to_string())
         );
     }
+    let wrote = long
+        .lines()
+        .filter(|l| l.starts_with("kreplay: wrote") || l.starts_with("kreplay: kreplay's own"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let _ = writeln!(
+        out,
+        "\nkreplay's closing lines of the 10,000-dispatch run:\n\n```\n{wrote}\n```"
+    );
     let same = lives.iter().all(|l| *l == lives[0]);
     let _ = writeln!(
         out,

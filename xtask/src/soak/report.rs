@@ -16,10 +16,10 @@ use crate::bench::{machine, today};
 pub fn header(opts: &Options) -> String {
     format!(
         "# kreplay soak\n\nMachine: {}\n\nDate: {}\n\nProduced by `cargo xtask soak {}` (as root, \
-         not in CI). Each soak runs in a PID namespace of its own \
-         (`unshare --pid --mount-proc`) with its own workload: `trace --all` and the audit see, \
-         and rescan, only those processes; the trace and the audit run side by side, their \
-         workloads on different copies of the simulated runtime. Memory and descriptors are read from `/proc/PID/status` \
+         not in CI). The trace and the audit soaks run side by side, each in a PID namespace of \
+         its own (`unshare --pid --mount-proc`) with its own workload: `trace --all` and the \
+         audit see, and rescan, only those processes, and their workloads load different copies \
+         of the simulated runtime. The replay soak runs afterwards. Memory and descriptors are read from `/proc/PID/status` \
          (VmRSS, VmHWM) and `/proc/PID/fd`.\n\n{}\n\n",
         machine(),
         today(),

@@ -43,18 +43,29 @@ pub fn read(pid: u32, t_s: u64) -> Option<Sample> {
     })
 }
 
-/// Processes whose `comm` is `name`, oldest (lowest pid) first.
-pub fn pids_named(name: &str) -> Vec<u32> {
-    let mut out: Vec<u32> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == name)
-        })
-        .collect();
-    out.sort_unstable();
+/// A process's `comm`, `None` once it is gone.
+pub fn comm(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|c| c.trim_end().to_string())
+}
+
+/// Every descendant of `pid` (children of all its threads, recursively), parents first.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = vec![];
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let tasks = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten();
+        for t in tasks.flatten() {
+            let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for k in kids.split_whitespace().filter_map(|k| k.parse().ok()) {
+                out.push(k);
+                todo.push(k);
+            }
+        }
+    }
     out
 }
 
@@ -122,6 +133,20 @@ mod tests {
         assert_eq!(status_kb(status, "VmRSS:"), Some(18432));
         assert_eq!(status_kb(status, "VmHWM:"), Some(20480));
         assert_eq!(status_kb(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn a_child_is_found_among_the_descendants() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let found = descendants(std::process::id()).contains(&child.id());
+        let name = comm(child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found);
+        assert_eq!(name.as_deref(), Some("sleep"));
     }
 
     #[test]
