@@ -162,16 +162,16 @@ pub fn soak(kreplay: &Path, out: &mut String) -> Result<()> {
         out,
         "\nkreplay's closing lines of the 10,000-dispatch run:\n\n```\n{wrote}\n```"
     );
-    let same = lives.iter().all(|l| *l == lives[0]);
+    let bare_live = lives[0];
+    let leak = lives[1..]
+        .iter()
+        .any(|&(n, b)| n > bare_live.0 || b > bare_live.1);
     let _ = writeln!(
         out,
-        "\nSnapshot allocations: {} (the rule: what is live at shutdown is the same with and \
-         without kreplay, at 1,000 and at 10,000 dispatches).\n",
-        if same {
-            "no leak"
-        } else {
-            "**LEAK**: live allocations at shutdown differ"
-        }
+        "\nSnapshot allocations: {} (the rule: no replay run ends with more live allocations, \
+         or more live bytes, than the bare run; what the bare run leaves is the simulated \
+         runtime's own, per HSA queue, and varies with scheduling).\n",
+        if leak { "**LEAK**" } else { "no leak" }
     );
     Ok(())
 }
