@@ -1,7 +1,8 @@
 /* callloop - the tight loop of the probe-overhead benchmarks.
- * Usage: callloop THREADS CALLS
+ * Usage: callloop THREADS CALLS [RATE]
  * Each thread calls hipStreamSynchronize(NULL) (idle stream: the runtime call itself is cheap)
- * CALLS times. Prints `ns_per_call: X` (mean per-thread loop time / CALLS),
+ * CALLS times; with RATE > 0 each thread paces itself to at most RATE calls per second (it
+ * sleeps after every 1000 calls that run ahead of that schedule; `cargo xtask soak`). Prints `ns_per_call: X` (mean per-thread loop time / CALLS),
  * `cpu_ns_per_call: Z` (mean per-thread CPU time / CALLS: the loop's own cost, without the time
  * it waited for a CPU) and `calls_per_sec: Y` (all calls / wall time of the parallel section).
  * KREPLAY_BENCH_CPU pins every loop thread to one CPU (pin.h). */
@@ -13,6 +14,7 @@
 #include "workload.h"
 
 static uint64_t calls;
+static uint64_t rate; /* calls per second per thread, 0: unpaced */
 static pthread_barrier_t start;
 
 static uint64_t clock_ns(clockid_t clock) {
@@ -29,7 +31,17 @@ static void* worker(void* out) {
   pthread_barrier_wait(&start);
   uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   uint64_t t0 = now_ns();
-  for (uint64_t i = 0; i < calls; i++) HIP_CHECK(hipStreamSynchronize(NULL));
+  for (uint64_t i = 0; i < calls; i++) {
+    HIP_CHECK(hipStreamSynchronize(NULL));
+    if (rate && (i + 1) % 1000 == 0) {
+      uint64_t due = t0 + (i + 1) * 1000000000ull / rate;
+      uint64_t now = now_ns();
+      if (due > now) {
+        struct timespec ts = {(time_t)((due - now) / 1000000000ull), (long)((due - now) % 1000000000ull)};
+        nanosleep(&ts, NULL);
+      }
+    }
+  }
   ((uint64_t*)out)[0] = now_ns() - t0;
   ((uint64_t*)out)[1] = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
   return NULL;
@@ -38,6 +50,7 @@ static void* worker(void* out) {
 int main(int argc, char** argv) {
   uint64_t threads = wl_arg(argc, argv, 1, 1);
   calls = wl_arg(argc, argv, 2, 100000);
+  rate = wl_arg(argc, argv, 3, 0);
   void* warm;
   HIP_CHECK(hipMalloc(&warm, 64));
   HIP_CHECK(hipFree(warm));
@@ -59,5 +72,6 @@ int main(int argc, char** argv) {
   printf("ns_per_call: %.1f\n", mean);
   printf("cpu_ns_per_call: %.1f\n", cpu);
   printf("calls_per_sec: %.0f\n", (double)(threads * calls) / ((double)wall / 1e9));
+  printf("calls: %llu\n", (unsigned long long)(threads * calls));
   return 0;
 }

@@ -20,7 +20,8 @@ const CARGO_BENCHES: &[(&str, &str)] = &[
     ("kreplay-tool", "restore"),
 ];
 
-fn machine() -> String {
+/// The machine, in one line: cores, CPU, memory, kernel, load average.
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -51,7 +52,8 @@ fn machine() -> String {
     )
 }
 
-fn today() -> String {
+/// The date and time now, UTC.
+pub(crate) fn today() -> String {
     let out = Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
         .output();

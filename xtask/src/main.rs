@@ -13,6 +13,7 @@ mod gpu;
 mod paired;
 mod run;
 mod setup;
+mod soak;
 mod test;
 
 /// kreplay's build orchestration.
@@ -42,6 +43,22 @@ enum Cmd {
         /// cargo bench name.
         #[arg(long)]
         only: Vec<String>,
+    },
+    /// Long runs of trace, audit and replay (not in CI): kreplay's memory and descriptors over
+    /// time, judged flat or leaking, written to docs/bench/soak.md (run as root).
+    Soak {
+        /// Minutes of the trace and audit soaks.
+        #[arg(long, default_value_t = 30)]
+        minutes: u64,
+        /// Run only this soak (repeatable).
+        #[arg(long, value_enum)]
+        only: Vec<soak::Soak>,
+        /// Calls per second of the trace and audit soaks' workload.
+        #[arg(long, default_value_t = 220_000)]
+        rate: u64,
+        /// Already inside the soak's PID namespace (set by the soak itself).
+        #[arg(long, hide = true)]
+        inside: bool,
     },
     /// Build the binaries the GPU machine runs into .gpu-carry/ and, where an NVIDIA GPU is
     /// present, run tests/gpu/run.sh and tests/gpu/replay.sh.
@@ -79,6 +96,25 @@ fn dispatch(command: Cmd) -> Result<()> {
             setup::all()?;
             run::build_all()?;
             bench::run(&name, &only)
+        }
+        Cmd::Soak {
+            minutes,
+            only,
+            rate,
+            inside,
+        } => {
+            let opts = soak::Options {
+                minutes,
+                only,
+                rate,
+            };
+            if inside {
+                soak::inside(&opts)
+            } else {
+                setup::all()?;
+                run::build_all()?;
+                soak::run(&opts)
+            }
         }
         Cmd::GpuTest { build_only } => {
             setup::all()?;

@@ -23,6 +23,8 @@ pub struct Session {
     stats_on: bool,
     totals: BTreeMap<AuditKey, AuditStats>,
     carried: BTreeMap<AuditKey, AuditStats>,
+    /// The kernel's aggregates at the previous refresh.
+    last_read: BTreeMap<AuditKey, AuditStats>,
     at_last_report: BTreeMap<AuditKey, AuditStats>,
     last_report: Instant,
     comms: HashMap<u32, String>,
@@ -43,6 +45,7 @@ impl Session {
             stats_on,
             totals: BTreeMap::new(),
             carried: BTreeMap::new(),
+            last_read: BTreeMap::new(),
             at_last_report: BTreeMap::new(),
             last_report: now,
             comms: HashMap::new(),
@@ -58,7 +61,6 @@ impl Session {
     /// removed from the kernel.
     pub fn refresh(&mut self, bpf: &mut Ebpf) -> Result<(), AuditMapError> {
         let mut live = maps::read_stats(bpf)?;
-        let mut gone = Vec::new();
         for k in live.keys() {
             let alive = Path::new(&format!("/proc/{}", k.pid)).exists();
             if let std::collections::hash_map::Entry::Vacant(slot) = self.comms.entry(k.pid) {
@@ -73,10 +75,10 @@ impl Session {
                 };
                 slot.insert(name);
             }
-            if !alive {
-                gone.push(*k);
-            }
         }
+        let gone = settled(&self.last_read, &live, |pid| {
+            Path::new(&format!("/proc/{pid}")).exists()
+        });
         if !gone.is_empty() {
             // Their totals move to `carried`; a later process reusing the pid starts from
             // zero in the kernel and its counts add to the earlier one's (documented).
@@ -88,9 +90,10 @@ impl Session {
             }
         }
         let mut totals = self.carried.clone();
-        for (k, s) in live {
-            totals.entry(k).or_insert(AuditStats::ZERO).add(&s);
+        for (k, s) in &live {
+            totals.entry(*k).or_insert(AuditStats::ZERO).add(s);
         }
+        self.last_read = live;
         self.totals = totals;
         self.runs_now = maps::program_runs(bpf, AUDIT_PROGRAMS).unwrap_or(self.runs_now);
         self.lost = maps::read_lost(bpf)?;
@@ -154,5 +157,55 @@ impl Session {
             },
             cap,
         )
+    }
+}
+
+/// The entries to move out of the kernel: those of processes that have exited *and* whose
+/// totals did not change since the previous read, so that they are final. An entry the
+/// programs still update is never removed, even when `/proc` says its process is gone (the
+/// audit in another PID namespace than its targets sees other pids there): removing it would
+/// lose the calls made between the read and the removal. An exited process's entry therefore
+/// leaves one refresh after its last call; its totals stay counted either way.
+fn settled(
+    previous: &BTreeMap<AuditKey, AuditStats>,
+    now: &BTreeMap<AuditKey, AuditStats>,
+    alive: impl Fn(u32) -> bool,
+) -> Vec<AuditKey> {
+    now.iter()
+        .filter(|(k, s)| !alive(k.pid) && previous.get(k) == Some(*s))
+        .map(|(k, _)| *k)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(count: u64) -> AuditStats {
+        AuditStats {
+            count,
+            ..AuditStats::ZERO
+        }
+    }
+
+    #[test]
+    fn only_exited_processes_with_final_totals_leave_the_kernel() {
+        let key = |pid| AuditKey { pid, api: 3 };
+        let previous =
+            BTreeMap::from([(key(1), stats(10)), (key(2), stats(10)), (key(3), stats(5))]);
+        // pid 1: gone, unchanged → final. pid 2: "gone" but still counting → kept.
+        // pid 3: alive and unchanged → kept. pid 4: gone, first seen now → kept until the
+        // next read confirms it.
+        let now = BTreeMap::from([
+            (key(1), stats(10)),
+            (key(2), stats(12)),
+            (key(3), stats(5)),
+            (key(4), stats(7)),
+        ]);
+        assert_eq!(settled(&previous, &now, |pid| pid == 3), vec![key(1)]);
+        assert_eq!(
+            settled(&now, &now, |pid| pid == 3),
+            vec![key(1), key(2), key(4)]
+        );
     }
 }

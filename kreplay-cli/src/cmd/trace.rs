@@ -97,6 +97,9 @@ pub struct TraceArgs {
     command: Vec<String>,
 }
 
+/// How often the streams of threads that made no call since the last time are closed.
+const CLOSE_IDLE_EVERY: Duration = Duration::from_secs(5);
+
 /// Most `--thread-slots` accepted: 113 MiB of kernel memory.
 const MAX_THREAD_SLOTS: u32 = 1 << 18;
 
@@ -340,6 +343,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         let mut signalled = false;
         let mut last_events = 0u64;
         let mut last_tick = Instant::now();
+        let mut last_close = Instant::now();
         loop {
             let event = tokio::select! {
                 r = intake.readable() => { r?; Event::Data }
@@ -380,6 +384,12 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                     }
                     col.kernels
                         .forget_exited(|p| Path::new(&format!("/proc/{p}")).exists());
+                    if last_close.elapsed() >= CLOSE_IDLE_EVERY {
+                        last_close = Instant::now();
+                        if let Err(e) = col.capture.close_idle() {
+                            col.io_error.get_or_insert_with(|| e.into());
+                        }
+                    }
                     // On a terminal the status line updates in place every tick; into a file
                         // or pipe, one line every five seconds.
                     if status && (tty || last_tick.elapsed() >= Duration::from_secs(5)) {

@@ -21,12 +21,28 @@ use kreplay_common::{
 /// Chunk size of the probe streams: small enough that a crash loses little.
 const CHUNK_BYTES: usize = 64 * 1024;
 
+/// One thread's open stream.
+struct Open {
+    w: StreamWriter<File>,
+    /// Records pushed so far, and as of the last [`Capture::close_idle`].
+    pushed: u64,
+    checked: u64,
+}
+
 /// The per-thread stream files of one capture.
+///
+/// A thread's file stays open while it makes calls; [`Capture::close_idle`] closes those of
+/// threads that made none since its previous run (the caller runs it every few seconds), and a
+/// closed stream is reopened for appending at its thread's next record. A long `--all` capture
+/// sees threads come and go: kept open, every one that ever made a call would hold a
+/// descriptor and a chunk buffer until the end.
 pub struct Capture {
     dir: PathBuf,
     /// Looked up once per record: foldhash, not std's SipHash (which with a second lookup was
     /// about 10% of the reader's CPU per record).
-    threads: HashMap<(u32, u32), StreamWriter<File>, foldhash::fast::RandomState>,
+    threads: HashMap<(u32, u32), Open, foldhash::fast::RandomState>,
+    /// Closed streams: chunks written to each.
+    closed: HashMap<(u32, u32), u64, foldhash::fast::RandomState>,
     control: StreamWriter<File>,
     /// Records written.
     pub records: u64,
@@ -56,6 +72,7 @@ impl Capture {
         Ok(Capture {
             dir: dir.to_path_buf(),
             threads: HashMap::default(),
+            closed: HashMap::default(),
             control,
             records: 0,
         })
@@ -68,20 +85,31 @@ impl Capture {
 
     /// Number of thread streams.
     pub fn threads(&self) -> usize {
-        self.threads.len()
+        self.threads.len() + self.closed.len()
     }
 
     /// Appends a kernel's name to the stream of the thread that named it (or launched it).
     pub fn kernel_name(&mut self, tid: u32, k: KernelName) -> Result<(), StreamError> {
-        self.thread(k.pid, tid)?.push(&Record::KernelName(k))
+        let o = self.thread(k.pid, tid)?;
+        o.pushed += 1;
+        o.w.push(&Record::KernelName(k))
     }
 
-    /// The stream of thread `tid` of `pid`, created (with the names) on first sight.
-    fn thread(&mut self, pid: u32, tid: u32) -> Result<&mut StreamWriter<File>, StreamError> {
+    /// The stream of thread `tid` of `pid`, created (with the names) on first sight, reopened
+    /// after [`Capture::close_idle`] closed it.
+    fn thread(&mut self, pid: u32, tid: u32) -> Result<&mut Open, StreamError> {
         match self.threads.entry((pid, tid)) {
             Entry::Occupied(e) => Ok(e.into_mut()),
             Entry::Vacant(slot) => {
                 let path = self.dir.join(format!("probes-{pid}-{tid}.krs"));
+                if let Some(chunks) = self.closed.remove(&(pid, tid)) {
+                    let w = StreamWriter::append(&path, chunks)?.with_chunk_threshold(CHUNK_BYTES);
+                    return Ok(slot.insert(Open {
+                        w,
+                        pushed: 0,
+                        checked: 0,
+                    }));
+                }
                 let mut w =
                     StreamWriter::create(&path, &StreamHeader::new(StreamKind::Probes, pid))?
                         .with_chunk_threshold(CHUNK_BYTES);
@@ -95,15 +123,46 @@ impl Capture {
                     tid,
                     name: thread,
                 }))?;
-                Ok(slot.insert(w))
+                Ok(slot.insert(Open {
+                    w,
+                    pushed: 0,
+                    checked: 0,
+                }))
             }
         }
     }
 
+    /// Flushes and closes the streams of threads that made no call since the previous run;
+    /// returns how many it closed.
+    pub fn close_idle(&mut self) -> Result<usize, StreamError> {
+        let idle: Vec<(u32, u32)> = self
+            .threads
+            .iter_mut()
+            .filter_map(|(k, o)| {
+                let idle = o.pushed == o.checked;
+                o.checked = o.pushed;
+                idle.then_some(*k)
+            })
+            .collect();
+        for k in &idle {
+            if let Some(mut o) = self.threads.remove(k) {
+                o.w.flush()?;
+                self.closed.insert(*k, o.w.chunks_written());
+            }
+        }
+        Ok(idle.len())
+    }
+
+    /// Streams open now.
+    pub fn open_streams(&self) -> usize {
+        self.threads.len()
+    }
+
     /// Appends one call to its thread's stream, creating the stream on first sight.
     pub fn push(&mut self, r: &CallRecord) -> Result<(), StreamError> {
-        let w = self.thread(r.pid, r.tid)?;
-        w.push(&Record::ApiCall(ApiCall {
+        let o = self.thread(r.pid, r.tid)?;
+        o.pushed += 1;
+        o.w.push(&Record::ApiCall(ApiCall {
             pid: r.pid,
             tid: r.tid,
             api: r.api,
@@ -133,6 +192,7 @@ impl Capture {
         files.extend(
             self.threads
                 .keys()
+                .chain(self.closed.keys())
                 .map(|(pid, tid)| self.dir.join(format!("probes-{pid}-{tid}.krs"))),
         );
         files.sort();
@@ -143,9 +203,86 @@ impl Capture {
     pub fn finish(mut self) -> Result<Vec<PathBuf>, StreamError> {
         let files = self.files();
         self.control.flush()?;
-        for w in self.threads.values_mut() {
-            w.flush()?;
+        for o in self.threads.values_mut() {
+            o.w.flush()?;
         }
         Ok(files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kreplay_common::stream::StreamReader;
+
+    fn call(tid: u32, enter_ns: u64) -> CallRecord {
+        CallRecord {
+            enter_ns,
+            exit_ns: enter_ns + 1,
+            pid: 7,
+            tid,
+            api: 1,
+            flags: 0,
+            _pad: 0,
+            args: [0; 6],
+            extra: [0; kreplay_common::probe::EXTRA_WORDS],
+            ret: 0,
+            out: 0,
+        }
+    }
+
+    /// The calls' entry times in a stream file, and whether it read back undamaged.
+    fn read_back(path: &Path) -> (Vec<u64>, bool) {
+        let mut r = StreamReader::open(path).unwrap();
+        let calls = r
+            .by_ref()
+            .filter_map(|rec| match rec {
+                Record::ApiCall(c) => Some(c.enter_ns),
+                _ => None,
+            })
+            .collect();
+        (calls, r.damage().is_none())
+    }
+
+    #[test]
+    fn idle_threads_streams_close_and_reopen_for_appending() {
+        let dir = std::env::temp_dir().join(format!("kreplay-capture-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let mut c = Capture::create(&dir).unwrap();
+        // Enough calls on thread 10 for several 64 KiB chunks before its stream is closed.
+        for t in 0..3000 {
+            c.push(&call(10, t)).unwrap();
+        }
+        c.push(&call(11, 0)).unwrap();
+        assert_eq!(
+            c.close_idle().unwrap(),
+            0,
+            "both made calls since the start"
+        );
+        c.push(&call(10, 3000)).unwrap();
+        assert_eq!(c.close_idle().unwrap(), 1, "thread 11 was idle");
+        assert_eq!((c.open_streams(), c.threads()), (1, 2));
+        assert_eq!(c.close_idle().unwrap(), 1, "then thread 10");
+        assert_eq!(c.open_streams(), 0);
+        // Both come back: appended to their files.
+        c.push(&call(10, 3001)).unwrap();
+        c.push(&call(11, 1)).unwrap();
+        assert_eq!((c.open_streams(), c.threads()), (2, 2));
+        let files = c.finish().unwrap();
+        assert_eq!(
+            files,
+            vec![
+                dir.join("probes-7-10.krs"),
+                dir.join("probes-7-11.krs"),
+                dir.join("probes-kreplay.krs")
+            ]
+        );
+        let (calls, undamaged) = read_back(&files[0]);
+        assert!(undamaged, "thread 10's stream reads back whole");
+        assert_eq!(calls.len(), 3002);
+        assert!(calls.iter().copied().eq(0..3002), "every call, in order");
+        assert_eq!(read_back(&files[1]), (vec![0, 1], true));
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -38,6 +38,27 @@ impl StreamWriter<File> {
         })?;
         Self::new(file, header)
     }
+
+    /// Reopens the stream at `path`, written before by a writer that had written `chunks`
+    /// chunks (its [`StreamWriter::chunks_written`]) and was flushed and dropped, and appends
+    /// after them: the file reads as if that writer had never been closed.
+    pub fn append(path: &Path, chunks: u64) -> Result<Self, StreamError> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|source| StreamError::Create {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(Self {
+            out: file,
+            buf: vec![0; CHUNK_HEADER_LEN],
+            threshold: DEFAULT_CHUNK_THRESHOLD,
+            next_seq: chunks,
+            records_pending: 0,
+            records_written: 0,
+        })
+    }
 }
 
 impl<W: Write> StreamWriter<W> {

@@ -105,6 +105,7 @@ bool sim_arena_free(sim_arena* ar, void* p) {
 static pthread_rwlock_t g_reg_lock = PTHREAD_RWLOCK_INITIALIZER;
 static sim_alloc* g_reg;
 static size_t g_nreg, g_capreg;
+static uint64_t g_made; /* allocations ever registered */
 
 static size_t reg_lower_bound(uintptr_t base) {
   size_t lo = 0, hi = g_nreg;
@@ -132,6 +133,7 @@ int sim_registry_add(const sim_alloc* a) {
   memmove(&g_reg[pos + 1], &g_reg[pos], (g_nreg - pos) * sizeof *g_reg);
   g_reg[pos] = *a;
   g_nreg++;
+  g_made++;
   pthread_rwlock_unlock(&g_reg_lock);
   return 0;
 }
@@ -209,8 +211,20 @@ void sim_memory_setup(void) {
   arena_init(&g_sim.system_arena, g_sim.region_base + dev * (size_t)g_faults.gpus, sys);
 }
 
+/* KRSIM_REPORT_LIVE set: one stderr line with what is still allocated when HSA shuts down
+ * (after tools unloaded and executables were destroyed), for leak checks (`cargo xtask soak`):
+ * `krsim: live allocations at shutdown: N (B bytes) of M made`. Caller holds g_reg_lock. */
+static void report_live(void) {
+  if (!getenv("KRSIM_REPORT_LIVE")) return;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < g_nreg; i++) bytes += g_reg[i].size;
+  fprintf(stderr, "krsim: live allocations at shutdown: %zu (%llu bytes) of %llu made\n", g_nreg,
+          (unsigned long long)bytes, (unsigned long long)g_made);
+}
+
 void sim_memory_teardown(void) {
   pthread_rwlock_wrlock(&g_reg_lock);
+  report_live();
   free(g_reg);
   g_reg = NULL;
   g_nreg = g_capreg = 0;
