@@ -14,7 +14,9 @@
 //! end: memory is bounded by the dispatches in flight, not by the trace's length.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+
+use super::FastMap;
 use std::io::Write;
 
 use kreplay_common::stream::Dispatch;
@@ -125,13 +127,13 @@ pub struct Gpu {
     /// Names of GPU annotations.
     pub names: GpuNames,
     held: BinaryHeap<Reverse<(u64, u64)>>,
-    held_by_order: HashMap<u64, HeldDispatch>,
+    held_by_order: FastMap<u64, HeldDispatch>,
     order: u64,
-    devices: HashMap<(u32, u64), Track>,
-    queues: HashMap<(u32, u64, u64), Track>,
-    replay_tracks: HashMap<(u32, u64, u64), Track>,
-    orphans: HashMap<u32, Track>,
-    placed: HashMap<(u32, u64), Placed>,
+    devices: FastMap<(u32, u64), Track>,
+    queues: FastMap<(u32, u64, u64), Track>,
+    replay_tracks: FastMap<(u32, u64, u64), Track>,
+    orphans: FastMap<u32, Track>,
+    placed: FastMap<(u32, u64), Placed>,
     /// `(forget at, pid, correlation, hold order)` of written dispatches.
     expiry: BinaryHeap<Reverse<(u64, u32, u64, u64)>>,
     /// Dispatch slices written.
@@ -145,13 +147,13 @@ impl Gpu {
             seq: w.sequence(),
             names: GpuNames::new(w),
             held: BinaryHeap::new(),
-            held_by_order: HashMap::new(),
+            held_by_order: FastMap::default(),
             order: 0,
-            devices: HashMap::new(),
-            queues: HashMap::new(),
-            replay_tracks: HashMap::new(),
-            orphans: HashMap::new(),
-            placed: HashMap::new(),
+            devices: FastMap::default(),
+            queues: FastMap::default(),
+            replay_tracks: FastMap::default(),
+            orphans: FastMap::default(),
+            placed: FastMap::default(),
             expiry: BinaryHeap::new(),
             dispatches: 0,
         }

@@ -10,7 +10,14 @@ pub mod live_bytes;
 pub mod own_calls;
 pub mod render;
 pub mod replay_args;
+pub mod scratch;
 pub mod stats;
+
+/// The hash map of the merge's per-record lookups: foldhash, not std's SipHash, whose cost
+/// showed in the merge's profile. Iteration order is random per run either way.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// The hash set of the merge's per-record lookups ([`FastMap`]'s hasher).
+pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 use std::{
     io::BufWriter,

@@ -191,6 +191,39 @@ fn api_call_encodes_to_its_fixed_size() {
 }
 
 #[test]
+fn api_call_decodes_every_field_and_ignores_appended_bytes_but_not_missing_ones() {
+    let rec = ApiCall {
+        pid: 0x0102_0304,
+        tid: 0x0506_0708,
+        api: 0x090a,
+        enter_ns: 11,
+        exit_ns: 12,
+        ret: u64::MAX - 1,
+        args: [21, 22, 23, 24, 25, 26],
+        extra: [31, 32, 33, 34, 35],
+        out: 0x7f00_0000_0041,
+    };
+    let mut out = Vec::new();
+    codec::encode(&rec.clone().into(), &mut out);
+    assert_eq!(
+        codec::decode(&out, 0, 3),
+        codec::Decoded::Record(rec.clone().into(), out.len())
+    );
+    // A newer writer's appended field: skipped.
+    let mut longer = out.clone();
+    longer[1..5].copy_from_slice(&134u32.to_le_bytes());
+    longer.extend_from_slice(&[0xee; 4]);
+    assert_eq!(
+        codec::decode(&longer, 0, 3),
+        codec::Decoded::Record(rec.into(), longer.len())
+    );
+    // One byte short of the fields: malformed.
+    let mut shorter = out[..out.len() - 1].to_vec();
+    shorter[1..5].copy_from_slice(&129u32.to_le_bytes());
+    assert_eq!(codec::decode(&shorter, 0, 3), codec::Decoded::Malformed);
+}
+
+#[test]
 fn a_version_1_restore_body_without_the_chunk_fields_decodes_with_zeros() {
     let full = Restore {
         correlation: 5,
