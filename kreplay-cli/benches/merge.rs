@@ -173,6 +173,8 @@ fn main() {
         pool_free: id_of("hsa_amd_memory_pool_free").expect("pool free"),
         memset: id_of("hipMemset").expect("hipMemset"),
     };
+    let cases = std::env::var("KREPLAY_BENCH_CASES").unwrap_or_default();
+    let want = |c: &str| cases.is_empty() || cases.split(',').any(|x| x == c);
     let mut rows = Vec::new();
     let mut crc: Option<(u64, f64, f64)> = None;
     for &n in &sizes {
@@ -196,61 +198,69 @@ fn main() {
             gen_start.elapsed().as_secs_f64()
         );
 
-        if crc.is_none() {
+        if crc.is_none() && want("crc") {
             crc = Some(crc_compare(&files));
         }
 
         // (a) the k-way merge alone.
-        reset_peak_rss();
-        let start_rss_kib = status_kib("VmRSS:");
-        let t0 = Instant::now();
-        let merged = MergedStreams::open(&files).expect("open streams");
-        let mut records = 0u64;
-        let mut last = 0u64;
-        let mut out_of_order = 0u64;
-        for m in merged {
-            records += 1;
-            let ts = m.record.timestamp();
-            out_of_order += u64::from(ts < last);
-            last = ts;
+        if want("merge") {
+            reset_peak_rss();
+            let start_rss_kib = status_kib("VmRSS:");
+            let t0 = Instant::now();
+            let merged = MergedStreams::open(&files).expect("open streams");
+            let mut records = 0u64;
+            let mut last = 0u64;
+            let mut out_of_order = 0u64;
+            for m in merged {
+                records += 1;
+                let ts = m.record.timestamp();
+                out_of_order += u64::from(ts < last);
+                last = ts;
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            assert_eq!(records, streams * (n + 2), "every record merged");
+            assert_eq!(out_of_order, 0, "merged in timestamp order");
+            rows.push(Row {
+                case: "k-way merge only",
+                streams,
+                per_stream: n,
+                records,
+                secs,
+                peak_rss_kib: status_kib("VmHWM:"),
+                start_rss_kib,
+                trace_bytes: 0,
+            });
         }
-        let secs = t0.elapsed().as_secs_f64();
-        assert_eq!(records, streams * (n + 2), "every record merged");
-        assert_eq!(out_of_order, 0, "merged in timestamp order");
-        rows.push(Row {
-            case: "k-way merge only",
-            streams,
-            per_stream: n,
-            records,
-            secs,
-            peak_rss_kib: status_kib("VmHWM:"),
-            start_rss_kib,
-            trace_bytes: 0,
-        });
 
         // (b) merge and render to a trace file.
-        let trace = dir.join("bench.pftrace");
-        reset_peak_rss();
-        let start_rss_kib = status_kib("VmRSS:");
-        let t0 = Instant::now();
-        let report = merge::merge(&files, &trace).expect("merge");
-        let secs = t0.elapsed().as_secs_f64();
-        assert_eq!(report.records, streams * (n + 2));
-        assert_eq!(report.stats.unrenderable, 0, "every call placed");
-        assert_eq!(report.stats.late, 0, "the window restored entry order");
-        rows.push(Row {
-            case: "merge → trace file",
-            streams,
-            per_stream: n,
-            records: report.records,
-            secs,
-            peak_rss_kib: status_kib("VmHWM:"),
-            start_rss_kib,
-            trace_bytes: report.bytes,
-        });
-        let _ = std::fs::remove_dir_all(&dir);
+        if want("trace") {
+            let trace = dir.join("bench.pftrace");
+            reset_peak_rss();
+            let start_rss_kib = status_kib("VmRSS:");
+            let t0 = Instant::now();
+            let report = merge::merge(&files, &trace).expect("merge");
+            let secs = t0.elapsed().as_secs_f64();
+            assert_eq!(report.records, streams * (n + 2));
+            assert_eq!(report.stats.unrenderable, 0, "every call placed");
+            assert_eq!(report.stats.late, 0, "the window restored entry order");
+            rows.push(Row {
+                case: "merge → trace file",
+                streams,
+                per_stream: n,
+                records: report.records,
+                secs,
+                peak_rss_kib: status_kib("VmHWM:"),
+                start_rss_kib,
+                trace_bytes: report.bytes,
+            });
+        }
+        if std::env::var_os("KREPLAY_BENCH_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
-    let _ = std::fs::remove_dir_all(&root);
+    if std::env::var_os("KREPLAY_BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&root);
+    }
 
     let mut md = String::new();
     md.push_str(

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 pub const EXACT: usize = 1024;
 
 /// The median's largest relative error once the histogram holds the values: 1/256.
+#[cfg(test)]
 pub const MEDIAN_REL_ERROR: f64 = 1.0 / 256.0;
 
 /// Durations (or any `u64` values) summarized in bounded memory. Two are equal when they
@@ -155,6 +156,7 @@ impl Durations {
     }
 
     /// Values and buckets this summary holds in memory (what its bound is about).
+    #[cfg(test)]
     pub fn heap_entries(&self) -> usize {
         self.exact.capacity() + self.hist.len()
     }
