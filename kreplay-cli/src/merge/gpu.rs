@@ -99,6 +99,9 @@ pub struct Child<'a> {
     pub correlation: u64,
     /// Slice name.
     pub name: &'a str,
+    /// The name differs from record to record (`pass N`): written in the slice rather than
+    /// interned, so the writer's name tables do not grow with every pass.
+    pub inline_name: bool,
     /// Start.
     pub start: u64,
     /// End.
@@ -362,11 +365,14 @@ impl Gpu {
                 w.lane(base, c.start, end)?
             }
         };
-        let name = w.event_name(c.name);
         let args = EventArgs {
             annotations: c.args,
             ..Default::default()
         };
+        if c.inline_name {
+            return w.slice_inline(self.seq, track, c.name, c.start, end, &args);
+        }
+        let name = w.event_name(c.name);
         w.slice(self.seq, track, name, c.start, end, &args)
     }
 

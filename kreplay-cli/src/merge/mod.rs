@@ -146,13 +146,13 @@ fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<Merg
     let mut records = 0u64;
     let mut ordinals = vec![0u64; merged.len()];
     let (mut rejected, mut rejected_total) = (Vec::new(), 0u64);
-    for m in merged.by_ref() {
+    while let Some(m) = merged.next_ref() {
         if output::interrupted().is_some() {
             bail!("interrupted: {} left as it was", output.display());
         }
         records += 1;
         ordinals[m.stream] += 1;
-        let rec = &m.record;
+        let rec = m.record;
         let why = match rec.end_ns().filter(|&e| e < rec.timestamp()) {
             Some(end) => format!("it ends at {end} ns, before it begins"),
             None => match renderer.record(m.stream, pids[m.stream], rec, m.late) {

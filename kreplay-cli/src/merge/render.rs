@@ -252,7 +252,16 @@ impl<W: Write> Renderer<W> {
                     .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
                 let name = format!("pass {}", r.pass);
                 let ann = self.gpu.names.pass_args(r.pass, r.correlation);
-                self.child(pid, r.correlation, &name, r.start_ns, r.end_ns, &ann)?;
+                // One name per pass number: written in the slice, not interned.
+                self.child(&Child {
+                    pid,
+                    correlation: r.correlation,
+                    name: &name,
+                    inline_name: true,
+                    start: r.start_ns,
+                    end: r.end_ns,
+                    args: &ann,
+                })?;
             }
             Record::Snapshot(r) => {
                 self.own
@@ -262,7 +271,15 @@ impl<W: Write> Renderer<W> {
                         .names
                         .copy_args(r.bytes, r.regions, None, None, r.correlation);
                 self.gpu.names.chunk.snapshot(r, &mut ann);
-                self.child(pid, r.correlation, "snapshot", r.start_ns, r.end_ns, &ann)?;
+                self.child(&Child {
+                    pid,
+                    correlation: r.correlation,
+                    name: "snapshot",
+                    inline_name: false,
+                    start: r.start_ns,
+                    end: r.end_ns,
+                    args: &ann,
+                })?;
             }
             Record::Restore(r) => {
                 self.own
@@ -275,7 +292,15 @@ impl<W: Write> Renderer<W> {
                     r.correlation,
                 );
                 self.gpu.names.chunk.restore(r, &mut ann);
-                self.child(pid, r.correlation, "restore", r.start_ns, r.end_ns, &ann)?;
+                self.child(&Child {
+                    pid,
+                    correlation: r.correlation,
+                    name: "restore",
+                    inline_name: false,
+                    start: r.start_ns,
+                    end: r.end_ns,
+                    args: &ann,
+                })?;
             }
             Record::Decline(r) => {
                 let ann = self.gpu.names.decline_args(&r.reason, r.correlation);
@@ -315,26 +340,10 @@ impl<W: Write> Renderer<W> {
         self.write_ready()
     }
 
-    fn child(
-        &mut self,
-        pid: u32,
-        correlation: u64,
-        name: &str,
-        start: u64,
-        end: u64,
-        ann: &[Annotation<'_>],
-    ) -> Result<(), WriterError> {
+    fn child(&mut self, c: &Child<'_>) -> Result<(), WriterError> {
         let names = &self.process_names;
         let pname = |pid: u32| process_label(names, pid);
-        let c = Child {
-            pid,
-            correlation,
-            name,
-            start,
-            end,
-            args: ann,
-        };
-        let r = self.gpu.child(&mut self.w, &c, &pname);
+        let r = self.gpu.child(&mut self.w, c, &pname);
         if r.is_ok() {
             self.stats.slices += 1;
         }

@@ -40,6 +40,9 @@ struct Input<R: Read> {
     keys: VecDeque<(u64, u8, u32)>,
     slots: Vec<Option<Record>>,
     free: Vec<u32>,
+    /// The slot of the record last lent out by [`MergedStreams::next_ref`], freed at the
+    /// stream's next turn.
+    lent: Option<u32>,
     exhausted: bool,
     last_out: u64,
 }
@@ -51,6 +54,7 @@ impl<R: Read> Input<R> {
             keys: VecDeque::new(),
             slots: Vec::new(),
             free: Vec::new(),
+            lent: None,
             exhausted: false,
             last_out: 0,
         }
@@ -91,17 +95,22 @@ impl<R: Read> Input<R> {
         self.keys.front().map(|&(ts, rank, _)| (ts, rank))
     }
 
-    fn pop(&mut self, limit: usize) -> Option<(Record, bool)> {
+    /// Takes the window's first record, leaving it in its slot (returned, with whether it is
+    /// late) until the stream's next turn, and refills the window.
+    fn take(&mut self, limit: usize) -> Option<(u32, bool)> {
+        if let Some(old) = self.lent.take() {
+            self.slots[old as usize] = None;
+            self.free.push(old);
+        }
         let (ts, _, slot) = self.keys.pop_front()?;
-        let record = self.slots[slot as usize].take()?;
-        self.free.push(slot);
+        self.lent = Some(slot);
         if let Some(&(_, _, next)) = self.keys.front() {
             prefetch(&self.slots[next as usize]);
         }
         let late = ts < self.last_out;
         self.last_out = self.last_out.max(ts);
         self.fill(limit);
-        Some((record, late))
+        Some((slot, late))
     }
 }
 
@@ -210,16 +219,28 @@ impl<R: Read> MergedStreams<R> {
     }
 }
 
-impl<R: Read> Iterator for MergedStreams<R> {
-    type Item = Merged;
+impl<R: Read> MergedStreams<R> {
+    /// The next record, lent: [`Iterator::next`] without moving the record out of the merge
+    /// (a record is large, and the merge's hot loop moved each one several times). The record
+    /// stays valid until the next call.
+    pub fn next_ref(&mut self) -> Option<MergedRef<'_>> {
+        let (i, slot, late) = self.advance()?;
+        let record = self.inputs[i].slots[slot as usize].as_ref()?;
+        Some(MergedRef {
+            record,
+            stream: i,
+            late,
+        })
+    }
 
-    fn next(&mut self) -> Option<Merged> {
+    /// Takes the smallest head: its stream index, the record's slot there, and lateness.
+    fn advance(&mut self) -> Option<(usize, u32, bool)> {
         // The stream with the smallest head gives its record; its new head replaces its key in
         // place (one sift down instead of a pop and a push).
         let mut top = self.heads.peek_mut()?;
         let Reverse((_, _, i)) = *top;
         let input = &mut self.inputs[i];
-        let Some((record, late)) = input.pop(self.window) else {
+        let Some((slot, late)) = input.take(self.window) else {
             PeekMut::pop(top);
             return None;
         };
@@ -229,6 +250,30 @@ impl<R: Read> Iterator for MergedStreams<R> {
                 PeekMut::pop(top);
             }
         }
+        Some((i, slot, late))
+    }
+}
+
+/// A merged record lent by [`MergedStreams::next_ref`].
+#[derive(Clone, Copy, Debug)]
+pub struct MergedRef<'a> {
+    /// The record.
+    pub record: &'a Record,
+    /// Index of its input stream.
+    pub stream: usize,
+    /// True when the record sorts before one already delivered from its stream.
+    pub late: bool,
+}
+
+impl<R: Read> Iterator for MergedStreams<R> {
+    type Item = Merged;
+
+    fn next(&mut self) -> Option<Merged> {
+        let (i, slot, late) = self.advance()?;
+        let input = &mut self.inputs[i];
+        let record = input.slots[slot as usize].take()?;
+        input.lent = None;
+        input.free.push(slot);
         Some(Merged {
             record,
             stream: i,

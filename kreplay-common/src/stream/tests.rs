@@ -576,3 +576,38 @@ fn a_tool_window_merges_before_a_call_entered_at_the_same_nanosecond() {
         .collect();
     assert_eq!(got, [(1, 90), (0, 90), (0, 90), (1, 100)]);
 }
+
+#[test]
+fn lent_records_come_in_the_same_order_as_owned_ones_with_the_same_lateness() {
+    // Two streams, nested calls in return order, one further out of order than a window of 2,
+    // equal timestamps across streams.
+    let a = calls_stream(&[(21, 22), (20, 30), (10, 50), (60, 70), (55, 80), (90, 91)]);
+    let b = calls_stream(&[(20, 25), (5, 60), (61, 62), (90, 95), (1, 100)]);
+    let open = || {
+        [&a, &b]
+            .iter()
+            .map(|s| StreamReader::new(Cursor::new(s.to_vec()), Path::new("s.krs")).unwrap())
+            .collect::<Vec<_>>()
+    };
+    for window in [1, 2, DEFAULT_WINDOW] {
+        let owned: Vec<(u64, usize, bool)> = MergedStreams::with_window(open(), window)
+            .map(|m| (m.record.timestamp(), m.stream, m.late))
+            .collect();
+        let mut merged = MergedStreams::with_window(open(), window);
+        let mut lent = Vec::new();
+        while let Some(m) = merged.next_ref() {
+            lent.push((m.record.timestamp(), m.stream, m.late));
+        }
+        assert_eq!(lent, owned, "window {window}");
+        assert_eq!(owned.len(), 11);
+    }
+    // A window of 2: stream b's call entered at 1 arrives after 90 went out.
+    let mut merged = MergedStreams::with_window(open(), 2);
+    let mut late = Vec::new();
+    while let Some(m) = merged.next_ref() {
+        if m.late {
+            late.push((m.stream, m.record.timestamp()));
+        }
+    }
+    assert_eq!(late, [(0, 10), (1, 1)]);
+}
