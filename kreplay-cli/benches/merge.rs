@@ -172,18 +172,29 @@ fn replay_case(
             .arg(&saxpy)
             .args(args);
         let c = process::run(&mut cmd, true);
-        let summary = format!("({passes} passes)");
+        // `kreplay: 1 dispatches replayed (N passes); ...`: a replay may stop early (the
+        // table says so), but most passes must have run for the figure to mean anything.
+        let ran: u64 = c
+            .stdout
+            .split_once(" dispatches replayed (")
+            .and_then(|(_, rest)| rest.split_once(" passes)"))
+            .and_then(|(n, _)| n.parse().ok())
+            .unwrap_or(0);
         assert!(
-            c.stdout.contains(&summary),
-            "{label} did not replay {passes} passes:\n{}",
+            ran * 10 >= passes * 9,
+            "{label} replayed {ran} of {passes} passes:\n{}",
             c.stdout
         );
         eprintln!(
-            "replay {case} {label}: {:.1} s, {:.1} MiB",
+            "replay {case} {label}: {ran} passes, {:.1} s, {:.1} MiB",
             c.wall,
             mib(c.peak_kib)
         );
-        cells.push(format!("{:.1} MiB ({:.1} s)", mib(c.peak_kib), c.wall));
+        cells.push(format!(
+            "{:.1} MiB ({ran} passes, {:.1} s)",
+            mib(c.peak_kib),
+            c.wall
+        ));
     }
     md.push_str(&format!("| {case} | {} |\n", cells.join(" | ")));
     if std::env::var_os("KREPLAY_BENCH_KEEP").is_none() {
@@ -221,7 +232,8 @@ fn main() {
     }
     if want("replay") {
         md.push_str(&format!(
-            "`kreplay replay` peak RSS of the CLI process (wall time in brackets):\n\n\
+            "`kreplay replay` peak RSS of the CLI process (passes the table counted, and the \
+             wall time, in brackets):\n\n\
              | case | {} | {} |\n|---|---:|---:|\n",
             bins[0].0, bins[1].0
         ));
