@@ -36,6 +36,10 @@ fn hwm_kib(pid: u32) -> Option<u64> {
 /// read from /proc every millisecond while it runs (VmHWM only grows, so only growth in its
 /// last millisecond can be missed); without, it is `ru_maxrss` (exact for a process with no
 /// children, like `kreplay merge`).
+#[expect(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which Child::wait cannot replace: it gives no rusage"
+)]
 pub fn run(cmd: &mut Command, own_peak: bool) -> Cost {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     // The tool refuses `KREPLAY_*` variables it does not know: keep the bench's own out.

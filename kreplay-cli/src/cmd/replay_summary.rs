@@ -268,7 +268,7 @@ impl Summary {
     /// Moves what `key` holds into its kernel's row once the kernel is known, keeping only
     /// what later records of the dispatch need ([`Settled`]).
     fn flush(&mut self, key: (usize, u64)) {
-        if !self.pending.get(&key).is_some_and(|p| p.kernel.is_some()) {
+        if self.pending.get(&key).is_none_or(|p| p.kernel.is_none()) {
             return;
         }
         let Some(p) = self.pending.remove(&key) else {
