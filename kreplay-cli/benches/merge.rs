@@ -18,7 +18,8 @@
 //! `KREPLAY_BENCH_BASE=COMMIT` (default [`BASE`]; built once under `target/bench-base/`),
 //! `KREPLAY_BENCH_CASES=merge,replay` (which parts), `KREPLAY_BENCH_OUT=FILE` (also write the
 //! tables there), `KREPLAY_BENCH_DIR` (where streams and traces go; default the temp dir),
-//! `KREPLAY_BENCH_KEEP=1` (keep them, e.g. to profile `kreplay merge` on them).
+//! `KREPLAY_BENCH_KEEP=1` (keep them, e.g. to profile `kreplay merge` on them),
+//! `KREPLAY_BENCH_VERBOSE=1` (print each measured command and its stderr).
 
 #[path = "merge/generate.rs"]
 mod generate;
