@@ -1,5 +1,6 @@
 //! The subcommands of `kreplay`, one file each.
 pub mod audit;
+pub mod durations;
 pub mod merge;
 pub mod probe;
 pub mod replay;

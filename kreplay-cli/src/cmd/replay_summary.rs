@@ -4,9 +4,11 @@
 //! grouped by cause, and how the restores ran (snapshot mode, bytes hashed, checked and
 //! restored, dirty chunks, check time). Rendering is `replay_table`'s.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use kreplay_common::size;
+
+use super::durations::Durations;
 use kreplay_common::stream::{Record, snapshot_mode};
 
 /// The declines of one cause: how many, and the first reason seen as the example.
@@ -31,14 +33,14 @@ pub struct KernelRow {
     pub passes_per_dispatch: Option<(u32, u32)>,
     /// Passes run (all replayed dispatches).
     pub passes: u64,
-    /// Pass durations in ns, sorted.
-    pub pass_ns: Vec<u64>,
-    /// Snapshots taken, their durations in ns (sorted) and bytes (sum).
-    pub snapshot_ns: Vec<u64>,
+    /// Pass durations in ns.
+    pub pass_ns: Durations,
+    /// Snapshot durations in ns (their count is the snapshots taken).
+    pub snapshot_ns: Durations,
     /// Snapshot bytes (sum).
     pub snapshot_bytes: u64,
-    /// Restore durations in ns, sorted.
-    pub restore_ns: Vec<u64>,
+    /// Restore durations in ns.
+    pub restore_ns: Durations,
     /// Restores in which a region's write-back failed.
     pub failed_restores: u64,
     /// Declines by cause ([`kreplay_common::cause`]: addresses and numbers masked).
@@ -64,59 +66,99 @@ impl KernelRow {
     /// Snapshot bytes per snapshot (the mean; 0 without snapshots).
     pub fn snapshot_bytes_each(&self) -> u64 {
         self.snapshot_bytes
-            .checked_div(self.snapshot_ns.len() as u64)
+            .checked_div(self.snapshot_ns.count())
             .unwrap_or(0)
+    }
+
+    /// Adds what `p` aggregated (not the dispatch counts or passes per dispatch, which
+    /// [`Summary`] keeps).
+    fn merge(&mut self, p: &KernelRow) {
+        self.passes += p.passes;
+        self.pass_ns.merge(&p.pass_ns);
+        self.snapshot_ns.merge(&p.snapshot_ns);
+        self.snapshot_bytes += p.snapshot_bytes;
+        self.restore_ns.merge(&p.restore_ns);
+        self.failed_restores += p.failed_restores;
+        for (cause, d) in &p.declines {
+            let e = self.declines.entry(cause.clone()).or_default();
+            if e.count == 0 {
+                e.example = d.example.clone();
+            }
+            e.count += d.count;
+        }
+        self.nondeterministic += p.nondeterministic;
+        self.modes.extend(p.modes.iter().cloned());
+        self.bytes_hashed += p.bytes_hashed;
+        self.bytes_checked += p.bytes_checked;
+        self.bytes_restored += p.bytes_restored;
+        self.dirty_chunks += p.dirty_chunks;
+        self.check_ns += p.check_ns;
     }
 }
 
-/// The middle value of sorted `v` (0 when empty).
-pub fn median(v: &[u64]) -> u64 {
-    v.get(v.len() / 2).copied().unwrap_or(0)
-}
-
-/// One snapshot as the row counts it.
-struct SnapPart {
-    ns: u64,
-    bytes: u64,
-    hashed: u64,
-    mode: String,
-}
-
-/// One restore as the row counts it.
-struct RestorePart {
-    ns: u64,
-    failed: bool,
-    /// `placement/full` when it wrote every byte of a checked snapshot.
-    full: Option<String>,
-    checked: u64,
-    written: u64,
-    dirty: u64,
-    check_ns: u64,
-}
-
 /// What one dispatch contributed before its kernel is known (the tool writes the dispatch's
-/// own record after its passes).
+/// own record after its passes), aggregated as it comes: its memory does not grow with passes.
 #[derive(Default)]
 struct Pending {
     kernel: Option<usize>,
     passes: u32,
-    pass_ns: Vec<u64>,
-    snapshots: Vec<SnapPart>,
-    restores: Vec<RestorePart>,
-    declines: Vec<String>,
-    nondeterministic: bool,
+    /// The records' aggregates (its `nondeterministic` is 0 or 1: one dispatch).
+    part: KernelRow,
     snap_check: Option<u8>,
     /// A decline was seen (kept after the declines moved to the row).
     declined: bool,
 }
+
+/// What stays of a dispatch once its records are in its kernel's row: enough to place its
+/// later records and count its passes.
+#[derive(Clone, Copy)]
+struct Settled {
+    kernel: usize,
+    passes: u32,
+    snap_check: Option<u8>,
+    declined: bool,
+}
+
+/// Per kernel: how many passes its dispatches ran, from dispatches forgotten or finished.
+#[derive(Default, Clone, Copy)]
+struct PassCounts {
+    replayed: u64,
+    left_out: u64,
+    range: Option<(u32, u32)>,
+}
+
+impl PassCounts {
+    fn add(&mut self, d: &Settled) {
+        if d.passes > 0 {
+            self.replayed += 1;
+            self.range = Some(match self.range {
+                None => (d.passes, d.passes),
+                Some((a, b)) => (a.min(d.passes), b.max(d.passes)),
+            });
+        } else if !d.declined {
+            self.left_out += 1;
+        }
+    }
+}
+
+/// Settled dispatches remembered for records that come after their dispatch's own record;
+/// past this many, the oldest is forgotten (its records are all in long since: the tool writes
+/// a dispatch's records together).
+pub const SETTLED_KEPT: usize = 65_536;
 
 /// Aggregates records as they are read; [`Summary::finish`] gives the rows by kernel.
 #[derive(Default)]
 pub struct Summary {
     kernels: Vec<(String, KernelRow)>,
     by_name: HashMap<String, usize>,
-    /// Per (stream, correlation): the dispatch's passes and what waits for its kernel.
-    dispatches: HashMap<(usize, u64), Pending>,
+    /// Per (stream, correlation): what waits for its dispatch's kernel.
+    pending: HashMap<(usize, u64), Pending>,
+    /// Per (stream, correlation): dispatches whose kernel is known, at most [`SETTLED_KEPT`].
+    settled: HashMap<(usize, u64), Settled>,
+    /// The keys of `settled` in the order they settled, to forget the oldest.
+    settled_order: VecDeque<(usize, u64)>,
+    /// Passes per dispatch of the dispatches forgotten, per kernel.
+    pass_counts: Vec<PassCounts>,
     /// Nanoseconds the application's threads spent inside kreplay (its replay windows).
     pub inside_ns: u64,
 }
@@ -134,60 +176,63 @@ impl Summary {
             Record::Dispatch(d) => {
                 let k = self.kernel(&d.kernel);
                 self.kernels[k].1.dispatches += 1;
-                let p = self.dispatches.entry(key(d.correlation)).or_default();
-                p.kernel = Some(k);
-                let p = std::mem::take(p);
-                self.settle(key(d.correlation), p);
+                self.pending(key(d.correlation)).kernel = Some(k);
+                self.flush(key(d.correlation));
             }
             Record::ReplayPass(p) => {
-                let e = self.dispatches.entry(key(p.correlation)).or_default();
+                let e = self.pending(key(p.correlation));
                 e.passes += 1;
-                e.pass_ns.push(p.end_ns.saturating_sub(p.start_ns));
+                e.part.passes += 1;
+                e.part.pass_ns.add(p.end_ns.saturating_sub(p.start_ns));
                 self.flush(key(p.correlation));
             }
             Record::Snapshot(s) => {
-                let e = self.dispatches.entry(key(s.correlation)).or_default();
+                let e = self.pending(key(s.correlation));
                 e.snap_check = Some(s.check);
-                e.snapshots.push(SnapPart {
-                    ns: s.end_ns.saturating_sub(s.start_ns),
-                    bytes: s.bytes,
-                    hashed: s.bytes_hashed,
-                    mode: format!(
-                        "{}/{}",
-                        snapshot_mode::label(s.placement, s.check),
-                        chunk_label(s.chunk_size)
-                    ),
-                });
+                let part = &mut e.part;
+                part.snapshot_ns.add(s.end_ns.saturating_sub(s.start_ns));
+                part.snapshot_bytes += s.bytes;
+                part.bytes_hashed += s.bytes_hashed;
+                part.modes.insert(format!(
+                    "{}/{}",
+                    snapshot_mode::label(s.placement, s.check),
+                    chunk_label(s.chunk_size)
+                ));
                 self.flush(key(s.correlation));
             }
             Record::Restore(s) => {
-                let e = self.dispatches.entry(key(s.correlation)).or_default();
+                let e = self.pending(key(s.correlation));
                 // Every byte written: `full` restores, or adaptive ones that stopped checking.
-                let full = (s.check == snapshot_mode::FULL
-                    && e.snap_check != Some(snapshot_mode::FULL))
-                .then(|| snapshot_mode::label(s.placement, s.check));
-                e.restores.push(RestorePart {
-                    ns: s.end_ns.saturating_sub(s.start_ns),
-                    failed: s.failed > 0,
-                    full,
-                    checked: s.bytes_checked,
-                    written: s.bytes,
-                    dirty: s.dirty_chunks,
-                    check_ns: s.check_ns,
-                });
+                if s.check == snapshot_mode::FULL && e.snap_check != Some(snapshot_mode::FULL) {
+                    e.part
+                        .modes
+                        .insert(snapshot_mode::label(s.placement, s.check));
+                }
+                let part = &mut e.part;
+                part.restore_ns.add(s.end_ns.saturating_sub(s.start_ns));
+                part.failed_restores += u64::from(s.failed > 0);
+                part.bytes_checked += s.bytes_checked;
+                part.bytes_restored += s.bytes;
+                part.dirty_chunks += s.dirty_chunks;
+                part.check_ns += s.check_ns;
                 self.flush(key(s.correlation));
             }
             Record::Decline(d) => {
-                let e = self.dispatches.entry(key(d.correlation)).or_default();
-                e.declines.push(d.reason.clone());
+                let e = self.pending(key(d.correlation));
+                let c = e
+                    .part
+                    .declines
+                    .entry(kreplay_common::cause::of(&d.reason))
+                    .or_default();
+                if c.count == 0 {
+                    c.example = d.reason.clone();
+                }
+                c.count += 1;
                 e.declined = true;
                 self.flush(key(d.correlation));
             }
             Record::Nondeterministic(n) => {
-                self.dispatches
-                    .entry(key(n.correlation))
-                    .or_default()
-                    .nondeterministic = true;
+                self.pending(key(n.correlation)).part.nondeterministic = 1;
                 self.flush(key(n.correlation));
             }
             Record::ToolWindow(w) => self.inside_ns += w.end_ns.saturating_sub(w.start_ns),
@@ -200,66 +245,74 @@ impl Summary {
             return k;
         }
         self.kernels.push((name.to_owned(), KernelRow::default()));
+        self.pass_counts.push(PassCounts::default());
         self.by_name.insert(name.to_owned(), self.kernels.len() - 1);
         self.kernels.len() - 1
     }
 
-    /// Moves what `key` holds into its kernel's row once the kernel is known.
-    fn flush(&mut self, key: (usize, u64)) {
-        if let Some(p) = self.dispatches.get_mut(&key)
-            && p.kernel.is_some()
-        {
-            let p = std::mem::take(p);
-            self.settle(key, p);
-        }
+    /// The pending aggregates of `key`, started from what its settled dispatch keeps.
+    fn pending(&mut self, key: (usize, u64)) -> &mut Pending {
+        let settled = self.settled.get(&key).copied();
+        self.pending.entry(key).or_insert_with(|| match settled {
+            Some(d) => Pending {
+                kernel: Some(d.kernel),
+                passes: d.passes,
+                snap_check: d.snap_check,
+                declined: d.declined,
+                ..Pending::default()
+            },
+            None => Pending::default(),
+        })
     }
 
-    /// Adds `p` (taken from `key`, whose kernel is known) to the kernel's row and keeps only
-    /// the kernel and the pass count under `key`.
-    fn settle(&mut self, key: (usize, u64), p: Pending) {
-        let Some(k) = p.kernel else { return };
-        let row = &mut self.kernels[k].1;
-        fold(row, &p);
-        let e = self.dispatches.entry(key).or_default();
-        e.kernel = Some(k);
-        e.passes = p.passes;
-        e.snap_check = p.snap_check;
-        e.declined = p.declined;
+    /// Moves what `key` holds into its kernel's row once the kernel is known, keeping only
+    /// what later records of the dispatch need ([`Settled`]).
+    fn flush(&mut self, key: (usize, u64)) {
+        if self.pending.get(&key).is_none_or(|p| p.kernel.is_none()) {
+            return;
+        }
+        let Some(p) = self.pending.remove(&key) else {
+            return;
+        };
+        let Some(kernel) = p.kernel else { return };
+        self.kernels[kernel].1.merge(&p.part);
+        let d = Settled {
+            kernel,
+            passes: p.passes,
+            snap_check: p.snap_check,
+            declined: p.declined,
+        };
+        if self.settled.insert(key, d).is_none() {
+            self.settled_order.push_back(key);
+        }
+        while self.settled.len() > SETTLED_KEPT {
+            let Some(old) = self.settled_order.pop_front() else {
+                break;
+            };
+            if let Some(d) = self.settled.remove(&old) {
+                self.pass_counts[d.kernel].add(&d);
+            }
+        }
     }
 
     /// The rows by kernel name. Records whose dispatch never arrived count under `?`.
     pub fn finish(mut self) -> BTreeMap<String, KernelRow> {
         let mut orphan = KernelRow::default();
-        let mut passes_of: Vec<Vec<u32>> = vec![Vec::new(); self.kernels.len()];
-        for p in self.dispatches.values() {
-            match p.kernel {
-                Some(k) => {
-                    passes_of[k].push(p.passes);
-                    self.kernels[k].1.left_out += u64::from(p.passes == 0 && !p.declined);
-                }
-                None => {
-                    fold(&mut orphan, p);
-                    orphan.dispatches += 1;
-                }
-            }
+        for p in self.pending.values() {
+            orphan.merge(&p.part);
+            orphan.dispatches += 1;
         }
-        for ((_, row), passes) in self.kernels.iter_mut().zip(passes_of) {
-            let replayed: Vec<u32> = passes.into_iter().filter(|&n| n > 0).collect();
-            row.replayed = replayed.len() as u64;
-            row.passes_per_dispatch = replayed
-                .iter()
-                .min()
-                .zip(replayed.iter().max())
-                .map(|(a, b)| (*a, *b));
+        for d in self.settled.values() {
+            self.pass_counts[d.kernel].add(d);
+        }
+        for ((_, row), c) in self.kernels.iter_mut().zip(&self.pass_counts) {
+            row.replayed = c.replayed;
+            row.left_out = c.left_out;
+            row.passes_per_dispatch = c.range;
         }
         let mut rows: BTreeMap<String, KernelRow> = self.kernels.drain(..).collect();
         if orphan != KernelRow::default() {
             rows.insert("?".into(), orphan);
-        }
-        for r in rows.values_mut() {
-            r.pass_ns.sort_unstable();
-            r.snapshot_ns.sort_unstable();
-            r.restore_ns.sort_unstable();
         }
         rows
     }
@@ -268,41 +321,6 @@ impl Summary {
 /// A chunk size for the mode column (`-` when not recorded).
 fn chunk_label(n: u64) -> String {
     if n == 0 { "-".into() } else { size::label(n) }
-}
-
-/// Adds one dispatch's contributions to `row` (not its dispatch count or passes per dispatch,
-/// which [`Summary`] keeps).
-fn fold(row: &mut KernelRow, p: &Pending) {
-    row.passes += p.pass_ns.len() as u64;
-    row.pass_ns.extend_from_slice(&p.pass_ns);
-    for s in &p.snapshots {
-        row.snapshot_ns.push(s.ns);
-        row.snapshot_bytes += s.bytes;
-        row.bytes_hashed += s.hashed;
-        row.modes.insert(s.mode.clone());
-    }
-    for r in &p.restores {
-        row.restore_ns.push(r.ns);
-        row.failed_restores += u64::from(r.failed);
-        if let Some(m) = &r.full {
-            row.modes.insert(m.clone());
-        }
-        row.bytes_checked += r.checked;
-        row.bytes_restored += r.written;
-        row.dirty_chunks += r.dirty;
-        row.check_ns += r.check_ns;
-    }
-    for reason in &p.declines {
-        let d = row
-            .declines
-            .entry(kreplay_common::cause::of(reason))
-            .or_default();
-        if d.count == 0 {
-            d.example = reason.clone();
-        }
-        d.count += 1;
-    }
-    row.nondeterministic += u64::from(p.nondeterministic);
 }
 
 #[cfg(test)]

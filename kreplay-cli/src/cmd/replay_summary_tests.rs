@@ -2,10 +2,18 @@
 //! grouped by cause, the table, the closing lines and the JSON.
 
 use super::*;
+use crate::cmd::durations::{Durations, MEDIAN_REL_ERROR};
 use crate::cmd::replay_table::{RunTotals, footer, json, render, short_name};
 use kreplay_common::stream::{
     Decline, Dispatch, Nondeterministic, ReplayPass, Restore, Snapshot, ToolWindow,
 };
+
+/// Durations holding `v`.
+fn durations(v: &[u64]) -> Durations {
+    let mut d = Durations::default();
+    v.iter().for_each(|&x| d.add(x));
+    d
+}
 
 fn dispatch(corr: u64, kernel: &str) -> Record {
     Dispatch {
@@ -157,15 +165,15 @@ fn rows_aggregate_each_kernels_dispatches_whatever_the_record_order() {
         ),
         (2, 2, 0, Some((1, 3)), 4)
     );
-    assert_eq!(s.pass_ns, [1000, 2000, 3000, 4000]);
+    assert_eq!(s.pass_ns, durations(&[1000, 2000, 3000, 4000]));
     assert_eq!(
         (s.snapshot_ns.clone(), s.snapshot_bytes),
-        (vec![5000, 7000], 4 << 20)
+        (durations(&[5000, 7000]), 4 << 20)
     );
     assert_eq!(s.snapshot_bytes_each(), 2 << 20);
     assert_eq!(
         (s.restore_ns.clone(), s.failed_restores),
-        (vec![2000, 4000, 6000, 8000], 1)
+        (durations(&[2000, 4000, 6000, 8000]), 1)
     );
     assert_eq!(s.nondeterministic, 1);
     assert_eq!(
@@ -200,7 +208,7 @@ fn records_of_a_dispatch_that_never_arrived_count_under_a_question_mark() {
     let q = &rows["?"];
     assert_eq!(
         (q.dispatches, q.passes, q.pass_ns.clone()),
-        (1, 1, vec![500])
+        (1, 1, durations(&[500]))
     );
     // Streams are apart: correlation 1 of stream 1 is not stream 0's.
     let mut s = Summary::new();
@@ -386,4 +394,64 @@ fn full_restores_of_a_full_snapshot_add_no_second_mode() {
         rows["k"].modes.iter().collect::<Vec<_>>(),
         ["pinned/full/16K"]
     );
+}
+
+#[test]
+fn memory_stays_flat_in_passes() {
+    // One dispatch of 300k passes (the tool writes its dispatch record last).
+    let mut s = Summary::new();
+    let n = 300_000u64;
+    for i in 0..n {
+        s.push(0, &pass(1, i as u32, 10_000 + (i * 7919) % 50_000));
+    }
+    s.push(0, &dispatch(1, "k"));
+    assert_eq!(s.pending.len(), 0);
+    let rows = s.finish();
+    let k = &rows["k"];
+    assert_eq!((k.passes, k.pass_ns.count()), (n, n));
+    assert_eq!((k.pass_ns.min(), k.pass_ns.max()), (10_000, 59_999));
+    // Values 10_000..60_000 spread evenly: the exact median is 35_000.
+    let m = k.pass_ns.median();
+    assert!(
+        (m as f64 - 35_000.0).abs() <= 35_000.0 * MEDIAN_REL_ERROR,
+        "median {m}"
+    );
+    // 10 µs..60 µs spans 3 doublings: at most 3 × 128 buckets.
+    assert!(
+        k.pass_ns.heap_entries() <= 3 * 128,
+        "{}",
+        k.pass_ns.heap_entries()
+    );
+    assert_eq!(k.passes_per_dispatch, Some((n as u32, n as u32)));
+}
+
+#[test]
+fn memory_stays_flat_in_dispatches_and_pass_counts_stay_exact() {
+    let mut s = Summary::new();
+    let n = SETTLED_KEPT as u64 + 10_000;
+    for corr in 0..n {
+        // The first dispatch (forgotten early) ran 3 passes, the last 1, the rest 2; every
+        // tenth dispatch ran none (left out).
+        let passes = match corr {
+            0 => 3,
+            c if c == n - 1 => 1,
+            c if c % 10 == 5 => 0,
+            _ => 2,
+        };
+        for p in 0..passes {
+            s.push(0, &pass(corr, p, 1000));
+        }
+        s.push(0, &dispatch(corr, "k"));
+        assert!(s.settled.len() <= SETTLED_KEPT);
+        assert_eq!(s.settled_order.len(), s.settled.len());
+    }
+    let rows = s.finish();
+    let k = &rows["k"];
+    let left_out = (1..n - 1).filter(|c| c % 10 == 5).count() as u64;
+    assert_eq!(
+        (k.dispatches, k.replayed, k.left_out, k.passes_per_dispatch),
+        (n, n - left_out, left_out, Some((1, 3)))
+    );
+    assert_eq!(k.passes, 2 * (n - left_out) + 1 - 1);
+    assert!(!rows.contains_key("?"));
 }

@@ -9,7 +9,7 @@ use std::fmt::Write;
 use kreplay_cli::audit::render::json_string;
 use kreplay_cli::trace::kernels::demangle;
 
-use super::replay_summary::{KernelRow, median};
+use super::replay_summary::KernelRow;
 
 /// Widest kernel name in the tables; longer names lose their middle.
 pub const NAME_WIDTH: usize = 40;
@@ -133,10 +133,6 @@ pub fn render(rows: &BTreeMap<String, KernelRow>) -> String {
         "nondet"
     );
     for (label, k) in labels(rows).iter().zip(rows.values()) {
-        let (min, max) = (
-            k.pass_ns.first().copied().unwrap_or(0),
-            k.pass_ns.last().copied().unwrap_or(0),
-        );
         let _ = writeln!(
             s,
             "{:<w$} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10} {:>11} {:>14} {:>10} {:>6} {:>6}  {}",
@@ -144,12 +140,12 @@ pub fn render(rows: &BTreeMap<String, KernelRow>) -> String {
             k.dispatches,
             k.replayed,
             passes_label(k),
-            us(min),
-            us(median(&k.pass_ns)),
-            us(max),
-            us(median(&k.snapshot_ns)),
+            us(k.pass_ns.min()),
+            us(k.pass_ns.median()),
+            us(k.pass_ns.max()),
+            us(k.snapshot_ns.median()),
             k.snapshot_bytes_each(),
-            us(median(&k.restore_ns)),
+            us(k.restore_ns.median()),
             k.failed_restores,
             k.nondeterministic,
             declines_label(k),
@@ -178,19 +174,21 @@ pub fn render(rows: &BTreeMap<String, KernelRow>) -> String {
     );
     for (label, k) in restored {
         let modes: Vec<&str> = k.modes.iter().map(String::as_str).collect();
-        let total: u64 = k.restore_ns.iter().sum();
         let _ = writeln!(
             s,
             "{:<w$} {:>28} {:>8} {:>14} {:>14} {:>14} {:>12} {:>10} {:>14}",
             label,
             modes.join(","),
-            k.restore_ns.len(),
+            k.restore_ns.count(),
             k.bytes_hashed,
             k.bytes_checked,
             k.bytes_restored,
             k.dirty_chunks,
             us(k.check_ns),
-            us(total.checked_div(k.restore_ns.len() as u64).unwrap_or(0)),
+            us(k.restore_ns
+                .sum()
+                .checked_div(k.restore_ns.count())
+                .unwrap_or(0)),
         );
     }
     s
@@ -281,14 +279,14 @@ pub fn json(rows: &BTreeMap<String, KernelRow>, t: &RunTotals) -> String {
             k.dispatches,
             k.replayed,
             k.passes,
-            k.pass_ns.first().copied().unwrap_or(0),
-            median(&k.pass_ns),
-            k.pass_ns.last().copied().unwrap_or(0),
-            k.snapshot_ns.len(),
-            median(&k.snapshot_ns),
+            k.pass_ns.min(),
+            k.pass_ns.median(),
+            k.pass_ns.max(),
+            k.snapshot_ns.count(),
+            k.snapshot_ns.median(),
             k.snapshot_bytes,
-            k.restore_ns.len(),
-            median(&k.restore_ns),
+            k.restore_ns.count(),
+            k.restore_ns.median(),
             k.failed_restores,
             k.nondeterministic,
         );

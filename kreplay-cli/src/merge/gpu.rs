@@ -14,7 +14,9 @@
 //! end: memory is bounded by the dispatches in flight, not by the trace's length.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+
+use super::FastMap;
 use std::io::Write;
 
 use kreplay_common::stream::Dispatch;
@@ -97,6 +99,9 @@ pub struct Child<'a> {
     pub correlation: u64,
     /// Slice name.
     pub name: &'a str,
+    /// The name differs from record to record (`pass N`): written in the slice rather than
+    /// interned, so the writer's name tables do not grow with every pass.
+    pub inline_name: bool,
     /// Start.
     pub start: u64,
     /// End.
@@ -125,13 +130,13 @@ pub struct Gpu {
     /// Names of GPU annotations.
     pub names: GpuNames,
     held: BinaryHeap<Reverse<(u64, u64)>>,
-    held_by_order: HashMap<u64, HeldDispatch>,
+    held_by_order: FastMap<u64, HeldDispatch>,
     order: u64,
-    devices: HashMap<(u32, u64), Track>,
-    queues: HashMap<(u32, u64, u64), Track>,
-    replay_tracks: HashMap<(u32, u64, u64), Track>,
-    orphans: HashMap<u32, Track>,
-    placed: HashMap<(u32, u64), Placed>,
+    devices: FastMap<(u32, u64), Track>,
+    queues: FastMap<(u32, u64, u64), Track>,
+    replay_tracks: FastMap<(u32, u64, u64), Track>,
+    orphans: FastMap<u32, Track>,
+    placed: FastMap<(u32, u64), Placed>,
     /// `(forget at, pid, correlation, hold order)` of written dispatches.
     expiry: BinaryHeap<Reverse<(u64, u32, u64, u64)>>,
     /// Dispatch slices written.
@@ -145,13 +150,13 @@ impl Gpu {
             seq: w.sequence(),
             names: GpuNames::new(w),
             held: BinaryHeap::new(),
-            held_by_order: HashMap::new(),
+            held_by_order: FastMap::default(),
             order: 0,
-            devices: HashMap::new(),
-            queues: HashMap::new(),
-            replay_tracks: HashMap::new(),
-            orphans: HashMap::new(),
-            placed: HashMap::new(),
+            devices: FastMap::default(),
+            queues: FastMap::default(),
+            replay_tracks: FastMap::default(),
+            orphans: FastMap::default(),
+            placed: FastMap::default(),
             expiry: BinaryHeap::new(),
             dispatches: 0,
         }
@@ -360,11 +365,14 @@ impl Gpu {
                 w.lane(base, c.start, end)?
             }
         };
-        let name = w.event_name(c.name);
         let args = EventArgs {
             annotations: c.args,
             ..Default::default()
         };
+        if c.inline_name {
+            return w.slice_inline(self.seq, track, c.name, c.start, end, &args);
+        }
+        let name = w.event_name(c.name);
         w.slice(self.seq, track, name, c.start, end, &args)
     }
 

@@ -11,7 +11,9 @@
 //! past that the oldest launch is written with the flows it has.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
+
+use super::FastMap;
 
 use kreplay_common::stream::ApiCall;
 
@@ -56,7 +58,7 @@ pub enum Offer {
 /// Per-thread queues of held calls and the flow ids handed out.
 #[derive(Default)]
 pub struct Holdback {
-    threads: HashMap<(u32, u32), Thread>,
+    threads: FastMap<(u32, u32), Thread>,
     /// `(exit of the held launch at the head, pid, tid)`.
     due: BinaryHeap<Reverse<(u64, u32, u32)>>,
     ready: Vec<HeldCall>,

@@ -8,17 +8,14 @@
 //!   before) counts on a track named "device not set during trace", not on a guessed device.
 //! - HSA: the memory pool (or region) argument: each pool belongs to one agent.
 //! - CUDA: the current context is not visible to the probes: one track per process, named so.
-use std::{
-    cmp::Reverse,
-    collections::{BinaryHeap, HashMap},
-    io::Write,
-};
+use std::{cmp::Reverse, collections::BinaryHeap, io::Write};
 
 use kreplay_common::{
     api::{ApiKind, Library, NO_ARG, spec_of},
     stream::ApiCall,
 };
 
+use super::FastMap;
 use super::render::layer_name;
 use crate::perfetto::{CounterUnit, Sequence, TraceWriter, Track, WriterError};
 
@@ -60,13 +57,13 @@ type PendingDelta = (u64, u64, CounterKey, i64);
 /// Live allocations and the counter values not yet written.
 #[derive(Default)]
 pub struct LiveBytes {
-    counters: HashMap<CounterKey, Track>,
+    counters: FastMap<CounterKey, Track>,
     /// (pid, layer, pointer) → (bytes, where they are counted).
-    live: HashMap<(u32, Library, u64), (u64, Place)>,
-    totals: HashMap<(u32, Library), i64>,
-    place_totals: HashMap<CounterKey, i64>,
+    live: FastMap<(u32, Library, u64), (u64, Place)>,
+    totals: FastMap<(u32, Library), i64>,
+    place_totals: FastMap<CounterKey, i64>,
     /// Current HIP device per (pid, tid), from successful `hipSetDevice` calls.
-    hip_device: HashMap<(u32, u32), i32>,
+    hip_device: FastMap<(u32, u32), i32>,
     /// Changes not yet written. Allocation takes effect when the call returns, later than the
     /// entry time records are merged by.
     pending: BinaryHeap<Reverse<PendingDelta>>,
@@ -139,7 +136,7 @@ impl LiveBytes {
         w: &mut TraceWriter<W>,
         seq: Sequence,
         now: u64,
-        process_names: &HashMap<u32, String>,
+        process_names: &FastMap<u32, String>,
         written: &mut u64,
     ) -> Result<(), WriterError> {
         while let Some(&Reverse((ts, _, key, delta))) = self.pending.peek() {
@@ -170,7 +167,7 @@ impl LiveBytes {
     }
 
     /// Live bytes per (process, runtime layer) as of the values written so far.
-    pub fn totals(&self) -> &HashMap<(u32, Library), i64> {
+    pub fn totals(&self) -> &FastMap<(u32, Library), i64> {
         &self.totals
     }
 }

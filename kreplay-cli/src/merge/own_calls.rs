@@ -23,7 +23,9 @@
 //! addresses kreplay holds allocated.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
+
+use super::{FastMap, FastSet};
 
 use kreplay_common::api::{ApiKind, Library, NO_ARG, spec_of};
 use kreplay_common::stream::ApiCall;
@@ -35,11 +37,11 @@ pub const KEEP_AFTER_NS: u64 = 1_000_000_000;
 #[derive(Default)]
 pub struct OwnCalls {
     /// Per (pid, tid): disjoint `[start, end]` stretches, sorted by start.
-    windows: HashMap<(u32, u32), Vec<(u64, u64)>>,
+    windows: FastMap<(u32, u32), Vec<(u64, u64)>>,
     /// `(end, pid, tid)` of every window added, to forget them once the merge is past them.
     expiry: BinaryHeap<Reverse<(u64, u32, u32)>>,
     /// (pid, layer, pointer) of allocations made inside a window and not yet freed.
-    allocs: HashSet<(u32, Library, u64)>,
+    allocs: FastSet<(u32, Library, u64)>,
     /// Window records that arrived after a record their stream had already delivered.
     pub late_windows: u64,
 }

@@ -17,25 +17,24 @@
 //! thread's track: a reader sees at a glance which slices the application made, and queries
 //! over the thread's slices (Perfetto's `thread_slice`) leave kreplay's out without knowing
 //! about it.
-use std::{
-    collections::{HashMap, VecDeque},
-    io::Write,
-    rc::Rc,
-};
+use std::{collections::VecDeque, io::Write, rc::Rc};
 
 use kreplay_common::{
     api::{ApiKind, Geometry, Library, NO_ARG, spec_of},
     stream::{ApiCall, Record, replay_step},
 };
 
+use super::FastMap;
 use super::gpu::{Child, FORGET_AFTER_NS, Gpu, Mark, soft};
 use super::holdback::{HeldCall, Holdback, Offer};
 use super::live_bytes::LiveBytes;
 use super::own_calls::OwnCalls;
+use super::scratch::{Annotations, Dim3};
 pub use super::stats::RenderStats;
 use super::stats::call_record;
 use crate::perfetto::{
-    Annotation, AnnotationName, EventArgs, Sequence, TraceWriter, Track, Value, WriterError,
+    Annotation, AnnotationName, EventArgs, EventName, Sequence, TraceWriter, Track, Value,
+    WriterError,
 };
 use crate::trace::summary::Summary;
 
@@ -63,11 +62,11 @@ struct Names {
 pub struct Renderer<W: Write> {
     w: TraceWriter<W>,
     names: Names,
-    process_names: HashMap<u32, String>,
-    thread_names: HashMap<(u32, u32), String>,
-    threads: HashMap<(u32, u32), Track>,
-    seqs: HashMap<usize, Sequence>,
-    late_seqs: HashMap<usize, Sequence>,
+    process_names: FastMap<u32, String>,
+    thread_names: FastMap<(u32, u32), String>,
+    threads: FastMap<(u32, u32), Track>,
+    seqs: FastMap<usize, Sequence>,
+    late_seqs: FastMap<usize, Sequence>,
     counter_seq: Sequence,
     live: LiveBytes,
     own: OwnCalls,
@@ -77,13 +76,15 @@ pub struct Renderer<W: Write> {
     gpu: Gpu,
     hold: Holdback,
     /// External ids by (pid, correlation), from `Correlation` records, until the dispatch comes.
-    externals: HashMap<(u32, u64), (u32, u64, u64)>,
+    externals: FastMap<(u32, u64), (u32, u64, u64)>,
     /// `(ts, pid, correlation)` of `externals` entries in arrival order, to forget those whose
     /// dispatch never came ([`FORGET_AFTER_NS`] later): memory stays bounded by time, not trace
     /// length.
     externals_age: VecDeque<(u64, u32, u64)>,
+    /// Slice names by API id, resolved once (a name lookup hashes the whole string).
+    api_names: Vec<Option<EventName>>,
     /// Kernel names by (pid, handle), from `KernelName` records: launch slices carry them.
-    kernel_names: HashMap<(u32, u64), Rc<str>>,
+    kernel_names: FastMap<(u32, u64), Rc<str>>,
     /// What rendering did so far.
     pub stats: RenderStats,
 }
@@ -117,11 +118,11 @@ impl<W: Write> Renderer<W> {
         Renderer {
             w,
             names,
-            process_names: HashMap::new(),
-            thread_names: HashMap::new(),
-            threads: HashMap::new(),
-            seqs: HashMap::new(),
-            late_seqs: HashMap::new(),
+            process_names: FastMap::default(),
+            thread_names: FastMap::default(),
+            threads: FastMap::default(),
+            seqs: FastMap::default(),
+            late_seqs: FastMap::default(),
             counter_seq,
             live: LiveBytes::default(),
             own: OwnCalls::default(),
@@ -129,9 +130,10 @@ impl<W: Write> Renderer<W> {
             marker_track: None,
             gpu,
             hold: Holdback::default(),
-            externals: HashMap::new(),
+            externals: FastMap::default(),
             externals_age: VecDeque::new(),
-            kernel_names: HashMap::new(),
+            api_names: Vec::new(),
+            kernel_names: FastMap::default(),
             stats: RenderStats::default(),
         }
     }
@@ -250,7 +252,16 @@ impl<W: Write> Renderer<W> {
                     .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
                 let name = format!("pass {}", r.pass);
                 let ann = self.gpu.names.pass_args(r.pass, r.correlation);
-                self.child(pid, r.correlation, &name, r.start_ns, r.end_ns, &ann)?;
+                // One name per pass number: written in the slice, not interned.
+                self.child(&Child {
+                    pid,
+                    correlation: r.correlation,
+                    name: &name,
+                    inline_name: true,
+                    start: r.start_ns,
+                    end: r.end_ns,
+                    args: &ann,
+                })?;
             }
             Record::Snapshot(r) => {
                 self.own
@@ -260,7 +271,15 @@ impl<W: Write> Renderer<W> {
                         .names
                         .copy_args(r.bytes, r.regions, None, None, r.correlation);
                 self.gpu.names.chunk.snapshot(r, &mut ann);
-                self.child(pid, r.correlation, "snapshot", r.start_ns, r.end_ns, &ann)?;
+                self.child(&Child {
+                    pid,
+                    correlation: r.correlation,
+                    name: "snapshot",
+                    inline_name: false,
+                    start: r.start_ns,
+                    end: r.end_ns,
+                    args: &ann,
+                })?;
             }
             Record::Restore(r) => {
                 self.own
@@ -273,7 +292,15 @@ impl<W: Write> Renderer<W> {
                     r.correlation,
                 );
                 self.gpu.names.chunk.restore(r, &mut ann);
-                self.child(pid, r.correlation, "restore", r.start_ns, r.end_ns, &ann)?;
+                self.child(&Child {
+                    pid,
+                    correlation: r.correlation,
+                    name: "restore",
+                    inline_name: false,
+                    start: r.start_ns,
+                    end: r.end_ns,
+                    args: &ann,
+                })?;
             }
             Record::ReplayStep(r) => {
                 self.own
@@ -320,26 +347,10 @@ impl<W: Write> Renderer<W> {
         self.write_ready()
     }
 
-    fn child(
-        &mut self,
-        pid: u32,
-        correlation: u64,
-        name: &str,
-        start: u64,
-        end: u64,
-        ann: &[Annotation<'_>],
-    ) -> Result<(), WriterError> {
+    fn child(&mut self, c: &Child<'_>) -> Result<(), WriterError> {
         let names = &self.process_names;
         let pname = |pid: u32| process_label(names, pid);
-        let c = Child {
-            pid,
-            correlation,
-            name,
-            start,
-            end,
-            args: ann,
-        };
-        let r = self.gpu.child(&mut self.w, &c, &pname);
+        let r = self.gpu.child(&mut self.w, c, &pname);
         if r.is_ok() {
             self.stats.slices += 1;
         }
@@ -449,7 +460,18 @@ impl<W: Write> Renderer<W> {
             self.stats.unrenderable += 1;
             return Ok(());
         };
-        let name = self.w.event_name(spec.name);
+        let name = match self.api_names.get(usize::from(c.api)).copied().flatten() {
+            Some(n) => n,
+            None => {
+                let n = self.w.event_name(spec.name);
+                let i = usize::from(c.api);
+                if self.api_names.len() <= i {
+                    self.api_names.resize(i + 1, None);
+                }
+                self.api_names[i] = Some(n);
+                n
+            }
+        };
         let n = &self.names;
         let arg = |i: u8| -> u64 {
             let i = i as usize;
@@ -466,7 +488,10 @@ impl<W: Write> Renderer<W> {
                     .cloned()
             })
             .flatten();
-        let mut ann: Vec<Annotation<'_>> = Vec::with_capacity(9);
+        let mut ann = Annotations::new(Annotation {
+            name: n.ret,
+            value: Value::Uint(0),
+        });
         if let Some(k) = &kernel {
             ann.push(Annotation {
                 name: n.kernel,
@@ -495,18 +520,15 @@ impl<W: Write> Renderer<W> {
                 ))
             }
         };
-        let grid_s;
-        let block_s;
-        if let Some((g, b)) = geometry {
-            grid_s = format!("{}x{}x{}", g[0], g[1], g[2]);
-            block_s = format!("{}x{}x{}", b[0], b[1], b[2]);
+        let dims = geometry.map(|(g, b)| (Dim3::new(g), Dim3::new(b)));
+        if let Some((g, b)) = &dims {
             ann.push(Annotation {
                 name: n.grid,
-                value: Value::Str(&grid_s),
+                value: Value::Str(g.as_str()),
             });
             ann.push(Annotation {
                 name: n.block,
-                value: Value::Str(&block_s),
+                value: Value::Str(b.as_str()),
             });
         }
         if spec.library == Library::User {
@@ -552,7 +574,7 @@ impl<W: Write> Renderer<W> {
             });
         }
         let args = EventArgs {
-            annotations: &ann,
+            annotations: ann.as_slice(),
             flow_ids: flows,
             ..Default::default()
         };
@@ -589,7 +611,7 @@ impl<W: Write> Renderer<W> {
     }
 
     /// Live bytes per (process, runtime layer) at the end of the rendered records.
-    pub fn live_bytes(&self) -> &HashMap<(u32, Library), i64> {
+    pub fn live_bytes(&self) -> &FastMap<(u32, Library), i64> {
         self.live.totals()
     }
 }
@@ -606,7 +628,7 @@ pub fn layer_name(layer: Library) -> &'static str {
 }
 
 /// The name a process's tracks carry: its command from the stream, else `pid N`.
-pub(crate) fn process_label(names: &HashMap<u32, String>, pid: u32) -> String {
+pub(crate) fn process_label(names: &FastMap<u32, String>, pid: u32) -> String {
     names
         .get(&pid)
         .cloned()

@@ -114,9 +114,7 @@ impl Cursor<'_> {
     #[inline]
     pub(crate) fn bytes(&mut self, bytes: &[u8]) {
         let end = self.pos + bytes.len();
-        for (dst, &src) in self.out[self.pos..end].iter_mut().zip(bytes) {
-            *dst = MaybeUninit::new(src);
-        }
+        self.out[self.pos..end].write_copy_of_slice(bytes);
         self.pos = end;
     }
 

@@ -59,6 +59,15 @@ impl Default for WriterOptions {
     }
 }
 
+/// How an event is named: an interned handle, or the name itself written in the event.
+#[derive(Clone, Copy)]
+pub(super) enum Name<'a> {
+    /// `TrackEvent.name_iid`.
+    Interned(EventName),
+    /// `TrackEvent.name`.
+    Inline(&'a str),
+}
+
 /// A pending slice end: (end time, tie-breaker so later-opened slices close first, track).
 type PendingEnd = Reverse<(u64, u64, u32)>;
 
@@ -278,6 +287,33 @@ impl<W: Write> TraceWriter<W> {
         end: u64,
         args: &EventArgs<'_>,
     ) -> Result<(), WriterError> {
+        self.slice_with(seq, track, Name::Interned(name), begin, end, args)
+    }
+
+    /// [`TraceWriter::slice`] with its name written in the event instead of interned: for
+    /// names that differ from slice to slice (`pass 17`), which interning would keep in the
+    /// writer's tables and each sequence's, growing with every new name.
+    pub fn slice_inline(
+        &mut self,
+        seq: Sequence,
+        track: Track,
+        name: &str,
+        begin: u64,
+        end: u64,
+        args: &EventArgs<'_>,
+    ) -> Result<(), WriterError> {
+        self.slice_with(seq, track, Name::Inline(name), begin, end, args)
+    }
+
+    fn slice_with(
+        &mut self,
+        seq: Sequence,
+        track: Track,
+        name: Name<'_>,
+        begin: u64,
+        end: u64,
+        args: &EventArgs<'_>,
+    ) -> Result<(), WriterError> {
         self.advance(seq, begin)?;
         if self.opts.check_nesting {
             let state = self.track_state(track)?;
@@ -329,7 +365,7 @@ impl<W: Write> TraceWriter<W> {
             ts,
             EventType::TypeSliceBegin,
             track,
-            Some(name),
+            Some(Name::Interned(name)),
             args,
             None,
         )?;
@@ -367,7 +403,7 @@ impl<W: Write> TraceWriter<W> {
             ts,
             EventType::TypeInstant,
             track,
-            Some(name),
+            Some(Name::Interned(name)),
             args,
             None,
         )?;

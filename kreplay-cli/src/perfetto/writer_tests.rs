@@ -188,6 +188,49 @@ fn each_sequence_starts_cleared_and_interns_from_one() {
 }
 
 #[test]
+fn an_inline_name_is_written_in_the_event_and_never_interned() {
+    let mut w = TraceWriter::with_options(Vec::new(), checked());
+    let track = w.device_track(0, "GPU 0").unwrap();
+    let seq = w.sequence();
+    let pass = w.annotation_name("pass");
+    let args = [Annotation {
+        name: pass,
+        value: Value::Uint(7),
+    }];
+    let ev = EventArgs {
+        annotations: &args,
+        ..Default::default()
+    };
+    w.slice_inline(seq, track, "pass 7", 10, 20, &ev).unwrap();
+    w.slice_inline(seq, track, "pass 8", 30, 40, &EventArgs::default())
+        .unwrap();
+    let packets = decode(&w.finish().unwrap());
+    let begins: Vec<_> = packets
+        .iter()
+        .filter(|p| matches!(p.data, Some(PacketData::TrackEvent(_))))
+        .filter(|p| event(p).r#type == Some(EventType::TypeSliceBegin as i32))
+        .map(|p| {
+            let names = p.interned_data.as_ref().map_or(0, |d| d.event_names.len());
+            (p.timestamp.unwrap(), event(p).name_field.clone(), names)
+        })
+        .collect();
+    assert_eq!(
+        begins,
+        vec![
+            (10, Some(EventNameField::Name("pass 7".into())), 0),
+            (30, Some(EventNameField::Name("pass 8".into())), 0),
+        ]
+    );
+    // The annotation name is still interned (defined with the first event).
+    let first = packets
+        .iter()
+        .find(|p| p.timestamp == Some(10))
+        .and_then(|p| p.interned_data.clone())
+        .unwrap();
+    assert_eq!(first.debug_annotation_names.len(), 1);
+}
+
+#[test]
 fn nested_slices_come_out_time_ordered_with_inner_ends_first() {
     let mut w = TraceWriter::with_options(Vec::new(), checked());
     let seq = w.default_sequence();

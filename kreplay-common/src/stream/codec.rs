@@ -257,10 +257,35 @@ pub fn decode(payload: &[u8], pos: usize, version: u16) -> Decoded {
         return Decoded::Malformed;
     };
     let next = body_start + len;
+    // The common record, read from a fixed-size array: one length check, not one per field.
+    if tag == tag::API_CALL
+        && let Some(b) = body.first_chunk::<API_CALL_BODY>()
+    {
+        return Decoded::Record(api_call(b).into(), next);
+    }
     match decode_body(tag, &mut Dec { b: body }, version) {
         Some(Some(rec)) => Decoded::Record(rec, next),
         Some(None) => Decoded::Unknown(tag, next),
         None => Decoded::Malformed,
+    }
+}
+
+/// Bytes of an `ApiCall` body: pid, tid, api, enter, exit, ret, 6 args, 5 extra, out.
+const API_CALL_BODY: usize = 4 + 4 + 2 + 8 * 3 + 8 * 6 + 8 * 5 + 8;
+
+/// Decodes an `ApiCall` body (the same fields as [`decode_body`] reads, in the same order).
+fn api_call(b: &[u8; API_CALL_BODY]) -> ApiCall {
+    let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    ApiCall {
+        pid: u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")),
+        tid: u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")),
+        api: u16::from_le_bytes([b[8], b[9]]),
+        enter_ns: u64_at(10),
+        exit_ns: u64_at(18),
+        ret: u64_at(26),
+        args: core::array::from_fn(|i| u64_at(34 + 8 * i)),
+        extra: core::array::from_fn(|i| u64_at(82 + 8 * i)),
+        out: u64_at(122),
     }
 }
 

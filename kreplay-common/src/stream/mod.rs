@@ -58,12 +58,12 @@ mod tests;
 #[cfg(test)]
 mod version_tests;
 
-pub use crc32::{crc32, crc32_bytewise, crc32_slice8};
+pub use crc32::crc32;
 pub use error::{DamageKind, StreamDamage, StreamError};
 pub use header::{
     CLOCK_MONOTONIC_ID, FORMAT_VERSION, HEADER_LEN, MAGIC, StreamHeader, StreamKind, monotonic_ns,
 };
-pub use merge::{DEFAULT_WINDOW, Merged, MergedStreams};
+pub use merge::{DEFAULT_WINDOW, Merged, MergedRef, MergedStreams};
 pub use reader::StreamReader;
 pub use record::{
     ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic, ProcessName,

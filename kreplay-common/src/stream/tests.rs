@@ -191,6 +191,39 @@ fn api_call_encodes_to_its_fixed_size() {
 }
 
 #[test]
+fn api_call_decodes_every_field_and_ignores_appended_bytes_but_not_missing_ones() {
+    let rec = ApiCall {
+        pid: 0x0102_0304,
+        tid: 0x0506_0708,
+        api: 0x090a,
+        enter_ns: 11,
+        exit_ns: 12,
+        ret: u64::MAX - 1,
+        args: [21, 22, 23, 24, 25, 26],
+        extra: [31, 32, 33, 34, 35],
+        out: 0x7f00_0000_0041,
+    };
+    let mut out = Vec::new();
+    codec::encode(&rec.clone().into(), &mut out);
+    assert_eq!(
+        codec::decode(&out, 0, 3),
+        codec::Decoded::Record(rec.clone().into(), out.len())
+    );
+    // A newer writer's appended field: skipped.
+    let mut longer = out.clone();
+    longer[1..5].copy_from_slice(&134u32.to_le_bytes());
+    longer.extend_from_slice(&[0xee; 4]);
+    assert_eq!(
+        codec::decode(&longer, 0, 3),
+        codec::Decoded::Record(rec.into(), longer.len())
+    );
+    // One byte short of the fields: malformed.
+    let mut shorter = out[..out.len() - 1].to_vec();
+    shorter[1..5].copy_from_slice(&129u32.to_le_bytes());
+    assert_eq!(codec::decode(&shorter, 0, 3), codec::Decoded::Malformed);
+}
+
+#[test]
 fn a_version_1_restore_body_without_the_chunk_fields_decodes_with_zeros() {
     let full = Restore {
         correlation: 5,
@@ -555,4 +588,39 @@ fn a_tool_window_merges_before_a_call_entered_at_the_same_nanosecond() {
         .map(|m| (m.stream, m.record.timestamp()))
         .collect();
     assert_eq!(got, [(1, 90), (0, 90), (0, 90), (1, 100)]);
+}
+
+#[test]
+fn lent_records_come_in_the_same_order_as_owned_ones_with_the_same_lateness() {
+    // Two streams, nested calls in return order, one further out of order than a window of 2,
+    // equal timestamps across streams.
+    let a = calls_stream(&[(21, 22), (20, 30), (10, 50), (60, 70), (55, 80), (90, 91)]);
+    let b = calls_stream(&[(20, 25), (5, 60), (61, 62), (90, 95), (1, 100)]);
+    let open = || {
+        [&a, &b]
+            .iter()
+            .map(|s| StreamReader::new(Cursor::new(s.to_vec()), Path::new("s.krs")).unwrap())
+            .collect::<Vec<_>>()
+    };
+    for window in [1, 2, DEFAULT_WINDOW] {
+        let owned: Vec<(u64, usize, bool)> = MergedStreams::with_window(open(), window)
+            .map(|m| (m.record.timestamp(), m.stream, m.late))
+            .collect();
+        let mut merged = MergedStreams::with_window(open(), window);
+        let mut lent = Vec::new();
+        while let Some(m) = merged.next_ref() {
+            lent.push((m.record.timestamp(), m.stream, m.late));
+        }
+        assert_eq!(lent, owned, "window {window}");
+        assert_eq!(owned.len(), 11);
+    }
+    // A window of 2: stream b's call entered at 1 arrives after 90 went out.
+    let mut merged = MergedStreams::with_window(open(), 2);
+    let mut late = Vec::new();
+    while let Some(m) = merged.next_ref() {
+        if m.late {
+            late.push((m.stream, m.record.timestamp()));
+        }
+    }
+    assert_eq!(late, [(0, 10), (1, 1)]);
 }

@@ -5,12 +5,11 @@ use std::io::Write;
 
 use prost::Message as _;
 
-use super::super::intern::EventName;
 use super::super::proto::{EventType, PacketData, TracePacket, TrackDescriptor};
 use super::super::tracks::{Track, TrackState};
 use super::super::{EventArgs, Value, WriterError, wire};
 use super::{
-    FIRST_FLAGS, INTERNED_ANNOTATION_NAMES, INTERNED_EVENT_NAMES, LATER_FLAGS, Sequence,
+    FIRST_FLAGS, INTERNED_ANNOTATION_NAMES, INTERNED_EVENT_NAMES, LATER_FLAGS, Name, Sequence,
     TraceWriter,
 };
 
@@ -61,7 +60,7 @@ impl<W: Write> TraceWriter<W> {
         ts: u64,
         kind: EventType,
         track: Track,
-        name: Option<EventName>,
+        name: Option<Name<'_>>,
         args: &EventArgs<'_>,
         counter: Option<Value<'_>>,
     ) -> Result<(), WriterError> {
@@ -76,14 +75,23 @@ impl<W: Write> TraceWriter<W> {
         let mut bound = FIXED
             + ENTRY * args.annotations.len()
             + wire::MAX_VARINT_FIELD * (args.flow_ids.len() + args.terminating_flow_ids.len());
-        let name_iid = name.map(|n| {
-            let (iid, new) = s.event_iids.iid(n.0);
-            if new {
-                self.new_names.push((INTERNED_EVENT_NAMES, iid, n.0));
-                bound += ENTRY + self.event_names.get(n.0).len();
+        let mut inline_name = None;
+        let name_iid = match name {
+            Some(Name::Interned(n)) => {
+                let (iid, new) = s.event_iids.iid(n.0);
+                if new {
+                    self.new_names.push((INTERNED_EVENT_NAMES, iid, n.0));
+                    bound += ENTRY + self.event_names.get(n.0).len();
+                }
+                Some(iid)
             }
-            iid
-        });
+            Some(Name::Inline(text)) => {
+                inline_name = Some(text);
+                bound += wire::MAX_VARINT_FIELD + text.len();
+                None
+            }
+            None => None,
+        };
         for a in args.annotations {
             let (iid, new) = s.annotation_iids.iid(a.name.0);
             if new {
@@ -133,6 +141,9 @@ impl<W: Write> TraceWriter<W> {
             c.bytes(track_field.as_slice());
             if let Some(iid) = name_iid {
                 c.uint(10, iid);
+            }
+            if let Some(text) = inline_name {
+                c.str(23, text);
             }
             for (a, &iid) in args.annotations.iter().zip(annotation_iids) {
                 let da = c.open(4);

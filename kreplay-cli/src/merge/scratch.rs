@@ -1,0 +1,102 @@
+//! Allocation-free helpers for rendering one record: a grid or block label (`64x1x1`) written
+//! into a stack buffer, and a fixed-capacity list of annotations. Rendering a call used to
+//! allocate both per slice, and that showed in the merge's profile.
+
+use crate::perfetto::Annotation;
+
+/// `AxBxC` of three numbers, in a stack buffer (three u64 take at most 62 bytes).
+pub struct Dim3 {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl Dim3 {
+    /// The label of `v`.
+    pub fn new(v: [u64; 3]) -> Self {
+        let mut d = Dim3 {
+            bytes: [0; 64],
+            len: 0,
+        };
+        for (i, n) in v.into_iter().enumerate() {
+            if i > 0 {
+                d.bytes[d.len] = b'x';
+                d.len += 1;
+            }
+            d.push_decimal(n);
+        }
+        d
+    }
+
+    fn push_decimal(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut k = digits.len();
+        loop {
+            k -= 1;
+            digits[k] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let len = digits.len() - k;
+        self.bytes[self.len..self.len + len].copy_from_slice(&digits[k..]);
+        self.len += len;
+    }
+
+    /// The label.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits and `x` are ever written.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or("")
+    }
+}
+
+/// Most annotations one slice carries: kernel, grid, block, six user arguments, size,
+/// pointer, stream, result, return value, external id.
+pub const MAX_ANNOTATIONS: usize = 15;
+
+/// A list of at most [`MAX_ANNOTATIONS`] annotations on the stack.
+pub struct Annotations<'a> {
+    items: [Annotation<'a>; MAX_ANNOTATIONS],
+    len: usize,
+}
+
+impl<'a> Annotations<'a> {
+    /// An empty list; `filler` fills the unused slots (never shown).
+    pub fn new(filler: Annotation<'a>) -> Self {
+        Annotations {
+            items: [filler; MAX_ANNOTATIONS],
+            len: 0,
+        }
+    }
+
+    /// Appends `a`; past [`MAX_ANNOTATIONS`] it is left out (a debug build asserts).
+    pub fn push(&mut self, a: Annotation<'a>) {
+        debug_assert!(self.len < MAX_ANNOTATIONS, "too many annotations");
+        if self.len < MAX_ANNOTATIONS {
+            self.items[self.len] = a;
+            self.len += 1;
+        }
+    }
+
+    /// The annotations, in the order pushed.
+    pub fn as_slice(&self) -> &[Annotation<'a>] {
+        &self.items[..self.len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dim3_labels_match_format() {
+        for v in [
+            [1, 1, 1],
+            [0, 0, 0],
+            [64, 8, 1],
+            [u64::MAX, 10, 4_294_967_295],
+        ] {
+            assert_eq!(Dim3::new(v).as_str(), format!("{}x{}x{}", v[0], v[1], v[2]));
+        }
+    }
+}
