@@ -10,6 +10,7 @@ pub mod live_bytes;
 pub mod own_calls;
 pub mod render;
 pub mod replay_args;
+pub mod replay_slices;
 pub mod scratch;
 pub mod stats;
 

@@ -21,7 +21,7 @@ use std::{collections::VecDeque, io::Write, rc::Rc};
 
 use kreplay_common::{
     api::{ApiKind, Geometry, Library, NO_ARG, spec_of},
-    stream::{ApiCall, Record, replay_step},
+    stream::{ApiCall, Record},
 };
 
 use super::FastMap;
@@ -69,11 +69,11 @@ pub struct Renderer<W: Write> {
     late_seqs: FastMap<usize, Sequence>,
     counter_seq: Sequence,
     live: LiveBytes,
-    own: OwnCalls,
+    pub(super) own: OwnCalls,
     /// The per-API summary of the application's calls (kreplay's own left out), when asked.
     app_summary: Option<Summary>,
     marker_track: Option<Track>,
-    gpu: Gpu,
+    pub(super) gpu: Gpu,
     hold: Holdback,
     /// External ids by (pid, correlation), from `Correlation` records, until the dispatch comes.
     externals: FastMap<(u32, u64), (u32, u64, u64)>,
@@ -247,68 +247,10 @@ impl<W: Write> Renderer<W> {
                     .add_window(w.pid, w.tid, w.start_ns, w.end_ns, late);
                 self.stats.late_windows = self.own.late_windows;
             }
-            Record::ReplayPass(r) => {
-                self.own
-                    .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
-                let name = format!("pass {}", r.pass);
-                let ann = self.gpu.names.pass_args(r.pass, r.correlation);
-                // One name per pass number: written in the slice, not interned.
-                self.child(&Child {
-                    pid,
-                    correlation: r.correlation,
-                    name: &name,
-                    inline_name: true,
-                    start: r.start_ns,
-                    end: r.end_ns,
-                    args: &ann,
-                })?;
-            }
-            Record::Snapshot(r) => {
-                self.own
-                    .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
-                let mut ann =
-                    self.gpu
-                        .names
-                        .copy_args(r.bytes, r.regions, None, None, r.correlation);
-                self.gpu.names.chunk.snapshot(r, &mut ann);
-                self.child(&Child {
-                    pid,
-                    correlation: r.correlation,
-                    name: "snapshot",
-                    inline_name: false,
-                    start: r.start_ns,
-                    end: r.end_ns,
-                    args: &ann,
-                })?;
-            }
-            Record::Restore(r) => {
-                self.own
-                    .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
-                let mut ann = self.gpu.names.copy_args(
-                    r.bytes,
-                    r.regions,
-                    Some(r.skipped),
-                    Some(r.pass),
-                    r.correlation,
-                );
-                self.gpu.names.chunk.restore(r, &mut ann);
-                self.child(&Child {
-                    pid,
-                    correlation: r.correlation,
-                    name: "restore",
-                    inline_name: false,
-                    start: r.start_ns,
-                    end: r.end_ns,
-                    args: &ann,
-                })?;
-            }
-            Record::ReplayStep(r) => {
-                self.own
-                    .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
-                let ann = self.gpu.names.step_args(r.pass, r.bytes, r.correlation);
-                let name = replay_step::name(r.step);
-                self.child(pid, r.correlation, name, r.start_ns, r.end_ns, &ann)?;
-            }
+            Record::ReplayPass(_)
+            | Record::Snapshot(_)
+            | Record::Restore(_)
+            | Record::ReplayStep(_) => self.replay_slice(pid, rec, late)?,
             Record::Decline(r) => {
                 let ann = self.gpu.names.decline_args(&r.reason, r.correlation);
                 self.gpu_instant(pid, r.correlation, "replay declined", r.ts_ns, &ann)?;
@@ -347,7 +289,7 @@ impl<W: Write> Renderer<W> {
         self.write_ready()
     }
 
-    fn child(&mut self, c: &Child<'_>) -> Result<(), WriterError> {
+    pub(super) fn child(&mut self, c: &Child<'_>) -> Result<(), WriterError> {
         let names = &self.process_names;
         let pname = |pid: u32| process_label(names, pid);
         let r = self.gpu.child(&mut self.w, c, &pname);
