@@ -338,6 +338,14 @@ impl Backend for CudaBackend<'_> {
         self.hash_into_device(addr, len, chunk, dst)
     }
 
+    fn copy_and_hash_regions_on_device(
+        &self,
+        regions: &[(u64, u64, usize, u64)],
+        chunk: usize,
+    ) -> Result<bool, BackendError> {
+        Ok(self.copy_hash_regions_into(regions, chunk)? == Some(true))
+    }
+
     fn hash_regions_into_device(
         &self,
         regions: &[(u64, usize, u64)],

@@ -459,6 +459,19 @@ impl CudaBackend<'_> {
         regions: &[(u64, usize, u64)],
         chunk: usize,
     ) -> Result<Option<bool>, BackendError> {
+        let jobs: Vec<(u64, u64, usize, u64)> =
+            regions.iter().map(|&(a, len, d)| (a, 0, len, d)).collect();
+        self.copy_hash_regions_into(&jobs, chunk)
+    }
+
+    /// [`Self::hash_regions_into`] for every `(addr, copy, len, dst)`, copying each region to
+    /// `copy` (0: not copied) from the same loads that hash it: a snapshot taken and hashed
+    /// in one read of the footprint. The return values are [`Self::hash_regions_into`]'s.
+    pub fn copy_hash_regions_into(
+        &self,
+        regions: &[(u64, u64, usize, u64)],
+        chunk: usize,
+    ) -> Result<Option<bool>, BackendError> {
         let Some(k) = self.kernels() else {
             return Ok(Some(false));
         };
@@ -470,8 +483,8 @@ impl CudaBackend<'_> {
         }
         let mut table = Vec::with_capacity(regions.len() * 6);
         let mut total = 0u64;
-        for &(addr, len, dst) in regions.iter().filter(|r| r.1 > 0) {
-            table.extend([addr, 0, len as u64, dst, total, 0]);
+        for &(addr, copy, len, dst) in regions.iter().filter(|r| r.2 > 0) {
+            table.extend([addr, copy, len as u64, dst, total, 0]);
             total += len.div_ceil(chunk) as u64;
         }
         if total == 0 {

@@ -57,30 +57,45 @@ __device__ __forceinline__ void nh_word(uint4 v, unsigned i, unsigned s0, unsign
 
 // The hash of the chunk of `n` bytes at `p` (as above), summed over the block: the result is
 // valid in thread 0 only. `s0`/`s1` are the block's 32-entry shared scratch; the caller
-// synchronizes the block before they are used again.
+// synchronizes the block before they are used again. With `dst`, the chunk is also copied
+// there from the same loads (a snapshot copied and hashed in one read).
 __device__ __forceinline__ void chunk_hash(const unsigned char *p, unsigned long long n,
                                            unsigned seed0, unsigned seed1,
                                            unsigned long long *s0, unsigned long long *s1,
-                                           unsigned long long &t0, unsigned long long &t1) {
+                                           unsigned long long &t0, unsigned long long &t1,
+                                           unsigned char *dst) {
   unsigned long long h0 = 0, h1 = 0;
   // Chunks are at most 4 GiB (the engine's limit is far lower): word indexes fit 32 bits.
-  unsigned words = (((unsigned long long)p) & 15) ? 0 : (unsigned)(n / 16);
+  unsigned words = ((((unsigned long long)p) | ((unsigned long long)dst)) & 15) ? 0 : (unsigned)(n / 16);
   const uint4 *q = (const uint4 *)p;
+  uint4 *d = (uint4 *)dst;
   unsigned b = blockDim.x, w = threadIdx.x;
   for (; w + 3 * b < words; w += 4 * b) {
     uint4 v0 = q[w], v1 = q[w + b], v2 = q[w + 2 * b], v3 = q[w + 3 * b];
+    if (d) {
+      d[w] = v0;
+      d[w + b] = v1;
+      d[w + 2 * b] = v2;
+      d[w + 3 * b] = v3;
+    }
     nh_word(v0, w, seed0, seed1, h0, h1);
     nh_word(v1, w + b, seed0, seed1, h0, h1);
     nh_word(v2, w + 2 * b, seed0, seed1, h0, h1);
     nh_word(v3, w + 3 * b, seed0, seed1, h0, h1);
   }
-  for (; w < words; w += b) nh_word(q[w], w, seed0, seed1, h0, h1);
+  for (; w < words; w += b) {
+    uint4 v = q[w];
+    if (d) d[w] = v;
+    nh_word(v, w, seed0, seed1, h0, h1);
+  }
   // Tail bytes (and every byte of a chunk not 16-byte aligned): an odd multiplier is a
   // bijection, so a changed byte always changes its term.
   for (unsigned long long i = (unsigned long long)words * 16 + threadIdx.x; i < n; i += blockDim.x) {
+    unsigned char c = p[i];
+    if (dst) dst[i] = c;
     unsigned k = (unsigned)i * 0x9e3779b1u + seed0;
-    h0 += nh(p[i] + k, (seed1 ^ (unsigned)i) | 1u);
-    h1 += nh(p[i] + (k ^ 0x165667b1u), (seed0 + (unsigned)i) | 1u);
+    h0 += nh(c + k, (seed1 ^ (unsigned)i) | 1u);
+    h1 += nh(c + (k ^ 0x165667b1u), (seed0 + (unsigned)i) | 1u);
   }
   for (int o = 16; o > 0; o >>= 1) {
     h0 += __shfl_down_sync(0xffffffffu, h0, o);
@@ -105,7 +120,7 @@ extern "C" __global__ void kreplay_hash_chunks(const unsigned char *base, unsign
     unsigned long long start = c * chunk;
     unsigned long long n = len - start < chunk ? len - start : chunk;
     unsigned long long t0, t1;
-    chunk_hash(base + start, n, seed0, seed1, s0, s1, t0, t1);
+    chunk_hash(base + start, n, seed0, seed1, s0, s1, t0, t1, 0);
     if (threadIdx.x == 0) {
       out[2 * c] = t0;
       out[2 * c + 1] = t1;
@@ -128,10 +143,11 @@ __device__ __forceinline__ const unsigned long long *job_of(const unsigned long 
 }
 
 // kreplay_hash_chunks over many regions in one launch. `jobs` holds `njobs` regions of 6
-// words each: address, unused, length, address of the region's output (16 bytes per chunk),
-// index of the region's first chunk among all `total` chunks (increasing), unused. Each block
-// takes a chunk, finds its region and writes the chunk's hash where kreplay_hash_chunks would
-// have written it for that region alone.
+// words each: address, where to copy the region to (0: nowhere), length, address of the
+// region's output (16 bytes per chunk), index of the region's first chunk among all `total`
+// chunks (increasing), unused. Each block takes a chunk, finds its region, copies the chunk
+// when asked (from the same loads it hashes) and writes the chunk's hash where
+// kreplay_hash_chunks would have written it for that region alone.
 extern "C" __global__ void kreplay_hash_regions(const unsigned long long *jobs,
                                                 unsigned long long njobs,
                                                 unsigned long long total,
@@ -146,8 +162,9 @@ extern "C" __global__ void kreplay_hash_regions(const unsigned long long *jobs,
     unsigned long long *out = (unsigned long long *)job[3];
     unsigned long long c = g - job[4], start = c * chunk;
     unsigned long long n = len - start < chunk ? len - start : chunk;
+    unsigned char *copy = job[1] ? (unsigned char *)job[1] + start : 0;
     unsigned long long t0, t1;
-    chunk_hash(base + start, n, seed0, seed1, s0, s1, t0, t1);
+    chunk_hash(base + start, n, seed0, seed1, s0, s1, t0, t1, copy);
     if (threadIdx.x == 0) {
       out[2 * c] = t0;
       out[2 * c + 1] = t1;
@@ -205,7 +222,7 @@ extern "C" __global__ void kreplay_restore_regions(const unsigned long long *job
     unsigned long long c = g - job[4], start = c * chunk;
     unsigned long long n = len - start < chunk ? len - start : chunk;
     unsigned long long t0, t1;
-    chunk_hash(live + start, n, seed0, seed1, s0, s1, t0, t1);
+    chunk_hash(live + start, n, seed0, seed1, s0, s1, t0, t1, 0);
     if (threadIdx.x == 0) {
       if (job[5]) {
         unsigned long long *kept = (unsigned long long *)job[5];

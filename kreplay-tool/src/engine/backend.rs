@@ -194,6 +194,18 @@ pub trait Backend {
         let _ = (addr, len, chunk, dst);
         Ok(false)
     }
+    /// Copies every `(src, copy, len, dst)` of `regions` from `src` to `copy` on the device and
+    /// hashes it per chunk into `dst` as [`Backend::hash_regions_into_device`] does, reading
+    /// each byte once, in one operation. `Ok(false)`: unsupported, nothing written (the
+    /// caller copies, then hashes).
+    fn copy_and_hash_regions_on_device(
+        &self,
+        regions: &[(u64, u64, usize, u64)],
+        chunk: usize,
+    ) -> Result<bool, BackendError> {
+        let _ = (regions, chunk);
+        Ok(false)
+    }
     /// [`Backend::hash_chunks_into_device`] for every `(addr, len, dst)` of `regions`, in one
     /// operation where the backend can (one launch and one wait for all regions, instead of
     /// one each: with hundreds of small regions the waits cost far more than the hashing).

@@ -84,6 +84,10 @@ pub struct FakeBackend {
     pub device_batch: AtomicBool,
     /// `copy_d2d_runs` calls made.
     pub d2d_batches: AtomicU64,
+    /// Offers `copy_and_hash_regions_on_device` (and counts its calls here).
+    pub copy_and_hash: AtomicBool,
+    /// `copy_and_hash_regions_on_device` calls made.
+    pub copy_and_hash_calls: AtomicU64,
     /// `copy_pinned_runs` calls made.
     pub h2d_batches: AtomicU64,
     /// `hash_regions_into_device` calls made with `device_batch` on (one operation each).
@@ -442,6 +446,24 @@ impl Backend for FakeBackend {
             .flat_map(|h| h.iter().flat_map(|w| w.to_le_bytes()))
             .collect();
         self.with_range(dst, bytes.len(), |d| d.copy_from_slice(&bytes))?;
+        Ok(true)
+    }
+
+    fn copy_and_hash_regions_on_device(
+        &self,
+        regions: &[(u64, u64, usize, u64)],
+        chunk: usize,
+    ) -> Result<bool, BackendError> {
+        if !self.copy_and_hash.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.copy_and_hash_calls.fetch_add(1, Ordering::SeqCst);
+        for &(src, copy, len, dst) in regions {
+            self.copy_d2d(copy, src, len)?;
+            if !self.hash_chunks_into_device(src, len, chunk, dst)? {
+                return Ok(false);
+            }
+        }
         Ok(true)
     }
 

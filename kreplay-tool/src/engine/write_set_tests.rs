@@ -264,3 +264,38 @@ fn a_restore_limited_to_the_write_set_never_turns_later_restores_into_full_ones(
     super::restore::restore(&fake, &inv, &snap);
     assert!(snap.skip_check.get());
 }
+
+#[test]
+fn a_snapshot_copied_and_hashed_in_one_call_restores_exactly_what_changed() {
+    let (fake, inv) = device();
+    fake.copy_and_hash.store(true, Ordering::SeqCst);
+    let before = fake.read(B, B_LEN);
+    let d = writes_b_and_once(u32::MAX, 0);
+    let (out, recs) = run_with(&fake, &inv, &d, 4, policy(PlacementPref::Device));
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 4,
+            nondeterministic: false
+        }
+    );
+    assert_eq!(fake.copy_and_hash_calls.load(Ordering::SeqCst), 1);
+    // Nothing else hashed the snapshot; the restores found the one chunk each pass wrote.
+    assert_eq!(
+        fake.hash_batches.load(Ordering::SeqCst),
+        1,
+        "the last pass's"
+    );
+    assert!(restores(&recs).iter().all(|r| r.dirty_chunks == 1));
+    let snap = recs
+        .iter()
+        .find_map(|r| match r {
+            Record::Snapshot(s) => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((snap.bytes, snap.bytes_hashed), (FOOTPRINT, FOOTPRINT));
+    let mut after = before;
+    after[2 * CHUNK] = 1;
+    assert_eq!(fake.read(B, B_LEN), after);
+}
