@@ -46,10 +46,15 @@ impl SymbolTable {
             path: path.display().to_string(),
             source,
         })?;
-        let file = object::File::parse(&*data).map_err(|source| ElfError::Parse {
+        SymbolTable::parse(&data).map_err(|source| ElfError::Parse {
             path: path.display().to_string(),
             source,
-        })?;
+        })
+    }
+
+    /// Reads the function symbols of an ELF file held in `data`.
+    pub fn parse(data: &[u8]) -> Result<SymbolTable, object::Error> {
+        let file = object::File::parse(data)?;
         let segments: Vec<(u64, u64, u64)> = file
             .segments()
             .filter_map(|s| {
