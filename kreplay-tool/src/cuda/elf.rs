@@ -41,25 +41,26 @@ const STT_OBJECT: u8 = 1;
 const SHN_UNDEF: u16 = 0;
 const SHN_LORESERVE: u16 = 0xff00;
 
+/// The `N` bytes at `off` (an offset from a header may be anything: never `off + N`).
+fn bytes_at<const N: usize>(b: &[u8], off: usize) -> Option<[u8; N]> {
+    b.get(off..)?.get(..N)?.try_into().ok()
+}
+
 fn u16_at(b: &[u8], off: usize, what: &'static str) -> Result<u16, ImageError> {
-    b.get(off..off + 2)
-        .map(|s| u16::from_le_bytes([s[0], s[1]]))
+    bytes_at(b, off)
+        .map(u16::from_le_bytes)
         .ok_or(ImageError::Truncated(what))
 }
 
 fn u32_at(b: &[u8], off: usize, what: &'static str) -> Result<u32, ImageError> {
-    b.get(off..off + 4)
-        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    bytes_at(b, off)
+        .map(u32::from_le_bytes)
         .ok_or(ImageError::Truncated(what))
 }
 
 fn u64_at(b: &[u8], off: usize, what: &'static str) -> Result<u64, ImageError> {
-    b.get(off..off + 8)
-        .map(|s| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(s);
-            u64::from_le_bytes(a)
-        })
+    bytes_at(b, off)
+        .map(u64::from_le_bytes)
         .ok_or(ImageError::Truncated(what))
 }
 
@@ -94,14 +95,15 @@ fn sections(b: &[u8]) -> Result<Vec<Section>, ImageError> {
     }
     (0..shnum)
         .map(|i| {
-            let h = shoff + i * shentsize;
+            // Offsets from the image's headers saturate: past the end, never wrapped round.
+            let h = shoff.saturating_add(i * shentsize);
             Ok(Section {
                 name: u32_at(b, h, "sh_name")?,
-                kind: u32_at(b, h + 4, "sh_type")?,
-                offset: u64_at(b, h + 0x18, "sh_offset")? as usize,
-                size: u64_at(b, h + 0x20, "sh_size")? as usize,
-                link: u32_at(b, h + 0x28, "sh_link")?,
-                entsize: u64_at(b, h + 0x38, "sh_entsize")? as usize,
+                kind: u32_at(b, h.saturating_add(4), "sh_type")?,
+                offset: u64_at(b, h.saturating_add(0x18), "sh_offset")? as usize,
+                size: u64_at(b, h.saturating_add(0x20), "sh_size")? as usize,
+                link: u32_at(b, h.saturating_add(0x28), "sh_link")?,
+                entsize: u64_at(b, h.saturating_add(0x38), "sh_entsize")? as usize,
             })
         })
         .collect()
@@ -118,7 +120,7 @@ pub fn image_len(read: &dyn Fn(usize, usize) -> Option<Vec<u8>>) -> Result<usize
     let shoff = u64_at(&head, 0x28, "e_shoff")? as usize;
     let shentsize = u16_at(&head, 0x3a, "e_shentsize")? as usize;
     let shnum = u16_at(&head, 0x3c, "e_shnum")? as usize;
-    let table_end = shoff + shentsize * shnum;
+    let table_end = shoff.saturating_add(shentsize * shnum);
     let table = read(shoff, shentsize * shnum).ok_or(ImageError::Truncated("section headers"))?;
     let mut end = table_end;
     for i in 0..shnum {
@@ -149,7 +151,13 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
     let shstr = secs
         .get(shstrndx)
         .ok_or(ImageError::Truncated("e_shstrndx"))?;
-    let sec_name = |s: &Section| c_str(b, shstr.offset + s.name as usize, "section name");
+    let sec_name = |s: &Section| {
+        c_str(
+            b,
+            shstr.offset.saturating_add(s.name as usize),
+            "section name",
+        )
+    };
     let mut out = Vec::new();
     for symtab in secs.iter().filter(|s| s.kind == SHT_SYMTAB) {
         let strtab = secs
@@ -157,12 +165,13 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
             .ok_or(ImageError::Truncated("symtab sh_link"))?;
         let ent = symtab.entsize.max(24);
         for i in 0..symtab.size / ent {
-            let e = symtab.offset + i * ent;
+            let e = symtab.offset.saturating_add(i * ent);
             let name = u32_at(b, e, "st_name")?;
-            let info = *b.get(e + 4).ok_or(ImageError::Truncated("st_info"))?;
-            let shndx = u16_at(b, e + 6, "st_shndx")?;
-            let value = u64_at(b, e + 8, "st_value")?;
-            let size = u64_at(b, e + 16, "st_size")?;
+            let [info] =
+                bytes_at(b, e.saturating_add(4)).ok_or(ImageError::Truncated("st_info"))?;
+            let shndx = u16_at(b, e.saturating_add(6), "st_shndx")?;
+            let value = u64_at(b, e.saturating_add(8), "st_value")?;
+            let size = u64_at(b, e.saturating_add(16), "st_size")?;
             if info & 0xf != STT_OBJECT || shndx == SHN_UNDEF || shndx >= SHN_LORESERVE {
                 continue;
             }
@@ -178,7 +187,11 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
             if sname.starts_with(".nv.constant0") {
                 continue;
             }
-            let n = c_str(b, strtab.offset + name as usize, "symbol name")?;
+            let n = c_str(
+                b,
+                strtab.offset.saturating_add(name as usize),
+                "symbol name",
+            )?;
             // `$str`, `$str$1`, `__unnamed_N`: names the compiler gives literal data (device
             // printf formats, the file and function strings of `assert`). Writing them is
             // undefined behaviour and the driver does not resolve them by name, so they are
@@ -202,7 +215,49 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_compiler_literal;
+    use super::*;
+
+    /// An ELF64 little-endian header whose section table of `shnum` 64-byte entries is at
+    /// `shoff`.
+    fn header(shoff: u64, shnum: u16) -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        h[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
+        h[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        h[0x3c..0x3e].copy_from_slice(&shnum.to_le_bytes());
+        h
+    }
+
+    fn read_in(b: &[u8]) -> impl Fn(usize, usize) -> Option<Vec<u8>> + '_ {
+        |off, len| b.get(off..off.checked_add(len)?).map(<[u8]>::to_vec)
+    }
+
+    #[test]
+    fn a_section_table_past_the_address_space_is_truncation() {
+        let h = header(u64::MAX - 2, 1);
+        assert_eq!(globals(&h), Err(ImageError::Truncated("sh_name")));
+        assert_eq!(
+            image_len(&read_in(&h)),
+            Err(ImageError::Truncated("section headers"))
+        );
+    }
+
+    #[test]
+    fn table_offsets_past_the_address_space_are_truncation() {
+        // Section 1 a symbol table at an offset a symbol entry's fields overflow; its
+        // string table (section 0) at one a name's offset overflows.
+        let mut b = header(64, 2);
+        let mut strtab = [0u8; 64];
+        strtab[0x18..0x20].copy_from_slice(&(u64::MAX - 2).to_le_bytes());
+        let mut symtab = [0u8; 64];
+        symtab[4..8].copy_from_slice(&SHT_SYMTAB.to_le_bytes());
+        symtab[0x18..0x20].copy_from_slice(&(u64::MAX - 2).to_le_bytes());
+        symtab[0x20..0x28].copy_from_slice(&24u64.to_le_bytes());
+        b.extend(strtab);
+        b.extend(symtab);
+        assert_eq!(globals(&b), Err(ImageError::Truncated("st_name")));
+        assert_eq!(image_len(&read_in(&b)), Ok(usize::MAX));
+    }
 
     #[test]
     fn compiler_literals_are_told_from_variables() {

@@ -40,10 +40,13 @@ pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
     let header = u16::from_le_bytes([b[6], b[7]]) as usize;
     let mut fat = [0u8; 8];
     fat.copy_from_slice(&b[8..16]);
-    let end = (header + u64::from_le_bytes(fat) as usize).min(b.len());
+    // Sizes from the headers saturate: past the end, never wrapped round.
+    let end = header
+        .saturating_add(u64::from_le_bytes(fat) as usize)
+        .min(b.len());
     let (mut elf, mut ptx, mut skipped) = (None::<Vec<GlobalSym>>, None, Vec::new());
     let mut off = header;
-    while off + 16 <= end {
+    while off.saturating_add(16) <= end {
         let kind = u16::from_le_bytes([b[off], b[off + 1]]);
         let hsize = u32::from_le_bytes([b[off + 4], b[off + 5], b[off + 6], b[off + 7]]) as usize;
         let mut sz = [0u8; 8];
@@ -52,7 +55,8 @@ pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
         if hsize < 16 {
             break;
         }
-        let Some(stored) = b.get(off + hsize..(off + hsize).saturating_add(size).min(end)) else {
+        let start = off.saturating_add(hsize);
+        let Some(stored) = b.get(start..start.saturating_add(size).min(end)) else {
             break;
         };
         let unpacked = if stored.starts_with(ZSTD_MAGIC) {
@@ -76,7 +80,7 @@ pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
         } else {
             skipped.push(format!("kind {kind}, {size} bytes"));
         }
-        off += hsize + size;
+        off = start.saturating_add(size);
     }
     let mut out = elf
         .or(ptx)
@@ -173,7 +177,8 @@ pub unsafe fn globals_of(image: *const u8) -> Result<Vec<GlobalSym>, ImageError>
             let h = unsafe { read_at(image, 0, 16) }.ok_or(ImageError::Truncated("fatbin"))?;
             let mut fat = [0u8; 8];
             fat.copy_from_slice(&h[8..16]);
-            let len = u16::from_le_bytes([h[6], h[7]]) as usize + u64::from_le_bytes(fat) as usize;
+            let len = (u16::from_le_bytes([h[6], h[7]]) as usize)
+                .saturating_add(u64::from_le_bytes(fat) as usize);
             // SAFETY: header plus the size it states.
             let all = unsafe { read_at(image, 0, len) }.ok_or(ImageError::Truncated("fatbin"))?;
             fatbin_globals(&all)
@@ -254,6 +259,39 @@ mod tests {
             Err(ImageError::NoReadableEntry("kind 2, 16 bytes".into()))
         );
         assert_eq!(elf_globals(b"\x7fELF\x02\x01"), Err(ImageError::NotElf));
+    }
+
+    /// A fat binary header: `fat` bytes of entries after the 16-byte header.
+    fn fat_header(fat: u64) -> Vec<u8> {
+        let mut b = FATBIN_MAGIC.to_le_bytes().to_vec();
+        b.extend([1, 0, 16, 0]);
+        b.extend(fat.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn sizes_that_overflow_end_the_walk_instead_of_wrapping() {
+        // The fat binary's stated size overflows the header's end.
+        let mut b = fat_header(u64::MAX);
+        b.extend([2, 0, 0, 0, 16, 0, 0, 0]);
+        b.extend(8u64.to_le_bytes());
+        b.extend([0xab; 8]);
+        assert_eq!(
+            fatbin_globals(&b),
+            Err(ImageError::NoReadableEntry("kind 2, 8 bytes".into()))
+        );
+        // An entry whose size overflows the next entry's offset: the walk stops after it.
+        let mut b = fat_header(48);
+        b.extend([2, 0, 0, 0, 16, 0, 0, 0]);
+        b.extend(u64::MAX.to_le_bytes());
+        b.extend([0xab; 32]);
+        assert_eq!(
+            fatbin_globals(&b),
+            Err(ImageError::NoReadableEntry(format!(
+                "kind 2, {} bytes",
+                u64::MAX
+            )))
+        );
     }
 }
 
