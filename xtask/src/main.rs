@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod fuzz;
 mod gpu;
 mod paired;
 mod run;
