@@ -1,7 +1,7 @@
 // A CUDA driver-API program for the stand-in libcuda (tests/cuda-sim/libcuda.c). Built twice:
 // linked against libcuda (calls go through its symbols), and with -DRUNTIME_STYLE, where it
 // dlopens libcuda.so.1 and takes every entry from cuGetProcAddress_v2, as the CUDA runtime does.
-//   app inplace | devicevar | graph | async | vmm
+//   app inplace | devicevar | graph | async | vmm | teardown (inplace, then frees and unloads)
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +29,7 @@ API(CUresult, cuModuleGetFunction, (H *, H, const char *))
 API(CUresult, cuModuleGetGlobal_v2, (CUdeviceptr *, size_t *, H, const char *))
 API(CUresult, cuMemAlloc_v2, (CUdeviceptr *, size_t))
 API(CUresult, cuMemFree_v2, (CUdeviceptr))
+API(CUresult, cuModuleUnload, (H))
 API(CUresult, cuMemAllocAsync, (CUdeviceptr *, size_t, H))
 API(CUresult, cuMemcpyHtoD_v2, (CUdeviceptr, const void *, size_t))
 API(CUresult, cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t))
@@ -53,7 +54,7 @@ static void load(void) {
   GET(cuMemAllocAsync, "cuMemAllocAsync"); GET(cuMemcpyHtoD_v2, "cuMemcpyHtoD"); GET(cuMemcpyDtoH_v2, "cuMemcpyDtoH");
   GET(cuLaunchKernel, "cuLaunchKernel"); GET(cuGraphLaunch, "cuGraphLaunch"); GET(cuCtxSynchronize, "cuCtxSynchronize");
   GET(cuMemAddressReserve, "cuMemAddressReserve"); GET(cuMemCreate, "cuMemCreate"); GET(cuMemMap, "cuMemMap");
-  GET(cuMemSetAccess, "cuMemSetAccess");
+  GET(cuMemSetAccess, "cuMemSetAccess"); GET(cuModuleUnload, "cuModuleUnload");
 }
 #define C(name) p_##name
 #else
@@ -111,5 +112,11 @@ int main(int argc, char **argv) {
   double s = 0;
   for (int i = 0; i < N; i++) s += y[i];
   printf("y_sum %.1f\n", s);
+  if (!strcmp(c, "teardown")) {
+    // What a program does before it exits: its buffers freed, its module unloaded.
+    CK(C(cuMemFree_v2)(dx));
+    CK(C(cuMemFree_v2)(dy));
+    CK(C(cuModuleUnload)(mod));
+  }
   return 0;
 }

@@ -90,7 +90,8 @@ pub unsafe fn mem_alloc(real: MemAllocFn, dptr: *mut CUdeviceptr, size: usize) -
 /// # Safety
 /// The application's arguments and the real entry.
 pub unsafe fn mem_free(real: MemFreeFn, dptr: CUdeviceptr) -> CUresult {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.free");
         if let Some(t) = cuda_tool() {
             t.inventory.record_free(dptr);
         }
@@ -147,7 +148,8 @@ pub unsafe fn mem_map(
 /// # Safety
 /// The application's arguments and the real entry.
 pub unsafe fn mem_unmap(real: MemUnmapFn, ptr: CUdeviceptr, size: usize) -> CUresult {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.free");
         if let Some(t) = cuda_tool() {
             t.inventory.record_free(ptr);
         }
@@ -157,7 +159,8 @@ pub unsafe fn mem_unmap(real: MemUnmapFn, ptr: CUdeviceptr, size: usize) -> CUre
 }
 
 fn track(p: CUdeviceptr, size: usize) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.alloc");
         if let Some(t) = cuda_tool()
             && t.inventory.is_recording()
         {
@@ -168,7 +171,8 @@ fn track(p: CUdeviceptr, size: usize) {
 }
 
 fn note_untracked(dptr: *mut CUdeviceptr, size: usize, how: &'static str) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.untracked");
         if let Some(t) = cuda_tool()
             && t.replaying()
             && !dptr.is_null()
@@ -184,7 +188,8 @@ fn note_untracked(dptr: *mut CUdeviceptr, size: usize, how: &'static str) {
 }
 
 fn forget_untracked(dptr: CUdeviceptr) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.untracked");
         if let Some(t) = cuda_tool() {
             t.untracked
                 .lock()
@@ -264,7 +269,8 @@ pub unsafe fn mem_alloc_managed(
 }
 
 fn note_module(handle: usize, kind: ModuleKind, image: *const c_void) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.module_load");
         let Some(t) = cuda_tool() else { return };
         if !t.replaying() {
             return;
@@ -289,7 +295,8 @@ fn note_module(handle: usize, kind: ModuleKind, image: *const c_void) {
 }
 
 fn forget_module(handle: usize) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.module_unload");
         if let Some(t) = cuda_tool() {
             t.modules
                 .lock()
@@ -398,7 +405,8 @@ pub unsafe fn library_unload(real: LibraryUnloadFn, l: CUlibrary) -> CUresult {
 /// # Safety
 /// The application's arguments and the real entry.
 pub unsafe fn graph_launch(real: GraphLaunchFn, g: CUgraphExec, stream: CUstream) -> CUresult {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.graph_launch");
         let Some(t) = cuda_tool() else { return };
         if !t.replaying() {
             return;
