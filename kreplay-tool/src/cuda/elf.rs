@@ -31,6 +31,10 @@ pub enum ImageError {
     /// A fat binary held no entry kreplay can read (compressed, or no ELF/PTX).
     #[error("fat binary has no readable cubin or PTX entry ({0})")]
     NoReadableEntry(String),
+    /// The image's tables make reading them cost far more than its size (names running into
+    /// one long string, symbol tables over the same entries): not a compiler's output.
+    #[error("implausible ELF image: reading its {0} costs more than twice its size")]
+    Implausible(&'static str),
     /// The image's first bytes match no known format.
     #[error("unknown image format (magic {0:#010x})")]
     UnknownFormat(u32),
@@ -64,12 +68,29 @@ fn u64_at(b: &[u8], off: usize, what: &'static str) -> Result<u64, ImageError> {
         .ok_or(ImageError::Truncated(what))
 }
 
-fn c_str<'b>(b: &'b [u8], off: usize, what: &'static str) -> Result<&'b str, ImageError> {
+/// Bytes [`globals`] may still read. A compiler's cubin has each symbol entry and each string
+/// read about once, so twice the image's size is plenty; an image whose tables make it read
+/// more (every symbol named into one long string: quadratic time, and as many copies of it)
+/// is refused instead.
+struct Budget(usize);
+
+impl Budget {
+    fn spend(&mut self, n: usize, what: &'static str) -> Result<(), ImageError> {
+        self.0 = self.0.checked_sub(n).ok_or(ImageError::Implausible(what))?;
+        Ok(())
+    }
+}
+
+fn c_str<'b>(
+    b: &'b [u8],
+    off: usize,
+    what: &'static str,
+    budget: &mut Budget,
+) -> Result<&'b str, ImageError> {
     let tail = b.get(off..).ok_or(ImageError::Truncated(what))?;
-    let end = tail
-        .iter()
-        .position(|&c| c == 0)
-        .ok_or(ImageError::Truncated(what))?;
+    let end = tail.iter().position(|&c| c == 0);
+    budget.spend(end.map_or(tail.len(), |e| e + 1), "strings")?;
+    let end = end.ok_or(ImageError::Truncated(what))?;
     std::str::from_utf8(&tail[..end]).map_err(|_| ImageError::Truncated(what))
 }
 
@@ -144,6 +165,15 @@ pub fn is_compiler_literal(name: &str) -> bool {
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
 }
 
+/// For a section named `name`: `Some(constant)` when it holds module variables, `None` when not.
+fn variable_section(name: &str) -> Option<bool> {
+    let constant = name.starts_with(".nv.constant");
+    // `.nv.constant0.*` is the kernel-parameter bank, not user variables.
+    let variables = (name == ".nv.global" || name == ".nv.global.init" || constant)
+        && !name.starts_with(".nv.constant0");
+    variables.then_some(constant)
+}
+
 /// The module-scope variables of the cubin `b`.
 pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
     let secs = sections(b)?;
@@ -151,13 +181,9 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
     let shstr = secs
         .get(shstrndx)
         .ok_or(ImageError::Truncated("e_shstrndx"))?;
-    let sec_name = |s: &Section| {
-        c_str(
-            b,
-            shstr.offset.saturating_add(s.name as usize),
-            "section name",
-        )
-    };
+    let mut budget = Budget(b.len().saturating_mul(2));
+    // Per section: None when it holds no variables, else whether it is `__constant__`.
+    let mut kinds: std::collections::HashMap<u16, Option<bool>> = Default::default();
     let mut out = Vec::new();
     for symtab in secs.iter().filter(|s| s.kind == SHT_SYMTAB) {
         let strtab = secs
@@ -165,6 +191,7 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
             .ok_or(ImageError::Truncated("symtab sh_link"))?;
         let ent = symtab.entsize.max(24);
         for i in 0..symtab.size / ent {
+            budget.spend(ent, "symbol tables")?;
             let e = symtab.offset.saturating_add(i * ent);
             let name = u32_at(b, e, "st_name")?;
             let [info] =
@@ -178,20 +205,20 @@ pub fn globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
             let Some(sec) = secs.get(shndx as usize) else {
                 continue;
             };
-            let sname = sec_name(sec)?;
-            let constant = sname.starts_with(".nv.constant");
-            if !(sname == ".nv.global" || sname == ".nv.global.init" || constant) {
+            let constant = match kinds.get(&shndx) {
+                Some(&k) => k,
+                None => {
+                    let off = shstr.offset.saturating_add(sec.name as usize);
+                    let k = variable_section(c_str(b, off, "section name", &mut budget)?);
+                    kinds.insert(shndx, k);
+                    k
+                }
+            };
+            let Some(constant) = constant else {
                 continue;
-            }
-            // `.nv.constant0.*` is the kernel-parameter bank, not user variables.
-            if sname.starts_with(".nv.constant0") {
-                continue;
-            }
-            let n = c_str(
-                b,
-                strtab.offset.saturating_add(name as usize),
-                "symbol name",
-            )?;
+            };
+            let off = strtab.offset.saturating_add(name as usize);
+            let n = c_str(b, off, "symbol name", &mut budget)?;
             // `$str`, `$str$1`, `__unnamed_N`: names the compiler gives literal data (device
             // printf formats, the file and function strings of `assert`). Writing them is
             // undefined behaviour and the driver does not resolve them by name, so they are
@@ -257,6 +284,68 @@ mod tests {
         b.extend(symtab);
         assert_eq!(globals(&b), Err(ImageError::Truncated("st_name")));
         assert_eq!(image_len(&read_in(&b)), Ok(usize::MAX));
+    }
+
+    /// Appends a section header: (name offset, type, file offset, size, link, entsize).
+    fn section(
+        b: &mut Vec<u8>,
+        (name, kind, off, size, link, ent): (u32, u32, u64, u64, u32, u64),
+    ) {
+        let mut h = [0u8; 64];
+        h[..4].copy_from_slice(&name.to_le_bytes());
+        h[4..8].copy_from_slice(&kind.to_le_bytes());
+        h[0x18..0x20].copy_from_slice(&off.to_le_bytes());
+        h[0x20..0x28].copy_from_slice(&size.to_le_bytes());
+        h[0x28..0x2c].copy_from_slice(&link.to_le_bytes());
+        h[0x38..0x40].copy_from_slice(&ent.to_le_bytes());
+        b.extend(h);
+    }
+
+    /// A cubin whose `syms` symbols in `.nv.global` (variables when `objects`) are named at
+    /// offsets 0, 1, 2... of one `name_len`-byte string, its symbol table listed `symtabs` times.
+    fn adversarial(syms: usize, name_len: usize, symtabs: u16, objects: bool) -> Vec<u8> {
+        let shstr = b"\0.nv.global\0";
+        let shnum = 3 + symtabs;
+        let shstr_off = 64 + 64 * shnum as u64;
+        let sym_off = shstr_off + shstr.len() as u64;
+        let str_off = sym_off + 24 * syms as u64;
+        let mut b = header(64, shnum);
+        section(&mut b, (0, 3, shstr_off, shstr.len() as u64, 0, 0));
+        section(&mut b, (0, 3, str_off, name_len as u64 + 1, 0, 0));
+        section(&mut b, (1, 8, 0, 64, 0, 0));
+        for _ in 0..symtabs {
+            section(&mut b, (0, SHT_SYMTAB, sym_off, 24 * syms as u64, 1, 24));
+        }
+        b.extend(shstr);
+        for i in 0..syms {
+            let mut e = [0u8; 24];
+            e[..4].copy_from_slice(&(i as u32).to_le_bytes());
+            e[4] = if objects { STT_OBJECT } else { 0 };
+            e[6..8].copy_from_slice(&2u16.to_le_bytes());
+            b.extend(e);
+        }
+        b.extend(std::iter::repeat_n(b'v', name_len));
+        b.push(0);
+        b
+    }
+
+    #[test]
+    fn tables_that_cost_more_than_twice_the_image_to_read_are_refused() {
+        // A well-formed table of this shape reads fine, names and all.
+        let fine = globals(&adversarial(3, 8, 1, true)).unwrap();
+        let names: Vec<&str> = fine.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["vvvvvv", "vvvvvvv", "vvvvvvvv"]);
+        // 64 names running into one 4 KiB string: 256 KiB of names from a 6 KiB image.
+        assert_eq!(
+            globals(&adversarial(64, 4096, 1, true)),
+            Err(ImageError::Implausible("strings"))
+        );
+        // One 100-entry symbol table listed 200 times.
+        assert_eq!(globals(&adversarial(100, 8, 1, false)), Ok(vec![]));
+        assert_eq!(
+            globals(&adversarial(100, 8, 200, false)),
+            Err(ImageError::Implausible("symbol tables"))
+        );
     }
 
     #[test]
