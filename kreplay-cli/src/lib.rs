@@ -7,4 +7,5 @@ pub mod output;
 pub mod perfetto;
 pub mod preflight;
 pub mod probes;
+pub mod quick_exit;
 pub mod trace;

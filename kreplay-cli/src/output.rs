@@ -66,6 +66,7 @@ impl PendingFile {
             let tmp = dir.join(tmp_name);
             match OpenOptions::new().write(true).create_new(true).open(&tmp) {
                 Ok(file) => {
+                    crate::quick_exit::set_pending(Some(&tmp));
                     return Ok((
                         PendingFile {
                             tmp,
@@ -94,6 +95,7 @@ impl PendingFile {
         drop(file);
         fs::rename(&self.tmp, &self.dest)?;
         self.committed = true;
+        crate::quick_exit::set_pending(None);
         Ok(())
     }
 }
@@ -103,6 +105,7 @@ impl Drop for PendingFile {
     fn drop(&mut self) {
         if !self.committed {
             let _ = fs::remove_file(&self.tmp);
+            crate::quick_exit::set_pending(None);
         }
     }
 }

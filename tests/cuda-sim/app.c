@@ -1,7 +1,9 @@
 // A CUDA driver-API program for the stand-in libcuda (tests/cuda-sim/libcuda.c). Built twice:
 // linked against libcuda (calls go through its symbols), and with -DRUNTIME_STYLE, where it
 // dlopens libcuda.so.1 and takes every entry from cuGetProcAddress_v2, as the CUDA runtime does.
-//   app inplace | devicevar | graph | async | vmm | teardown (inplace, then frees and unloads)
+//   app inplace | devicevar | graph | async | vmm | realloc | teardown
+// realloc: inplace, then frees x and allocates 40 KiB (room the device must have).
+// teardown: inplace, then frees both buffers and unloads the module.
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +114,12 @@ int main(int argc, char **argv) {
   double s = 0;
   for (int i = 0; i < N; i++) s += y[i];
   printf("y_sum %.1f\n", s);
+  if (!strcmp(c, "realloc")) {
+    CUdeviceptr big;
+    CK(C(cuMemFree_v2)(dx));
+    CK(C(cuMemAlloc_v2)(&big, 40960));
+    printf("realloc ok\n");
+  }
   if (!strcmp(c, "teardown")) {
     // What a program does before it exits: its buffers freed, its module unloaded.
     CK(C(cuMemFree_v2)(dx));

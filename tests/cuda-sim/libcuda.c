@@ -26,7 +26,15 @@ enum { OK = 0, E_INVALID_VALUE = 1, E_OOM = 2, E_NOT_FOUND = 500, E_INVALID_HAND
 static struct { CUdeviceptr p; size_t n; int live; } allocs[MAX_ALLOCS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+// FAKECUDA_DEVICE_BYTES: the device's memory; an allocation that would take the live total
+// past it fails with CUDA_ERROR_OUT_OF_MEMORY (unset: no limit).
+static size_t live_bytes;
 static CUdeviceptr dev_alloc(size_t n) {
+  const char *cap = getenv("FAKECUDA_DEVICE_BYTES");
+  pthread_mutex_lock(&lock);
+  if (cap && live_bytes + n > strtoull(cap, 0, 10)) { pthread_mutex_unlock(&lock); return 0; }
+  live_bytes += n;
+  pthread_mutex_unlock(&lock);
   void *p = aligned_alloc(256, (n + 255) / 256 * 256);
   if (!p) return 0;
   pthread_mutex_lock(&lock);
@@ -36,7 +44,7 @@ static CUdeviceptr dev_alloc(size_t n) {
 }
 static int dev_free(CUdeviceptr p) {
   pthread_mutex_lock(&lock);
-  for (int i = 0; i < MAX_ALLOCS; i++) if (allocs[i].live && allocs[i].p == p) { allocs[i].live = 0; pthread_mutex_unlock(&lock); free((void *)p); return OK; }
+  for (int i = 0; i < MAX_ALLOCS; i++) if (allocs[i].live && allocs[i].p == p) { allocs[i].live = 0; live_bytes -= allocs[i].n; pthread_mutex_unlock(&lock); free((void *)p); return OK; }
   pthread_mutex_unlock(&lock);
   return E_INVALID_VALUE;
 }

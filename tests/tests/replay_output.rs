@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use kreplay_tests::{kreplay_bin, make_sim, scratch, workload};
+use kreplay_tests::{kreplay_bin, make_sim, require_root, scratch, workload};
 
 #[test]
 fn a_warning_repeated_for_every_dispatch_is_printed_once_then_counted() {
@@ -90,4 +90,34 @@ fn a_terminal_gets_a_progress_line_and_a_pipe_does_not() {
         !String::from_utf8_lossy(&piped.stderr).contains("dispatches replayed,"),
         "no progress line on a pipe"
     );
+}
+
+#[test]
+fn replay_with_probes_run_without_privileges_names_the_missing_ones_and_runs_nothing() {
+    require_root!(); // root is needed to drop to another user
+    make_sim(&[]);
+    let marker = scratch("replay-output").join("unprivileged-ran");
+    let _ = std::fs::remove_file(&marker);
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(kreplay_bin())
+        .args([
+            "replay",
+            "--probes",
+            "-o",
+            "/tmp/kreplay-unprivileged.pftrace",
+            "--",
+        ])
+        .arg("touch")
+        .arg(&marker)
+        .output()
+        .expect("setpriv (util-linux) runs kreplay as nobody");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "kreplay: error: kreplay needs CAP_BPF and CAP_PERFMON (or root) to load probes; this \
+         process lacks CAP_BPF and CAP_PERFMON — run it with sudo\n"
+    );
+    assert!(!marker.exists(), "the command must not run");
 }

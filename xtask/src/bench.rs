@@ -375,6 +375,9 @@ pub fn run(name: &str, only: &[String]) -> Result<()> {
     if only.is_empty() || only.iter().any(|o| o == "probe") {
         probe_overhead(&mut out)?;
     }
+    if only.iter().any(|o| o == "replay-phases") {
+        crate::bench_phases::run(&mut out)?;
+    }
     cargo_benches(&mut out, only)?;
     let dir = root().join("docs").join("bench");
     std::fs::create_dir_all(&dir)?;

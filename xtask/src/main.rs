@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_phases;
 mod demo;
 mod fuzz;
 mod gpu;
@@ -38,7 +39,8 @@ enum Cmd {
         /// Name of the results file (e.g. the machine: dev-vm, h200).
         #[arg(long, default_value = "dev-vm")]
         name: String,
-        /// Run only these sections (repeatable): probe, or a cargo bench name.
+        /// Run only these sections (repeatable): probe, replay-phases (only when named), or a
+        /// cargo bench name.
         #[arg(long)]
         only: Vec<String>,
     },

@@ -21,6 +21,7 @@ use kreplay_cli::{
     duration,
     preflight::{self, HostPaths},
     probes::loader::{Probes, Programs, Scope},
+    quick_exit,
     trace::{attach::Attacher, discover},
 };
 use kreplay_common::probe::{ALLOCS_MAP, EVENTS_MAP, THREADS_MAP};
@@ -113,6 +114,19 @@ pub fn run(args: AuditArgs) -> Result<u8> {
     let host = hostname();
     let mut cap = LabelCap::new(args.max_pids);
     let metrics = Arc::new(Mutex::new(session.exposition(&mut cap)));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // Listening before the line that says Ctrl-C stops the audit: an interrupt from then on
+    // ends it with its final report.
+    let (mut term, mut int) = {
+        let _in_runtime = rt.enter();
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        )
+    };
     eprintln!(
         "kreplay: audit running ({} probe attachments{}); Ctrl-C to stop",
         probes.attachments(),
@@ -125,9 +139,6 @@ pub fn run(args: AuditArgs) -> Result<u8> {
         }
     );
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let emit = |session: &mut Session, kind: ReportKind| {
         let r = session.report(kind);
         let text = if args.json {
@@ -139,7 +150,7 @@ pub fn run(args: AuditArgs) -> Result<u8> {
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
     };
-    rt.block_on(async {
+    let signalled = rt.block_on(async {
         let _server = match listener {
             Some(l) => Some(AbortOnDrop(tokio::spawn(server::serve(
                 tokio::net::TcpListener::from_std(l)?,
@@ -148,18 +159,16 @@ pub fn run(args: AuditArgs) -> Result<u8> {
             )))),
             None => None,
         };
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let started = Instant::now();
         let mut refresh = tokio::time::interval_at((started + REFRESH).into(), REFRESH);
         let mut report = tokio::time::interval_at((started + args.interval).into(), args.interval);
         let far = started + Duration::from_secs(365 * 24 * 3600);
         let deadline = args.duration.map_or(far, |d| started + d);
-        loop {
+        let signalled = loop {
             tokio::select! {
-                _ = tokio::time::sleep_until(deadline.into()) => break,
-                _ = int.recv() => break,
-                _ = term.recv() => break,
+                _ = tokio::time::sleep_until(deadline.into()) => break false,
+                _ = int.recv() => break true,
+                _ = term.recv() => break true,
                 _ = report.tick() => {
                     session.refresh(probes.ebpf_mut())?;
                     emit(&mut session, ReportKind::Interval);
@@ -169,7 +178,7 @@ pub fn run(args: AuditArgs) -> Result<u8> {
                         attacher.rescan_all(&mut probes);
                     } else {
                         if targets.iter().all(|(p, _)| !Path::new(&format!("/proc/{p}")).exists()) {
-                            break;
+                            break false;
                         }
                         for (pid, _) in &targets {
                             attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid));
@@ -182,14 +191,22 @@ pub fn run(args: AuditArgs) -> Result<u8> {
                     }
                 }
             }
-        }
-        anyhow::Ok(())
+        };
+        anyhow::Ok(signalled)
     })?;
     session.refresh(probes.ebpf_mut())?;
     emit(&mut session, ReportKind::Final);
     drop(stats_fd);
-    // Detaching waits for RCU grace periods; the report is already out.
-    drop(probes);
+    // Detaching takes the kernel seconds; the report is already out, so an interrupt from
+    // here on ends kreplay at once.
+    quick_exit::arm("kreplay: interrupted again: exiting now, the probes detach in the background");
+    if signalled {
+        eprintln!(
+            "kreplay: stopping: detaching {} probes (a few seconds); Ctrl-C again to exit at once",
+            probes.attachments()
+        );
+    }
+    quick_exit::detach_in_child(probes);
     Ok(0)
 }
 

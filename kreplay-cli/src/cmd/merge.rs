@@ -20,8 +20,8 @@ use kreplay_common::stream::StreamReader;
     A damaged file (a process killed mid-write: torn last chunk, bad checksum) is not an \
     error: everything before the damage is kept, a warning names the file and the byte \
     offset, and the exit code stays 0 — a torn tail is the normal result of a crash, which \
-    is what the format is built for. A file that is not a stream at all, or whose header is \
-    torn, is skipped with a warning.\n\n\
+    is what the format is built for. A file that is not a stream at all, whose header is \
+    torn, or whose times are on a clock other than CLOCK_MONOTONIC is skipped with a warning.\n\n\
     The trace is written under a temporary name beside FILE (.FILE.tmp-PID) and renamed over \
     FILE only once complete: a merge that fails or is interrupted (Ctrl-C, SIGTERM) leaves an \
     old FILE as it was. An output that is one of the inputs (by any name) is refused.\n\n\

@@ -137,6 +137,11 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
             )
         })?;
     }
+    if args.probes {
+        // Checked here, not left to the `kreplay trace` that would attach them: its failure
+        // would otherwise read as a command that never used a GPU runtime.
+        kreplay_cli::preflight::check(&kreplay_cli::preflight::HostPaths::default())?;
+    }
     let lib = tool_lib()?;
     let want = std::env::temp_dir().join(format!("kreplay-replay-{}", std::process::id()));
     let dir = output::fresh_dir(&want, 0o700)

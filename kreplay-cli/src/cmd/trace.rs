@@ -18,10 +18,12 @@ use kreplay_cli::{
         loader::{Counters, Probes, Programs, Scope},
         rings::rings_line,
     },
+    quick_exit,
     trace::{
         attach::Attacher,
         capture::Capture,
         discover::{self, RuntimeLib},
+        ending::{kept_streams, merge_command, running},
         kernels::KernelNames,
         summary::Summary,
     },
@@ -278,6 +280,17 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     // This thread drains the ring; the traced command was started above, so it keeps its own
     // priority.
     kreplay_cli::probes::priority::raise_reader_thread();
+    // Registered once, before the line that says Ctrl-C stops the trace: a signal that arrives
+    // while records are being processed is kept for the next select instead of being lost
+    // with a fresh listener.
+    let (mut term, mut int) = {
+        let _in_runtime = rt.enter();
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        )
+    };
     if !args.quiet {
         let what = match &targets {
             Targets::Pids(p) => format!(
@@ -314,20 +327,17 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let tty = std::io::stderr().is_terminal();
     // Per cause (`Counters::losses`): what the trace's drop markers already say.
     let mut reported = [0u64; 4];
-    let exit_code = rt.block_on(async {
+    let (exit_code, signalled) = rt.block_on(async {
         let mut waiter = match targets {
             Targets::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
             _ => None,
         };
-        // Registered once, before the loop: a signal that arrives while records are being
-        // processed is kept for the next select instead of being lost with a fresh listener.
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let mut tick = tokio::time::interval(Duration::from_millis(200));
         let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
         let deadline = args.duration.map(|d| started + d);
         let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
         let mut code = 0u8;
+        let mut signalled = false;
         let mut last_events = 0u64;
         let mut last_tick = Instant::now();
         loop {
@@ -335,8 +345,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 r = intake.readable() => { r?; Event::Data }
                 _ = drain_tick.tick() => Event::Data,
                 _ = tokio::time::sleep_until(deadline.unwrap_or(far).into()) => Event::Stop,
-                _ = int.recv() => Event::Stop,
-                _ = term.recv() => Event::Stop,
+                _ = int.recv() => { signalled = true; Event::Stop }
+                _ = term.recv() => { signalled = true; Event::Stop }
                 res = async { waiter.as_mut().expect("guarded").await }, if waiter.is_some() => {
                     code = res.context("waiting for the command")??.clamp(0, 255) as u8;
                     Event::Stop
@@ -390,8 +400,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             }
         }
         intake.finish(&mut |s| col.push(&s));
-        anyhow::Ok(code)
-    })?;
+        anyhow::Ok((code, signalled))
+    })
+    .with_context(|| kept_streams(&dir, &output))?;
     let reader_cpu = reader_cpu_ns().saturating_sub(cpu_at_start);
     // The waiter for a command that is still running (kreplay was stopped first) must not hold
     // the exit: the command is the user's and runs on.
@@ -408,7 +419,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         eprintln!();
     }
     if let Some(e) = io_error {
-        return Err(e.context(format!("writing streams under {}", dir.display())));
+        return Err(e.context(kept_streams(&dir, &output)));
     }
     let counters = probes.counters()?;
     tracing::debug!(?counters, "probe counters at the end");
@@ -419,10 +430,36 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let leaks = probes.live_allocations().unwrap_or_default();
     // Detaching runs one RCU grace period per probe in the kernel, which takes seconds on a
     // busy host: do it beside the rendering instead of before it.
-    let detach = std::thread::spawn(move || drop(probes));
-    let files = capture.finish()?;
-    let report = merge::merge(&files, &output)
-        .with_context(|| format!("rendering the trace (streams kept in {})", dir.display()))?;
+    let attachments = probes.attachments();
+    let files = capture
+        .finish()
+        .with_context(|| kept_streams(&dir, &output))?;
+    // Every record is in the stream files now: an interrupt from here on ends kreplay at
+    // once, and the streams say what the trace would have held.
+    let merge_cmd = merge_command(&dir, &output);
+    quick_exit::arm(&format!(
+        "kreplay: interrupted again: exiting now, the probes detach in the background; the \
+         stream files are kept in {}: `{merge_cmd}` renders them",
+        dir.display()
+    ));
+    if signalled && status {
+        eprintln!(
+            "kreplay: stopping: writing the trace and detaching {attachments} probes (a few \
+             seconds); Ctrl-C again to exit at once"
+        );
+    }
+    let detach = std::thread::spawn(move || quick_exit::detach_in_child(probes));
+    let report = merge::merge(&files, &output).with_context(|| {
+        format!(
+            "rendering the trace (the stream files are kept in {}: `{merge_cmd}` renders them again)",
+            dir.display()
+        )
+    })?;
+    quick_exit::set_note(&format!(
+        "kreplay: interrupted again: exiting now, the probes detach in the background; {} is \
+         written",
+        output.display()
+    ));
     let stderr = std::io::stderr();
     let mut e = stderr.lock();
     if args.keep_streams {
@@ -479,6 +516,16 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         let _ = writeln!(
             e,
             "kreplay: {} made no GPU runtime call: it never loaded libcuda, libamdhip64 or libhsa-runtime64 (or none kreplay could probe)",
+            args.command[0]
+        );
+    }
+    if let Targets::Command(pid) = targets
+        && running(pid)
+    {
+        let _ = writeln!(
+            e,
+            "kreplay: {} (pid {pid}) is still running, untraced: kreplay stopped before it \
+             exited, and its calls from now on are not in the trace",
             args.command[0]
         );
     }

@@ -495,6 +495,24 @@ impl GpuNames {
         ]
     }
 
+    /// `pass`, `bytes` and `correlation` of a replay step.
+    pub fn step_args(&self, pass: u32, bytes: u64, correlation: u64) -> [Annotation<'static>; 3] {
+        [
+            Annotation {
+                name: self.pass,
+                value: Value::Uint(u64::from(pass)),
+            },
+            Annotation {
+                name: self.bytes,
+                value: Value::Uint(bytes),
+            },
+            Annotation {
+                name: self.correlation,
+                value: Value::Uint(correlation),
+            },
+        ]
+    }
+
     /// `reason` and `correlation` of a decline.
     pub fn decline_args<'a>(&self, reason: &'a str, correlation: u64) -> [Annotation<'a>; 2] {
         [

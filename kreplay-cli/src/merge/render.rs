@@ -25,7 +25,7 @@ use std::{
 
 use kreplay_common::{
     api::{ApiKind, Geometry, Library, NO_ARG, spec_of},
-    stream::{ApiCall, Record},
+    stream::{ApiCall, Record, replay_step},
 };
 
 use super::gpu::{Child, FORGET_AFTER_NS, Gpu, Mark, soft};
@@ -274,6 +274,13 @@ impl<W: Write> Renderer<W> {
                 );
                 self.gpu.names.chunk.restore(r, &mut ann);
                 self.child(pid, r.correlation, "restore", r.start_ns, r.end_ns, &ann)?;
+            }
+            Record::ReplayStep(r) => {
+                self.own
+                    .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
+                let ann = self.gpu.names.step_args(r.pass, r.bytes, r.correlation);
+                let name = replay_step::name(r.step);
+                self.child(pid, r.correlation, name, r.start_ns, r.end_ns, &ann)?;
             }
             Record::Decline(r) => {
                 let ann = self.gpu.names.decline_args(&r.reason, r.correlation);

@@ -3,6 +3,7 @@
 pub mod attach;
 pub mod capture;
 pub mod discover;
+pub mod ending;
 pub mod histogram;
 pub mod kernels;
 pub mod summary;

@@ -8,7 +8,7 @@
 
 use super::record::{
     ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic, ProcessName,
-    Record, ReplayPass, Restore, Snapshot, ThreadName, ToolWindow,
+    Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName, ToolWindow,
 };
 
 /// Bytes before each record body: the tag and the body length.
@@ -31,6 +31,7 @@ mod tag {
     pub const DROPS: u8 = 11;
     pub const KERNEL_NAME: u8 = 12;
     pub const TOOL_WINDOW: u8 = 13;
+    pub const REPLAY_STEP: u8 = 14;
 }
 
 /// Appends little-endian fields to a buffer.
@@ -216,6 +217,15 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) {
             e.u32(r.tid);
             e.u64s(&[r.correlation, r.start_ns, r.end_ns]);
             tag::TOOL_WINDOW
+        }
+        Record::ReplayStep(r) => {
+            e.u32(r.pid);
+            e.u32(r.tid);
+            e.u64(r.correlation);
+            e.u8(r.step);
+            e.u32(r.pass);
+            e.u64s(&[r.start_ns, r.end_ns, r.bytes]);
+            tag::REPLAY_STEP
         }
     };
     let body_len = (out.len() - start - RECORD_HEADER_LEN) as u32;
@@ -425,6 +435,17 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             correlation: d.u64()?,
             start_ns: d.u64()?,
             end_ns: d.u64()?,
+        }
+        .into(),
+        tag::REPLAY_STEP => ReplayStep {
+            pid: d.u32()?,
+            tid: d.u32()?,
+            correlation: d.u64()?,
+            step: d.u8()?,
+            pass: d.u32()?,
+            start_ns: d.u64()?,
+            end_ns: d.u64()?,
+            bytes: d.u64()?,
         }
         .into(),
         _ => return Some(None),

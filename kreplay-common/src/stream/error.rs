@@ -52,6 +52,20 @@ pub enum StreamError {
         /// The newest version this build reads.
         supported: u16,
     },
+    /// The header names a clock other than CLOCK_MONOTONIC: its times cannot be placed beside
+    /// the other streams'.
+    #[error(
+        "{path}: stream timestamps use clock id {clock_id}; this reader knows only {known} \
+         (CLOCK_MONOTONIC)"
+    )]
+    UnsupportedClock {
+        /// The file.
+        path: PathBuf,
+        /// The clock id in the header.
+        clock_id: u16,
+        /// The one clock id this build reads.
+        known: u16,
+    },
     /// The header's own length field or checksum is wrong.
     #[error("{path}: corrupt stream header: {what}")]
     BadHeader {

@@ -157,6 +157,15 @@ impl StreamHeader {
             created_monotonic_ns: u64_at(20),
             created_realtime_ns: u64_at(28),
         };
+        // Every consumer compares times across streams: a stream on another clock would be
+        // placed at meaningless offsets, so it is refused rather than read.
+        if header.clock_id != CLOCK_MONOTONIC_ID {
+            return Err(StreamError::UnsupportedClock {
+                path: path.to_path_buf(),
+                clock_id: header.clock_id,
+                known: CLOCK_MONOTONIC_ID,
+            });
+        }
         Ok((header, len))
     }
 }

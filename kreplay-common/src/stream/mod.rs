@@ -67,7 +67,8 @@ pub use merge::{DEFAULT_WINDOW, Merged, MergedStreams};
 pub use reader::StreamReader;
 pub use record::{
     ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic, ProcessName,
-    Record, ReplayPass, Restore, Snapshot, ThreadName, ToolWindow, snapshot_mode,
+    Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName, ToolWindow, replay_step,
+    snapshot_mode,
 };
 pub use writer::{DEFAULT_CHUNK_THRESHOLD, StreamWriter};
 

@@ -172,6 +172,63 @@ pub struct ToolWindow {
     pub end_ns: u64,
 }
 
+/// One step of a replay that is not a snapshot, a pass or a restore (or a part of the
+/// snapshot), so that every nanosecond of the replay's [`ToolWindow`] shows as a slice with its
+/// bytes: the determinism check's hashing and comparing of a pass, the snapshot's allocation,
+/// copy, hashing and readying of the restore, and the release of its buffers (tag 14; older
+/// readers skip it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayStep {
+    /// Process id.
+    pub pid: u32,
+    /// The thread that did it.
+    pub tid: u32,
+    /// The dispatch's correlation id.
+    pub correlation: u64,
+    /// What it was: a [`replay_step`] code.
+    pub step: u8,
+    /// The pass it concerns (0 when none).
+    pub pass: u32,
+    /// Start.
+    pub start_ns: u64,
+    /// End.
+    pub end_ns: u64,
+    /// Bytes it read, wrote or held.
+    pub bytes: u64,
+}
+
+/// The codes of [`ReplayStep::step`] and their slice names.
+pub mod replay_step {
+    /// The snapshot's copies (and hash buffers) allocated or taken from the kept ones.
+    pub const SNAPSHOT_ALLOCATE: u8 = 1;
+    /// The snapshot's copies taken.
+    pub const SNAPSHOT_COPY: u8 = 2;
+    /// The snapshot hashed per chunk.
+    pub const SNAPSHOT_HASH: u8 = 3;
+    /// The device restore readied (region table, counters, captured graph).
+    pub const SNAPSHOT_PREPARE: u8 = 4;
+    /// A pass's output hashed for the determinism check.
+    pub const HASH_PASS: u8 = 5;
+    /// A pass's hashes compared with pass 0's.
+    pub const COMPARE_PASS: u8 = 6;
+    /// The snapshot's and the check's buffers released (kept for the next replay or freed).
+    pub const RELEASE: u8 = 7;
+
+    /// The slice name of a step.
+    pub fn name(code: u8) -> &'static str {
+        match code {
+            SNAPSHOT_ALLOCATE => "snapshot: allocate",
+            SNAPSHOT_COPY => "snapshot: copy",
+            SNAPSHOT_HASH => "snapshot: hash",
+            SNAPSHOT_PREPARE => "snapshot: ready restore",
+            HASH_PASS => "hash pass",
+            COMPARE_PASS => "compare pass",
+            RELEASE => "release",
+            _ => "replay step",
+        }
+    }
+}
+
 /// The codes of [`Snapshot::placement`]/[`Snapshot::check`] (and [`Restore`]'s) and their names.
 pub mod snapshot_mode {
     /// Written by a tool that did not record it.
@@ -311,6 +368,8 @@ pub enum Record {
     KernelName(KernelName),
     /// See [`ToolWindow`].
     ToolWindow(ToolWindow),
+    /// See [`ReplayStep`].
+    ReplayStep(ReplayStep),
 }
 
 impl Record {
@@ -331,6 +390,7 @@ impl Record {
             Self::Drops(r) => r.ts_ns,
             Self::KernelName(r) => r.ts_ns,
             Self::ToolWindow(r) => r.start_ns,
+            Self::ReplayStep(r) => r.start_ns,
         }
     }
 }
@@ -345,6 +405,7 @@ impl Record {
             Self::Snapshot(r) => Some(r.end_ns),
             Self::Restore(r) => Some(r.end_ns),
             Self::ToolWindow(r) => Some(r.end_ns),
+            Self::ReplayStep(r) => Some(r.end_ns),
             _ => None,
         }
     }
@@ -365,6 +426,7 @@ impl Record {
             Self::Drops(_) => "Drops",
             Self::KernelName(_) => "KernelName",
             Self::ToolWindow(_) => "ToolWindow",
+            Self::ReplayStep(_) => "ReplayStep",
         }
     }
 
@@ -373,7 +435,11 @@ impl Record {
     /// nanosecond a window starts then comes after the window, which says whose it is.
     pub fn tie_rank(&self) -> u8 {
         match self {
-            Self::ToolWindow(_) | Self::Snapshot(_) | Self::ReplayPass(_) | Self::Restore(_) => 0,
+            Self::ToolWindow(_)
+            | Self::Snapshot(_)
+            | Self::ReplayPass(_)
+            | Self::Restore(_)
+            | Self::ReplayStep(_) => 0,
             _ => 1,
         }
     }
@@ -402,5 +468,6 @@ impl_from!(
     Correlation,
     Drops,
     KernelName,
-    ToolWindow
+    ToolWindow,
+    ReplayStep
 );

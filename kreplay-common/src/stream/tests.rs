@@ -288,6 +288,19 @@ fn header_errors_name_the_file() {
 }
 
 #[test]
+fn a_header_on_another_clock_is_refused_by_name() {
+    let mut h = StreamHeader::new(StreamKind::Probes, 7);
+    h.clock_id = 7; // CLOCK_BOOTTIME
+    let err = StreamReader::new(Cursor::new(h.encode().to_vec()), Path::new("b.krs"))
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "b.krs: stream timestamps use clock id 7; this reader knows only 1 (CLOCK_MONOTONIC)"
+    );
+}
+
+#[test]
 fn truncation_at_every_offset_of_the_last_chunk_keeps_the_complete_chunks() {
     let (bytes, bounds) = write_stream(200, 2048);
     let chunks = bounds.len() - 1;

@@ -55,6 +55,8 @@ export!(cuMemAlloc_v2, ALLOC, w_alloc, (dptr: *mut CUdeviceptr, size: usize));
 export!(cuMemFree_v2, FREE, w_free, (dptr: CUdeviceptr));
 export!(cuMemMap, MEM_MAP, w_mem_map,
     (ptr: CUdeviceptr, size: usize, offset: usize, handle: u64, flags: u64));
+export!(cuMemCreate, MEM_CREATE, w_mem_create,
+    (handle: *mut u64, size: usize, prop: *const c_void, flags: u64));
 export!(cuMemUnmap, MEM_UNMAP, w_mem_unmap, (ptr: CUdeviceptr, size: usize));
 export!(cuMemAllocPitch_v2, ALLOC_PITCH, w_alloc_pitch,
     (dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, elem: c_uint));

@@ -212,6 +212,9 @@ pub type ModuleGetFunctionFn =
     unsafe extern "C" fn(*mut CUfunction, CUmodule, *const c_char) -> CUresult;
 /// `cuMemMap`.
 pub type MemMapFn = unsafe extern "C" fn(CUdeviceptr, usize, usize, u64, u64) -> CUresult;
+/// `cuMemCreate`.
+pub type MemCreateFn =
+    unsafe extern "C" fn(*mut u64, usize, *const core::ffi::c_void, u64) -> CUresult;
 /// `cuMemUnmap`.
 pub type MemUnmapFn = unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult;
 /// `cuMemAllocPitch_v2`.

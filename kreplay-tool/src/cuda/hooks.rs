@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use super::ffi::*;
 use super::image::globals_of;
 use super::launch::{Launch, on_launch};
+use super::room::with_room;
 use super::state::{LoadedModule, ModuleKind, cuda_tool};
 
 /// Wrapper body of `cuLaunchKernel`.
@@ -77,7 +78,7 @@ pub unsafe fn launch_kernel_ex(
 /// The application's arguments and the real entry.
 pub unsafe fn mem_alloc(real: MemAllocFn, dptr: *mut CUdeviceptr, size: usize) -> CUresult {
     // SAFETY: passed through.
-    let r = unsafe { real(dptr, size) };
+    let r = with_room(|| unsafe { real(dptr, size) });
     if r == SUCCESS && !dptr.is_null() {
         // SAFETY: the driver wrote the new address.
         track(unsafe { *dptr }, size);
@@ -113,7 +114,7 @@ pub unsafe fn mem_alloc_pitch(
     elem: c_uint,
 ) -> CUresult {
     // SAFETY: passed through.
-    let r = unsafe { real(dptr, pitch, width, height, elem) };
+    let r = with_room(|| unsafe { real(dptr, pitch, width, height, elem) });
     if r == SUCCESS && !dptr.is_null() && !pitch.is_null() {
         // SAFETY: the driver wrote both.
         let (p, pitch) = unsafe { (*dptr, *pitch) };
@@ -210,7 +211,7 @@ pub unsafe fn mem_alloc_async(
     stream: CUstream,
 ) -> CUresult {
     // SAFETY: passed through.
-    let r = unsafe { real(dptr, size, stream) };
+    let r = with_room(|| unsafe { real(dptr, size, stream) });
     if r == SUCCESS {
         note_untracked(dptr, size, "cuMemAllocAsync");
     }
@@ -229,7 +230,7 @@ pub unsafe fn mem_alloc_from_pool_async(
     stream: CUstream,
 ) -> CUresult {
     // SAFETY: passed through.
-    let r = unsafe { real(dptr, size, pool, stream) };
+    let r = with_room(|| unsafe { real(dptr, size, pool, stream) });
     if r == SUCCESS {
         note_untracked(dptr, size, "cuMemAllocFromPoolAsync");
     }
@@ -261,7 +262,7 @@ pub unsafe fn mem_alloc_managed(
     flags: c_uint,
 ) -> CUresult {
     // SAFETY: passed through.
-    let r = unsafe { real(dptr, size, flags) };
+    let r = with_room(|| unsafe { real(dptr, size, flags) });
     if r == SUCCESS {
         note_untracked(dptr, size, "cuMemAllocManaged");
     }

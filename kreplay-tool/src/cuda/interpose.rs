@@ -241,6 +241,8 @@ hooked!(ALLOC, w_alloc, MemAllocFn, hooks::mem_alloc, (dptr: *mut CUdeviceptr, s
 hooked!(FREE, w_free, MemFreeFn, hooks::mem_free, (dptr: CUdeviceptr));
 hooked!(MEM_MAP, w_mem_map, MemMapFn, hooks::mem_map,
     (ptr: CUdeviceptr, size: usize, offset: usize, handle: u64, flags: u64));
+hooked!(MEM_CREATE, w_mem_create, MemCreateFn, super::room::mem_create,
+    (handle: *mut u64, size: usize, prop: *const c_void, flags: u64));
 hooked!(MEM_UNMAP, w_mem_unmap, MemUnmapFn, hooks::mem_unmap, (ptr: CUdeviceptr, size: usize));
 hooked!(ALLOC_PITCH, w_alloc_pitch, MemAllocPitchFn, hooks::mem_alloc_pitch,
     (dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, elem: c_uint));
@@ -299,6 +301,13 @@ static HOOKED: &[Hooked] = &[
         min_version: 10020,
         slots: &MEM_MAP,
         wrappers: || wrappers!(w_mem_map),
+    },
+    Hooked {
+        base: "cuMemCreate",
+        symbols: &["cuMemCreate"],
+        min_version: 10020,
+        slots: &MEM_CREATE,
+        wrappers: || wrappers!(w_mem_create),
     },
     Hooked {
         base: "cuMemUnmap",

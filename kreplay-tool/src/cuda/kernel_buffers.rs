@@ -21,9 +21,10 @@ pub struct Scratch {
     pub runs: Buffer,
     /// The batched hash kernel's table of regions.
     pub hash_jobs: Buffer,
-    /// The one-pass restore's job tables and counters: two sets, a snapshot's table and its
-    /// first restore's sample (`engine/sample.rs`) both kept ready.
-    pub one_pass: [OnePassBuffers; 2],
+    /// The one-pass restore's job tables and counters: three sets, a snapshot's table, its
+    /// first restore's sample (`engine/sample.rs`) and the later restores' write set
+    /// (`Snapshot::write_set`) all kept ready.
+    pub one_pass: [OnePassBuffers; 3],
     /// Stamps `one_pass`'s last uses.
     pub one_pass_clock: u64,
 }
@@ -34,7 +35,9 @@ impl Scratch {
         self.one_pass_clock += 1;
         let i = match self.one_pass.iter().position(|b| b.uploaded == table) {
             Some(i) => i,
-            None => usize::from(self.one_pass[1].used < self.one_pass[0].used),
+            None => (0..self.one_pass.len())
+                .min_by_key(|&i| self.one_pass[i].used)
+                .unwrap_or(0),
         };
         let b = &mut self.one_pass[i];
         b.used = self.one_pass_clock;

@@ -266,6 +266,7 @@ unsafe fn replay_or_decline(
         }
         rec.record(r);
     };
+    let arena = t.arena(device);
     let req = Request {
         agent: device,
         dispatch: l,
@@ -273,9 +274,8 @@ unsafe fn replay_or_decline(
         check_determinism: t.config.check_determinism,
         correlation: corr,
         policy: t.config.snapshot,
-        // Fresh snapshot buffers per replay: kept device copies would hold device memory the
-        // application may need between replays.
-        arena: None,
+        // Kept between replays; given back when the application runs out of device memory.
+        arena: Some(&arena),
     };
     let outcome = replay(&backend, &t.inventory, &req, &mut emit);
     let result = match outcome {

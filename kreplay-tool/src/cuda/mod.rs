@@ -19,4 +19,5 @@ pub mod interpose;
 pub mod kernel_buffers;
 pub mod launch;
 pub mod one_pass;
+pub mod room;
 pub mod state;

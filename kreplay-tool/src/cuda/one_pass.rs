@@ -77,7 +77,7 @@ impl CudaBackend<'_> {
         let (table, total) = job_table(jobs, chunk);
         let ready = self.scratch().and_then(|(mut all, ctx)| {
             let b = all.entry(ctx).or_default().one_pass_for(&table);
-            let r = self.ready(b, kernel, &table, total, chunk);
+            let r = self.ready(b, kernel, &table, total, chunk, true);
             if r.is_err() {
                 b.synced = false;
             }
@@ -91,8 +91,10 @@ impl CudaBackend<'_> {
     }
 
     /// Makes `b`'s counters known (zeroed when they are not, with the sequence number after
-    /// them) and its table `table`; where mapped memory and graphs can be had, the restore and
-    /// the publication of its counters captured as one graph for this table.
+    /// them) and its table `table`; where mapped memory and graphs can be had and `capture`
+    /// asks for it, the restore and the publication of its counters captured as one graph for
+    /// this table. A table first seen by a restore (a write set, new with every replay) is not
+    /// captured: the capture would cost more than the launches it would spare.
     fn ready(
         &self,
         b: &mut OnePassBuffers,
@@ -100,6 +102,7 @@ impl CudaBackend<'_> {
         table: &[u64],
         total: u64,
         chunk: usize,
+        capture: bool,
     ) -> Result<(), BackendError> {
         let regions = table.len() / JOB_WORDS;
         let counters = 2 * regions;
@@ -142,6 +145,9 @@ impl CudaBackend<'_> {
         if let Some(old) = b.pair.take() {
             self.release(old);
         }
+        if !capture {
+            return Ok(());
+        }
         let mut launches = [
             (kernel, RESTORE_CALL, total, restore.to_vec()),
             (publish, PUBLISH_CALL, 1, publication.to_vec()),
@@ -171,7 +177,8 @@ impl CudaBackend<'_> {
         let t0 = std::time::Instant::now();
         let regions = table.len() / JOB_WORDS;
         let counters = 2 * regions;
-        self.ready(b, kernel, table, total, chunk)?;
+        // Only tables readied ahead (`prepare_restore`) have a graph.
+        self.ready(b, kernel, table, total, chunk, false)?;
         let t1 = std::time::Instant::now();
         let graph = b.pair.as_ref().filter(|_| !b.mapped_broken);
         match graph {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::driver::Driver;
 use super::elf::{GlobalSym, ImageError};
+use crate::engine::arena::SnapshotArena;
 use crate::engine::config::ReplayConfig;
 use crate::engine::gate::Gate;
 use crate::engine::inventory::Inventory;
@@ -43,6 +44,9 @@ pub struct CudaTool {
     pub inventory: Inventory,
     /// Per-device replay windows.
     pub gates: Mutex<HashMap<u64, Arc<Gate>>>,
+    /// Per-device snapshot buffers kept between replays (given back when the application runs
+    /// out of device memory: `room.rs`).
+    pub arenas: Mutex<HashMap<u64, Arc<SnapshotArena>>>,
     /// Loaded modules.
     pub modules: Mutex<Vec<LoadedModule>>,
     /// Live memory kreplay does not snapshot (address -> (size, allocator)).
@@ -89,6 +93,7 @@ fn init() -> Option<CudaTool> {
         config,
         inventory: Inventory::new(),
         gates: Mutex::new(HashMap::new()),
+        arenas: Mutex::new(HashMap::new()),
         modules: Mutex::new(Vec::new()),
         untracked: Mutex::new(HashMap::new()),
         names: Mutex::new(HashMap::new()),
@@ -115,6 +120,16 @@ impl CudaTool {
             .unwrap_or_else(|p| p.into_inner())
             .entry(device)
             .or_default()
+            .clone()
+    }
+
+    /// The device's kept snapshot buffers.
+    pub fn arena(&self, device: u64) -> Arc<SnapshotArena> {
+        self.arenas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(device)
+            .or_insert_with(|| Arc::new(SnapshotArena::new()))
             .clone()
     }
 

@@ -12,6 +12,14 @@
 //! it allocates anything, and a finished snapshot gives its buffers back. So the memory held
 //! is at most the current footprint once (plus the hash scratch), during and between replays;
 //! between replays it is the last snapshot's footprint. [`SnapshotArena::clear`] frees it.
+//!
+//! Device hash buffers (the snapshot's chunk hashes, the restores' pass hashes, the
+//! determinism check's two sets: 16 bytes per chunk each, all of one length for one footprint)
+//! are kept apart and reused by length, since allocating and freeing them per replay cost
+//! device allocations and frees (each of which may wait for the device) in every replay's
+//! window. An arena made with [`SnapshotArena::hashes_only`] keeps only those: a backend whose
+//! region copies live in memory the application allocates from (CUDA's device memory) must
+//! not hold a footprint's copies between replays.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -19,22 +27,76 @@ use std::sync::{Mutex, MutexGuard};
 use super::backend::Backend;
 use super::placement::{Placement, Store};
 
-/// Buffers of finished snapshots: (placement, length, buffer).
-#[derive(Default)]
+/// Buffers of finished snapshots: (placement, length, buffer), and device hash buffers.
 pub struct SnapshotArena {
     free: Mutex<Vec<(Placement, usize, Store)>>,
+    /// Device hash buffers: (length, device address).
+    hashes: Mutex<Vec<(usize, u64)>>,
+    /// Whether region copies (and host scratch) are kept, or only device hash buffers.
+    keep_copies: bool,
+}
+
+impl Default for SnapshotArena {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl SnapshotArena {
-    /// An empty arena.
+    /// An empty arena that keeps region copies and hash buffers.
     pub const fn new() -> Self {
         Self {
             free: Mutex::new(Vec::new()),
+            hashes: Mutex::new(Vec::new()),
+            keep_copies: true,
         }
+    }
+
+    /// An empty arena that keeps only device hash buffers (region copies are freed with their
+    /// snapshot).
+    pub const fn hashes_only() -> Self {
+        Self {
+            free: Mutex::new(Vec::new()),
+            hashes: Mutex::new(Vec::new()),
+            keep_copies: false,
+        }
+    }
+
+    /// Whether a finished snapshot's region copies go back to this arena.
+    pub fn keeps_copies(&self) -> bool {
+        self.keep_copies
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<(Placement, usize, Store)>> {
         self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_hashes(&self) -> MutexGuard<'_, Vec<(usize, u64)>> {
+        self.hashes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A kept device hash buffer of exactly `len` bytes, if there is one.
+    pub fn take_hash_buf(&self, len: usize) -> Option<u64> {
+        let mut h = self.lock_hashes();
+        let i = h.iter().position(|&(l, _)| l == len)?;
+        Some(h.swap_remove(i).1)
+    }
+
+    /// Keeps device hash buffer `ptr` (`len` bytes) for a later replay.
+    pub fn give_hash_buf(&self, len: usize, ptr: u64) {
+        self.lock_hashes().push((len, ptr));
+    }
+
+    /// Frees every kept device hash buffer whose length is not `len` (a new footprint's
+    /// buffers are all `len` bytes: the others would never be taken again).
+    pub fn retain_hash_bufs<B: Backend>(&self, len: usize, backend: &B) {
+        let mut h = self.lock_hashes();
+        h.retain(|&(l, p)| {
+            if l != len {
+                backend.device_free(p);
+            }
+            l == len
+        });
     }
 
     /// Buffers of exactly `sizes` (in order) in the first placement of `order` that has them
@@ -89,16 +151,30 @@ impl SnapshotArena {
         self.lock().push((p, len, store));
     }
 
-    /// Frees every kept buffer.
-    pub fn clear<B: Backend>(&self, backend: &B) {
+    /// Frees every kept region copy and host scratch buffer (not the device hash buffers).
+    pub fn clear_copies<B: Backend>(&self, backend: &B) {
         let all = std::mem::take(&mut *self.lock());
         for (_, _, s) in all {
             s.free(backend);
         }
     }
 
+    /// Frees every kept buffer.
+    pub fn clear<B: Backend>(&self, backend: &B) {
+        self.clear_copies(backend);
+        for (_, p) in std::mem::take(&mut *self.lock_hashes()) {
+            backend.device_free(p);
+        }
+    }
+
+    /// Bytes of region copies and host scratch kept.
+    pub fn copy_bytes(&self) -> usize {
+        self.lock().iter().map(|(_, l, _)| l).sum::<usize>()
+    }
+
     /// Bytes kept.
     pub fn bytes(&self) -> usize {
-        self.lock().iter().map(|(_, l, _)| l).sum()
+        self.lock().iter().map(|(_, l, _)| l).sum::<usize>()
+            + self.lock_hashes().iter().map(|(l, _)| l).sum::<usize>()
     }
 }

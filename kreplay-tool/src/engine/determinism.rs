@@ -6,6 +6,7 @@
 //! region by region and reading every hash back cost one launch, one wait and one copy per
 //! region and pass (about 20 µs each on an H200, 11 ms a pass at 557 regions).
 
+use super::arena::SnapshotArena;
 use super::backend::{Backend, BackendError};
 use super::chunks::chunk_count;
 use super::placement::Check;
@@ -17,6 +18,8 @@ pub const GROUP: usize = 64;
 /// Pass 0's hashes and the current pass's, in device memory, for one replay.
 pub struct DeviceCheck<'b, B: Backend> {
     backend: &'b B,
+    /// Where the hash buffers go when the check is dropped (else they are freed).
+    arena: Option<&'b SnapshotArena>,
     /// Bytes per hash (the snapshot's chunk size).
     chunk: usize,
     /// Pass 0's hashes (16 bytes per chunk of every region, regions in order).
@@ -35,7 +38,7 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
     /// The device check for `snap`'s regions, when the backend hashes and compares on the
     /// device and has room for two sets of hashes; `None` otherwise (the caller hashes on the
     /// host path).
-    pub fn new(backend: &'b B, snap: &Snapshot<'_, B>) -> Option<Self> {
+    pub fn new(backend: &'b B, snap: &Snapshot<'b, B>) -> Option<Self> {
         if snap.check == Check::HostHash || snap.regions.is_empty() {
             return None;
         }
@@ -52,19 +55,26 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
             chunks += chunk_count(r.size, chunk);
         }
         let bytes = chunks * 16;
-        let first = backend.device_alloc(bytes)?;
+        let arena = snap.arena();
+        let take = || {
+            arena
+                .and_then(|a| a.take_hash_buf(bytes))
+                .or_else(|| backend.device_alloc(bytes))
+        };
+        let first = take()?;
         let now_is_snapshots = snap.seen_buf != 0;
         let now = if now_is_snapshots {
             snap.seen_buf
         } else {
-            let Some(now) = backend.device_alloc(bytes) else {
-                backend.device_free(first);
+            let Some(now) = take() else {
+                release(backend, arena, bytes, first);
                 return None;
             };
             now
         };
         Some(Self {
             backend,
+            arena,
             chunk,
             first,
             now,
@@ -79,6 +89,11 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
         self.now_is_snapshots
     }
 
+    /// Bytes of hashes one pass makes (16 per chunk).
+    pub fn hash_bytes(&self) -> u64 {
+        16 * self.chunks as u64
+    }
+
     /// Hashes pass `pass`'s output of `snap`'s regions; for a pass after the first, returns the
     /// region (address) and byte offset of the first chunk that differs from pass 0's.
     pub fn pass(
@@ -86,6 +101,15 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
         snap: &Snapshot<'_, B>,
         pass: u32,
     ) -> Result<Option<(u64, u64)>, BackendError> {
+        self.hash(snap, pass)?;
+        if pass == 0 {
+            return Ok(None);
+        }
+        self.compare(snap)
+    }
+
+    /// Hashes pass `pass`'s output of `snap`'s regions (pass 0's are kept for the comparisons).
+    pub fn hash(&mut self, snap: &Snapshot<'_, B>, pass: u32) -> Result<(), BackendError> {
         let dst = if pass == 0 { self.first } else { self.now };
         let list: Vec<(u64, usize, u64)> = snap
             .regions
@@ -97,10 +121,7 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
         if !b.hash_regions_into_device(&list, self.chunk)? {
             return Err(BackendError::Unsupported("hash_regions_into_device"));
         }
-        if pass == 0 {
-            return Ok(None);
-        }
-        self.compare(snap)
+        Ok(())
     }
 
     /// Compares the latest pass's hashes with pass 0's: the region (address) and byte offset
@@ -136,11 +157,20 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
     }
 }
 
+/// Gives a hash buffer back to `arena`, or frees it without one.
+fn release<B: Backend>(backend: &B, arena: Option<&SnapshotArena>, len: usize, ptr: u64) {
+    match arena {
+        Some(a) => a.give_hash_buf(len, ptr),
+        None => backend.device_free(ptr),
+    }
+}
+
 impl<B: Backend> Drop for DeviceCheck<'_, B> {
     fn drop(&mut self) {
-        self.backend.device_free(self.first);
+        let len = 16 * self.chunks;
+        release(self.backend, self.arena, len, self.first);
         if !self.now_is_snapshots {
-            self.backend.device_free(self.now);
+            release(self.backend, self.arena, len, self.now);
         }
     }
 }

@@ -10,6 +10,7 @@ use super::chunks::chunk_count;
 use super::placement::{Check, Placement, Store};
 use super::replay::now_ns;
 use super::snapshot::{SnapFailure, Snapshot, capture, hash_captured};
+use kreplay_common::stream::replay_step;
 
 /// Whether `s`'s regions are captured at once: device copies, and a check that needs nothing
 /// read through the host.
@@ -41,8 +42,11 @@ pub(super) fn capture_all<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), Sna
             });
         }
     }
-    s.copy_ns += now_ns() - t;
-    s.copied += runs.iter().map(|r| r.2 as u64).sum::<u64>();
+    let copied = runs.iter().map(|r| r.2 as u64).sum::<u64>();
+    let end = now_ns();
+    s.copy_ns += end - t;
+    s.copied += copied;
+    s.steps.push((replay_step::SNAPSHOT_COPY, t, end, copied));
     if s.check != Check::DeviceHash {
         return Ok(());
     }
@@ -57,7 +61,9 @@ pub(super) fn capture_all<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), Sna
     if s.dev_hash_buf != 0 {
         let t = now_ns();
         let hashed = s.backend().hash_regions_into_device(&list, chunk);
-        s.hash_ns += now_ns() - t;
+        let end = now_ns();
+        s.hash_ns += end - t;
+        s.steps.push((replay_step::SNAPSHOT_HASH, t, end, s.copied));
         match hashed {
             Ok(true) => {
                 for (r, &(_, _, dst)) in s.regions.iter_mut().zip(&list) {
@@ -73,6 +79,7 @@ pub(super) fn capture_all<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), Sna
         }
     }
     // Region by region, into the device hash buffer where there is one, else to the host.
+    let t = now_ns();
     for (i, &(_, _, dst)) in list.iter().enumerate() {
         if s.check != Check::DeviceHash {
             break;
@@ -80,6 +87,9 @@ pub(super) fn capture_all<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), Sna
         hash_captured(s, i, (s.dev_hash_buf != 0).then_some(dst));
     }
     s.dev_hash_used = total;
+    let copied = s.copied;
+    s.steps
+        .push((replay_step::SNAPSHOT_HASH, t, now_ns(), copied));
     Ok(())
 }
 

@@ -12,9 +12,11 @@ pub mod determinism;
 pub mod device_capture;
 pub mod gate;
 pub mod inventory;
+pub mod passes;
 pub mod placement;
 pub mod replay;
 pub mod restore;
+pub mod restore_device;
 pub mod sample;
 pub mod snapshot;
 pub mod snapshot_plan;
@@ -31,3 +33,5 @@ mod restore_tests;
 mod sample_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod write_set_tests;

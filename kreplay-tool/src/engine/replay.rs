@@ -8,7 +8,8 @@
 //! replay: every runtime call that thread made inside it was kreplay's own.
 
 use kreplay_common::stream::{
-    Nondeterministic, Record, ReplayPass, Restore, Snapshot as SnapRec, ToolWindow, snapshot_mode,
+    Nondeterministic, Record, ReplayStep, Restore, Snapshot as SnapRec, ToolWindow, replay_step,
+    snapshot_mode,
 };
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -19,8 +20,9 @@ use super::chunks::chunk_count;
 use super::config::SnapshotPolicy;
 use super::determinism::DeviceCheck;
 use super::inventory::Inventory;
+use super::passes::Passes;
 use super::placement::Check;
-use super::restore::{RestoreStats, restore_all, restore_hashing, restores_in_one_pass};
+use super::restore::{RestoreStats, restore_all};
 use super::snapshot::{SnapFailure, Snapshot, snap_in};
 
 /// Hash granularity of the determinism check: one XXH3-64 per 4 KiB of each region (a pass
@@ -110,7 +112,10 @@ pub struct Request<'a, B: Backend> {
 }
 
 /// Per-4-KiB hashes of every region of `snap` as the device holds it now.
-fn hash_regions<B: Backend>(backend: &B, snap: &Snapshot<'_, B>) -> Option<Vec<Vec<u64>>> {
+pub(super) fn hash_regions<B: Backend>(
+    backend: &B,
+    snap: &Snapshot<'_, B>,
+) -> Option<Vec<Vec<u64>>> {
     // The host-hash check means the device cannot hash; every other check (full restores
     // included) tries the device first.
     if snap.check != Check::HostHash {
@@ -206,7 +211,7 @@ fn first_difference<B: Backend>(
 
 /// Compares pass `pass`'s block hashes with pass 0's (keeping pass 0's); on a difference
 /// reports it and returns true.
-fn judge<B: Backend>(
+pub(super) fn judge<B: Backend>(
     snap: &Snapshot<'_, B>,
     pass: u32,
     hashes: Option<Vec<Vec<u64>>>,
@@ -229,7 +234,7 @@ fn judge<B: Backend>(
 }
 
 /// Reports that pass `pass` differs from pass 0 in `(region, offset)`; returns true.
-fn report_difference(
+pub(super) fn report_difference(
     pass: u32,
     (region, offset): (u64, u64),
     correlation: u64,
@@ -295,7 +300,7 @@ fn replay_snapshotted<B: Backend>(
         return Outcome::Declined(why.into());
     }
     let t0 = now_ns();
-    let mut hash_passes = req.check_determinism && req.passes > 1;
+    let hash_passes = req.check_determinism && req.passes > 1;
     // Restores keep the hashes of the pass they follow, for the determinism check.
     let policy = SnapshotPolicy {
         pass_hashes: hash_passes,
@@ -303,149 +308,70 @@ fn replay_snapshotted<B: Backend>(
     };
     let snapshot = snap_in(backend, inv, req.agent, &policy, req.arena);
     let t1 = now_ns();
-    match &snapshot.failure {
-        Some(f @ SnapFailure::OverBudget { .. }) => return Outcome::Declined(f.to_string()),
-        Some(f) => return Outcome::Declined(format!("snapshot incomplete: {f}")),
-        None => {}
-    }
-    emit(
-        SnapRec {
-            correlation: req.correlation,
-            start_ns: t0,
-            end_ns: t1,
-            bytes: snapshot.bytes(),
-            regions: snapshot.regions.len() as u64,
-            chunk_size: snapshot.chunk as u64,
-            bytes_hashed: snapshot.bytes_hashed,
+    let step = |step: u8, pass: u32, start_ns: u64, end_ns: u64, bytes: u64| -> Record {
+        ReplayStep {
             pid,
             tid,
-            placement: snapshot.placement.code(),
-            check: snapshot.check.code(),
+            correlation: req.correlation,
+            step,
+            pass,
+            start_ns,
+            end_ns,
+            bytes,
         }
-        .into(),
-    );
-    // Kept on the device where the backend can: one hash and one comparison per pass.
-    let mut on_device = hash_passes
-        .then(|| DeviceCheck::new(backend, &snapshot))
-        .flatten();
-    let mut first: Option<Vec<Vec<u64>>> = None;
-    let mut nondeterministic = false;
-    // Whether the last restore kept the hashes of the pass it followed.
-    let mut restores_keep = false;
-    for pass in 0..req.passes {
-        let start = now_ns();
-        if let Err(e) = backend.submit_wait(req.dispatch) {
-            let why = format!("pass {pass} failed: {e}");
-            return put_back(backend, inv, &snapshot, req, pass, (pid, tid), why, emit);
-        }
-        let end = now_ns();
-        emit(
-            ReplayPass {
-                correlation: req.correlation,
-                pass,
-                start_ns: start,
-                end_ns: end,
-                pid,
-                tid,
-            }
-            .into(),
-        );
-        // On the host-hash path the restore's own read also hashes what the pass wrote.
-        let fused = hash_passes
-            && !nondeterministic
-            && pass + 1 < req.passes
-            && snapshot.check == Check::HostHash
-            && !snapshot.skip_check.get();
-        // A pass a one-pass restore follows is hashed by that restore, once the last restore
-        // showed the backend keeps them (pass 0 is hashed here: the first restore may sample
-        // before it restores in one pass).
-        let by_restore = hash_passes
-            && !nondeterministic
-            && restores_keep
-            && pass + 1 < req.passes
-            && restores_in_one_pass(&snapshot);
-        if hash_passes && !nondeterministic && !fused && !by_restore {
-            if let Some(check) = on_device.as_mut() {
-                match check.pass(&snapshot, pass) {
-                    Ok(Some(at)) => {
-                        nondeterministic = report_difference(pass, at, req.correlation, emit)
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(
-                            "kreplay: hashing pass {pass} on the device failed: {e}; determinism not checked"
-                        );
-                        hash_passes = false;
-                    }
+        .into()
+    };
+    let outcome = match &snapshot.failure {
+        Some(f @ SnapFailure::OverBudget { .. }) => Outcome::Declined(f.to_string()),
+        Some(f) => Outcome::Declined(format!("snapshot incomplete: {f}")),
+        None => {
+            emit(
+                SnapRec {
+                    correlation: req.correlation,
+                    start_ns: t0,
+                    end_ns: t1,
+                    bytes: snapshot.bytes(),
+                    regions: snapshot.regions.len() as u64,
+                    chunk_size: snapshot.chunk as u64,
+                    bytes_hashed: snapshot.bytes_hashed,
+                    pid,
+                    tid,
+                    placement: snapshot.placement.code(),
+                    check: snapshot.check.code(),
                 }
-            } else {
-                let h = hash_regions(backend, &snapshot);
-                nondeterministic = judge(&snapshot, pass, h, &mut first, req.correlation, emit);
+                .into(),
+            );
+            for &(code, start, end, bytes) in &snapshot.steps {
+                emit(step(code, 0, start, end, bytes));
             }
-        }
-        if pass + 1 < req.passes {
-            let rs = now_ns();
-            let mut blocks = fused.then(Vec::new);
-            let st = restore_hashing(backend, inv, &snapshot, blocks.as_mut());
-            emit(restore_record(
+            // Kept on the device where the backend can: one hash and one comparison per pass.
+            let mut on_device = hash_passes
+                .then(|| DeviceCheck::new(backend, &snapshot))
+                .flatten();
+            let mut run = Passes {
+                backend,
+                inv,
                 req,
-                &snapshot,
-                pass + 1,
-                rs,
-                &st,
-                (pid, tid),
-            ));
-            if st.failed > 0 {
-                let why = format!(
-                    "the restore before pass {} failed in {} region(s), first {:#x}",
-                    pass + 1,
-                    st.failed,
-                    st.first_failed
-                );
-                return put_back(
-                    backend,
-                    inv,
-                    &snapshot,
-                    req,
-                    pass + 1,
-                    (pid, tid),
-                    why,
-                    emit,
-                );
-            }
-            restores_keep = on_device.as_ref().is_some_and(|c| c.restores_hash())
-                && st.one_pass_regions == snapshot.regions.len() as u64;
-            if let Some(check) = on_device.as_ref().filter(|_| by_restore) {
-                if restores_keep {
-                    match check.compare(&snapshot) {
-                        Ok(Some(at)) => {
-                            nondeterministic = report_difference(pass, at, req.correlation, emit)
-                        }
-                        Ok(None) => {}
-                        Err(e) => tracing::warn!(
-                            "kreplay: comparing pass {pass} on the device failed: {e}; not checked"
-                        ),
-                    }
-                } else {
-                    tracing::debug!(
-                        "kreplay: pass {pass}'s restore did not keep its hashes; determinism not checked for it"
-                    );
-                }
-            }
-            if fused {
-                nondeterministic =
-                    judge(&snapshot, pass, blocks, &mut first, req.correlation, emit);
-            }
+                snap: &snapshot,
+                thread: (pid, tid),
+                hash_passes,
+                step: &step,
+            };
+            let outcome = run.all(&mut on_device, emit);
+            let (release, held) = (now_ns(), snapshot.bytes());
+            drop(on_device);
+            drop(snapshot);
+            emit(step(replay_step::RELEASE, 0, release, now_ns(), held));
+            return outcome;
         }
-    }
-    Outcome::Replayed {
-        passes: req.passes,
-        nondeterministic,
-    }
+    };
+    // A declined snapshot's buffers go inside the closing window alone.
+    drop(snapshot);
+    outcome
 }
 
 /// The record of one restore of `snap` that prepared `pass`, started at `start_ns`.
-fn restore_record<B: Backend>(
+pub(super) fn restore_record<B: Backend>(
     req: &Request<'_, B>,
     snap: &Snapshot<'_, B>,
     pass: u32,
@@ -482,7 +408,7 @@ fn restore_record<B: Backend>(
 /// attempt as a restore preparing `pass`. A region still refused is logged as an error by
 /// address: the dispatch the caller then runs starts from memory kreplay could not put back.
 #[allow(clippy::too_many_arguments)]
-fn put_back<B: Backend>(
+pub(super) fn put_back<B: Backend>(
     backend: &B,
     inv: &Inventory,
     snap: &Snapshot<'_, B>,

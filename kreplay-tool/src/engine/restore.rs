@@ -26,12 +26,15 @@ use std::collections::BTreeMap;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::backend::{Backend, BackendError, DeviceRestore, Written};
+use super::backend::{Backend, BackendError};
 use super::chunks::{DirtyRuns, chunk_count, hash_chunk, read_in_pieces};
 use super::inventory::{Entry, Inventory};
 use super::placement::{Check, Store};
 use super::replay::{HASH_CHUNK, now_ns};
 use super::snapshot::{Region, RegionKind, Snapshot};
+
+pub(crate) use super::restore_device::{one_pass_jobs, restores_in_one_pass};
+use super::restore_device::{restore_in_one_pass, write_whole_device_regions};
 
 /// What one restore did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -59,6 +62,9 @@ pub struct RestoreStats {
     pub check_skipped: bool,
     /// Regions restored by the one-pass restore (which kept their pass hashes, when asked).
     pub one_pass_regions: u64,
+    /// The one-pass restore covered every region this restore had to check (all of them, or
+    /// all of the snapshot's write set), none having been freed.
+    pub one_pass_all: bool,
 }
 
 /// Bytes a restore must write before its write rate is trusted for the adaptive decision.
@@ -259,142 +265,6 @@ fn still_captured(live: &BTreeMap<u64, Entry>, r: &Region) -> bool {
             );
             false
         }
-    }
-}
-
-/// Whether the next restore of `snap` restores every region in one pass (when none was freed
-/// since the snapshot): device copies, device-resident hashes, still checking.
-pub(crate) fn restores_in_one_pass<B: Backend>(snap: &Snapshot<'_, B>) -> bool {
-    snap.check == Check::DeviceHash
-        && !snap.skip_check.get()
-        && snap
-            .regions
-            .iter()
-            .all(|r| matches!(r.store, Store::Device(_)) && r.dev_hashes != 0)
-}
-
-/// The regions a one-pass restore covers (by index, with their job): those with a device copy
-/// and device-resident hashes, among the still-valid ones (`valid`, one flag per region).
-pub(crate) fn one_pass_jobs<B: Backend>(
-    snap: &Snapshot<'_, B>,
-    valid: &[bool],
-) -> Vec<(usize, DeviceRestore)> {
-    snap.regions
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| match r.store {
-            Store::Device(copy) if valid[i] && r.dev_hashes != 0 => Some((
-                i,
-                DeviceRestore {
-                    live: r.addr,
-                    copy,
-                    len: r.size as usize,
-                    expected: r.dev_hashes,
-                    // The same place in the pass-hash buffer as in the snapshot's.
-                    seen: match snap.seen_buf {
-                        0 => 0,
-                        seen => seen + (r.dev_hashes - snap.dev_hash_buf),
-                    },
-                },
-            )),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Restores every valid region that has a device copy and device-resident hashes in one
-/// backend call ([`Backend::restore_changed_on_device`]: hash, compare and copy in one pass
-/// on the device), when the snapshot checks with the device hash. Returns which regions it
-/// restored and the bytes it wrote; the whole call's time counts as checking (the writes are
-/// not timed apart). Unsupported or failed: nothing is marked done, and the per-region path
-/// checks and writes them (after a failure part-way, what was written is the snapshot's
-/// bytes, so writing again is safe).
-fn restore_in_one_pass<B: Backend>(
-    backend: &B,
-    snap: &Snapshot<'_, B>,
-    valid: &[bool],
-    st: &mut RestoreStats,
-) -> (Vec<bool>, u64) {
-    let mut done = vec![false; snap.regions.len()];
-    if snap.check != Check::DeviceHash || st.check_skipped {
-        return (done, 0);
-    }
-    let picked = one_pass_jobs(snap, valid);
-    if picked.is_empty() {
-        return (done, 0);
-    }
-    let jobs: Vec<DeviceRestore> = picked.iter().map(|p| p.1).collect();
-    let mut written = vec![Written::default(); jobs.len()];
-    let t = now_ns();
-    let result = backend.restore_changed_on_device(&jobs, snap.chunk, &mut written);
-    st.check_ns += now_ns() - t;
-    match result {
-        Ok(true) => {}
-        Ok(false) => return (done, 0),
-        Err(e) => {
-            tracing::warn!(
-                "kreplay: one-pass restore failed: {e}; checking and writing region by region"
-            );
-            return (done, 0);
-        }
-    }
-    let mut written_all = 0;
-    st.one_pass_regions = picked.len() as u64;
-    for ((i, j), w) in picked.iter().zip(&written) {
-        st.bytes_checked += j.len as u64;
-        st.dirty_chunks += w.chunks;
-        st.bytes += w.bytes;
-        st.regions += u64::from(w.bytes > 0);
-        written_all += w.bytes;
-        done[*i] = true;
-    }
-    (done, written_all)
-}
-
-/// A restore that writes every byte: every valid region with a device copy not yet restored
-/// goes back in one backend call ([`Backend::copy_d2d_runs`]) instead of one synchronous copy
-/// each, and is marked in `done`. Unsupported or failed: nothing is marked, and the
-/// per-region path writes them (after a failure part-way, what was written is the snapshot's
-/// bytes, so writing again is safe).
-fn write_whole_device_regions<B: Backend>(
-    backend: &B,
-    snap: &Snapshot<'_, B>,
-    valid: &[bool],
-    done: &mut [bool],
-    st: &mut RestoreStats,
-) {
-    let picked: Vec<(usize, (u64, u64, usize))> = snap
-        .regions
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| match r.store {
-            Store::Device(copy) if valid[i] && !done[i] && r.size > 0 => {
-                Some((i, (r.addr, copy, r.size as usize)))
-            }
-            _ => None,
-        })
-        .collect();
-    if picked.len() < 2 {
-        return;
-    }
-    let runs: Vec<(u64, u64, usize)> = picked.iter().map(|p| p.1).collect();
-    let t = now_ns();
-    let result = backend.copy_d2d_runs(&runs);
-    st.write_ns += now_ns() - t;
-    match result {
-        Ok(true) => {
-            for (i, (_, _, len)) in picked {
-                done[i] = true;
-                st.bytes += len as u64;
-                st.regions += 1;
-                st.dirty_chunks += chunk_count(len as u64, snap.chunk) as u64;
-            }
-        }
-        Ok(false) => {}
-        Err(e) => tracing::warn!(
-            "kreplay: writing {} regions back at once failed: {e}; writing them one by one",
-            runs.len()
-        ),
     }
 }
 

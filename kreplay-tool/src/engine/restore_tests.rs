@@ -191,16 +191,22 @@ fn every_placement_restores_exactly_the_dirty_chunks() {
         assert_eq!(s.bytes_hashed, hashed, "{label}");
         let rs = restores(&recs);
         assert_eq!(rs.len(), 2, "{label}");
-        for r in rs {
+        for (i, r) in rs.iter().enumerate() {
             // Chunks 3, 9 and 10 of B; nothing else was written.
             assert_eq!(
                 (r.bytes, r.dirty_chunks, r.regions, r.skipped),
                 (3 * CHUNK as u64, 3, 1, 0),
                 "{label}"
             );
+            // After the first one-pass restore, restores look only at the region pass 0
+            // wrote (B), when the determinism check hashes the last pass over everything on
+            // the device (it compares there too).
+            let limited = i > 0 && placement == m::DEVICE && check == m::DEVICE_HASH && compare;
+            let checked = if limited { B_LEN as u64 } else { checked };
             assert_eq!(
                 (r.placement, r.check, r.bytes_checked),
-                (placement, check, checked)
+                (placement, check, checked),
+                "{label}, restore {i}"
             );
         }
         // Device copies are taken and written back device-to-device.

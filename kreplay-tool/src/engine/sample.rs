@@ -108,6 +108,12 @@ pub(crate) fn sample_first_restore<B: Backend>(
             return 0;
         }
     }
+    *snap.sample_dirty.borrow_mut() = sample
+        .iter()
+        .zip(&written)
+        .filter(|(_, w)| w.bytes > 0)
+        .map(|(j, _)| j.live)
+        .collect();
     let changed: u64 = written.iter().map(|w| w.chunks).sum();
     st.bytes_checked += sample.iter().map(|j| j.len as u64).sum::<u64>();
     // What the sample wrote was written, whatever follows.

@@ -19,13 +19,14 @@
 //! enumeration, metadata allocation failure — has `ok == false` and says which in `failure`.
 
 use super::arena::SnapshotArena;
-use super::backend::{Backend, BackendError};
+use super::backend::{Backend, BackendError, DeviceRestore};
 use super::chunks::{Hash128, chunk_count, hash_into, read_in_pieces};
 use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
 use super::placement::{Check, Placement, Store};
 use super::replay::now_ns;
 use super::snapshot_plan::{allocate, choose_check, wanted};
+use kreplay_common::stream::replay_step;
 
 /// Module variables larger than this are not captured.
 pub const MODULE_VAR_CAP: u64 = 1 << 30;
@@ -166,6 +167,20 @@ pub struct Snapshot<'b, B: Backend> {
     /// host, grown on first use and reused by every restore (a fresh megabyte per check cost
     /// page faults).
     pub(crate) check_buf: std::cell::RefCell<Vec<[u64; 2]>>,
+    /// The regions restores check and write (`None`: all). Set by the replay loop, after the
+    /// first restore, to the regions that restore found changed, while the determinism check
+    /// hashes the last pass over every region: a later pass that writes elsewhere is then
+    /// found, and the dispatch re-run from a full restore (`replay.rs`).
+    pub(crate) write_set: std::cell::RefCell<Option<Vec<(usize, DeviceRestore)>>>,
+    /// The pieces (region index, job) the last one-pass restore found changed, with those
+    /// holding a chunk the first restore's sample put back.
+    pub(crate) last_dirty: std::cell::RefCell<Vec<(usize, DeviceRestore)>>,
+    /// Live addresses of the chunks the first restore's sample found changed and put back.
+    pub(crate) sample_dirty: std::cell::RefCell<Vec<u64>>,
+    /// Bytes of each device hash buffer (`dev_hash_buf`, `seen_buf`): 16 per chunk.
+    pub(crate) hash_buf_len: usize,
+    /// The parts of taking it, for the trace: (`replay_step` code, start, end, bytes).
+    pub steps: Vec<(u8, u64, u64, u64)>,
 }
 
 impl<B: Backend> Snapshot<'_, B> {
@@ -197,11 +212,20 @@ impl<B: Backend> Snapshot<'_, B> {
     }
 }
 
+impl<'b, B: Backend> Snapshot<'b, B> {
+    /// Where buffers go when the snapshot is dropped (device hash buffers are taken from it).
+    pub(crate) fn arena(&self) -> Option<&'b SnapshotArena> {
+        self.arena
+    }
+}
+
 impl<B: Backend> Drop for Snapshot<'_, B> {
     fn drop(&mut self) {
         for buf in [self.dev_hash_buf, self.seen_buf] {
-            if buf != 0 {
-                self.backend.device_free(buf);
+            match (buf, self.arena) {
+                (0, _) => {}
+                (_, Some(a)) => a.give_hash_buf(self.hash_buf_len, buf),
+                (_, None) => self.backend.device_free(buf),
             }
         }
         let bufs = self
@@ -210,7 +234,7 @@ impl<B: Backend> Drop for Snapshot<'_, B> {
             .map(|r| (r.store, r.size as usize))
             .chain(self.scratch.take());
         for (store, len) in bufs {
-            match self.arena {
+            match self.arena.filter(|a| a.keeps_copies()) {
                 Some(a) => a.give(store.placement(), len, store),
                 None => store.free(self.backend),
             }
@@ -259,6 +283,11 @@ pub fn snap_in<'b, B: Backend>(
         dev_hash_buf: 0,
         dev_hash_used: 0,
         seen_buf: 0,
+        hash_buf_len: 0,
+        steps: Vec::new(),
+        write_set: Default::default(),
+        last_dirty: Default::default(),
+        sample_dirty: Default::default(),
     };
     let wanted = match wanted(backend, inv, agent, &mut s.oversized_vars) {
         Ok(w) => w,
@@ -288,13 +317,14 @@ pub fn snap_in<'b, B: Backend>(
     }
     sizes.extend(wanted.iter().map(|w| w.1 as usize));
     let order = Placement::order(policy.placement);
+    let alloc_start = now_ns();
     let reused = arena.and_then(|a| a.take_all(order, &sizes));
     let allocated = match reused {
         Some(v) => Ok(v),
         None => {
             // Nothing kept fits: free it before allocating (the footprint is held once).
             if let Some(a) = arena {
-                a.clear(backend);
+                a.clear_copies(backend);
             }
             allocate(backend, policy, &wanted)
         }
@@ -326,17 +356,34 @@ pub fn snap_in<'b, B: Backend>(
     if s.check == Check::DeviceHash {
         warm_device_hash(&s, &wanted);
         let chunks: usize = wanted.iter().map(|w| chunk_count(w.1, s.chunk)).sum();
-        s.dev_hash_buf = backend.device_alloc(chunks * 16).unwrap_or(0);
+        let len = chunks * 16;
+        s.hash_buf_len = len;
+        if let Some(a) = arena {
+            a.retain_hash_bufs(len, backend);
+        }
+        let take = || {
+            arena
+                .and_then(|a| a.take_hash_buf(len))
+                .or_else(|| backend.device_alloc(len))
+        };
+        s.dev_hash_buf = take().unwrap_or(0);
         if policy.pass_hashes && s.dev_hash_buf != 0 {
-            s.seen_buf = backend.device_alloc(chunks * 16).unwrap_or(0);
+            s.seen_buf = take().unwrap_or(0);
         }
     }
     if let Some(a) = arena {
-        a.clear(backend);
+        a.clear_copies(backend);
     }
+    s.steps.push((
+        replay_step::SNAPSHOT_ALLOCATE,
+        alloc_start,
+        now_ns(),
+        footprint,
+    ));
     let mut stores = stores.into_iter();
     // Device-resident copies are taken all at once after every region is listed.
     let at_once = super::device_capture::applies(&s);
+    let copy_start = now_ns();
     for (addr, size, kind) in wanted {
         let Some(store) = stores.next() else { break };
         // Pushed first so a failure below still frees it with the snapshot.
@@ -364,6 +411,11 @@ pub fn snap_in<'b, B: Backend>(
         s.failure = Some(f);
         return s;
     }
+    if !at_once {
+        // Copied (and hashed, per the check) region by region.
+        s.steps
+            .push((replay_step::SNAPSHOT_COPY, copy_start, now_ns(), s.copied));
+    }
     // A device-resident copy whose hashing pass already cost as much as copying the whole
     // footprint: every restore would pay that pass, and writing every byte back costs about
     // one such copy, so checking cannot pay (measured on the H200: hashing 1 GiB took 1.4 ms,
@@ -384,6 +436,7 @@ pub fn snap_in<'b, B: Backend>(
     // Ready the one-pass restore (and the first restore's sample) now, so the first restore's
     // time (which decides whether checking pays) holds no one-time setup.
     if s.check == Check::DeviceHash && !s.skip_check.get() {
+        let prepare_start = now_ns();
         let all = vec![true; s.regions.len()];
         let jobs: Vec<_> = super::restore::one_pass_jobs(&s, &all)
             .into_iter()
@@ -393,8 +446,20 @@ pub fn snap_in<'b, B: Backend>(
             backend.prepare_restore_on_device(&super::sample::sample_jobs(&jobs, s.chunk), s.chunk);
         }
         if !jobs.is_empty() {
-            backend.prepare_restore_on_device(&jobs, s.chunk);
+            // In the pieces the first restore's table has.
+            let pieces: Vec<_> = super::restore_device::one_pass_pieces(&s, &all)
+                .into_iter()
+                .map(|(_, j)| j)
+                .collect();
+            backend.prepare_restore_on_device(&pieces, s.chunk);
         }
+        let table = 48 * jobs.len() as u64;
+        s.steps.push((
+            replay_step::SNAPSHOT_PREPARE,
+            prepare_start,
+            now_ns(),
+            table,
+        ));
     }
     s
 }

@@ -1,0 +1,280 @@
+//! The passes of one replay over a complete snapshot: per pass submit and wait, hash what the
+//! pass wrote (on the device where it can, else through the host), restore before the next.
+//! After the first restore, later restores look only at the regions that restore found changed
+//! (the snapshot's write set) when the determinism check hashes the last pass over every
+//! region on the device: a pass that wrote elsewhere is then found there, and the dispatch
+//! runs once more from a full restore. A failed pass or restore ends in [`put_back`].
+
+use kreplay_common::stream::{Record, ReplayPass, replay_step};
+
+use super::backend::Backend;
+use super::determinism::DeviceCheck;
+use super::inventory::Inventory;
+use super::placement::Check;
+use super::replay::{
+    Outcome, Request, hash_regions, judge, now_ns, put_back, report_difference, restore_record,
+};
+use super::restore::{RestoreStats, restore_hashing, restores_in_one_pass};
+use super::snapshot::Snapshot;
+
+/// The passes of one replay over a complete snapshot.
+pub(super) struct Passes<'r, 's, B: Backend> {
+    pub(super) backend: &'r B,
+    pub(super) inv: &'r Inventory,
+    pub(super) req: &'r Request<'r, B>,
+    pub(super) snap: &'r Snapshot<'s, B>,
+    pub(super) thread: (u32, u32),
+    pub(super) hash_passes: bool,
+    pub(super) step: &'r dyn Fn(u8, u32, u64, u64, u64) -> Record,
+}
+
+impl<'s, B: Backend> Passes<'_, 's, B> {
+    /// Runs every pass (see [`replay`]).
+    pub(super) fn all(
+        &mut self,
+        on_device: &mut Option<DeviceCheck<'s, B>>,
+        emit: &mut dyn FnMut(Record),
+    ) -> Outcome {
+        let (backend, inv, req, snapshot) = (self.backend, self.inv, self.req, self.snap);
+        let mut first: Option<Vec<Vec<u64>>> = None;
+        let mut nondeterministic = false;
+        // Whether the last restore kept the hashes of the pass it followed.
+        let mut restores_keep = false;
+        // Whether a restore was limited to the snapshot's write set.
+        let mut limited = false;
+        for pass in 0..req.passes {
+            let start = now_ns();
+            if let Err(e) = backend.submit_wait(req.dispatch) {
+                let why = format!("pass {pass} failed: {e}");
+                return self.put_back(pass, why, emit);
+            }
+            emit(self.pass_record(pass, start));
+            let hash_passes = self.hash_passes;
+            // On the host-hash path the restore's own read also hashes what the pass wrote.
+            let fused = hash_passes
+                && !nondeterministic
+                && pass + 1 < req.passes
+                && snapshot.check == Check::HostHash
+                && !snapshot.skip_check.get();
+            // A pass a one-pass restore follows is hashed by that restore, once the last
+            // restore showed the backend keeps them (pass 0 is hashed here: the first restore
+            // may sample before it restores in one pass).
+            let by_restore = hash_passes
+                && !nondeterministic
+                && restores_keep
+                && pass + 1 < req.passes
+                && restores_in_one_pass(snapshot);
+            if hash_passes && !nondeterministic && !fused && !by_restore {
+                let found = match on_device.as_mut() {
+                    Some(check) => self.on_device(check, pass, emit),
+                    None => {
+                        let t = now_ns();
+                        let h = hash_regions(backend, snapshot);
+                        emit((self.step)(
+                            replay_step::HASH_PASS,
+                            pass,
+                            t,
+                            now_ns(),
+                            snapshot.bytes(),
+                        ));
+                        judge(snapshot, pass, h, &mut first, req.correlation, emit)
+                    }
+                };
+                if found {
+                    nondeterministic = true;
+                    if limited && pass + 1 == req.passes {
+                        // The last pass ran on memory restored only where pass 0 wrote: run
+                        // the dispatch once more from a full restore.
+                        return self.rerun(pass + 1, emit);
+                    }
+                }
+            }
+            if pass + 1 < req.passes {
+                let rs = now_ns();
+                let mut blocks = fused.then(Vec::new);
+                let st = restore_hashing(backend, inv, snapshot, blocks.as_mut());
+                emit(self.restore_record(pass + 1, rs, &st));
+                limited |= snapshot.write_set.borrow().is_some();
+                if st.failed > 0 {
+                    let why = format!(
+                        "the restore before pass {} failed in {} region(s), first {:#x}",
+                        pass + 1,
+                        st.failed,
+                        st.first_failed
+                    );
+                    return self.put_back(pass + 1, why, emit);
+                }
+                restores_keep =
+                    on_device.as_ref().is_some_and(|c| c.restores_hash()) && st.one_pass_all;
+                if let Some(check) = on_device.as_ref().filter(|_| by_restore) {
+                    if restores_keep {
+                        let t = now_ns();
+                        let found = check.compare(snapshot);
+                        emit((self.step)(
+                            replay_step::COMPARE_PASS,
+                            pass,
+                            t,
+                            now_ns(),
+                            2 * check.hash_bytes(),
+                        ));
+                        match found {
+                            Ok(Some(at)) => {
+                                nondeterministic =
+                                    report_difference(pass, at, req.correlation, emit)
+                            }
+                            Ok(None) => {}
+                            Err(e) => tracing::warn!(
+                                "kreplay: comparing pass {pass} on the device failed: {e}; not checked"
+                            ),
+                        }
+                    } else {
+                        tracing::debug!(
+                            "kreplay: pass {pass}'s restore did not keep its hashes; determinism not checked for it"
+                        );
+                    }
+                }
+                if fused {
+                    nondeterministic =
+                        judge(snapshot, pass, blocks, &mut first, req.correlation, emit);
+                }
+                if nondeterministic && snapshot.write_set.borrow_mut().take().is_some() {
+                    // The restore just made looked only where pass 0 wrote: look everywhere
+                    // before the next pass.
+                    let rs = now_ns();
+                    let st = restore_hashing(backend, inv, snapshot, None);
+                    emit(self.restore_record(pass + 1, rs, &st));
+                    if st.failed > 0 {
+                        let why = format!("the full restore before pass {} failed", pass + 1);
+                        return self.put_back(pass + 1, why, emit);
+                    }
+                } else if pass == 0 {
+                    self.limit_to_write_set(on_device.is_some(), nondeterministic, &st);
+                }
+            }
+        }
+        Outcome::Replayed {
+            passes: req.passes,
+            nondeterministic,
+        }
+    }
+
+    /// Hashes pass `pass` on the device and, after pass 0, compares it with pass 0's; true
+    /// when it differs (reported).
+    fn on_device(
+        &mut self,
+        check: &mut DeviceCheck<'s, B>,
+        pass: u32,
+        emit: &mut dyn FnMut(Record),
+    ) -> bool {
+        let (snapshot, req) = (self.snap, self.req);
+        let t = now_ns();
+        let hashed = check.hash(snapshot, pass);
+        emit((self.step)(
+            replay_step::HASH_PASS,
+            pass,
+            t,
+            now_ns(),
+            snapshot.bytes(),
+        ));
+        let found = match hashed {
+            Ok(()) if pass == 0 => Ok(None),
+            Ok(()) => {
+                let t = now_ns();
+                let found = check.compare(snapshot);
+                emit((self.step)(
+                    replay_step::COMPARE_PASS,
+                    pass,
+                    t,
+                    now_ns(),
+                    2 * check.hash_bytes(),
+                ));
+                found
+            }
+            Err(e) => Err(e),
+        };
+        match found {
+            Ok(Some(at)) => report_difference(pass, at, req.correlation, emit),
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(
+                    "kreplay: hashing pass {pass} on the device failed: {e}; determinism not checked"
+                );
+                self.hash_passes = false;
+                false
+            }
+        }
+    }
+
+    /// After the first restore (`st`): limits the later restores to the pieces it (or its
+    /// sample) found changed, when the last pass will be hashed over every region on the device (so a pass
+    /// that writes elsewhere is found) and that restore saw every region in one pass.
+    fn limit_to_write_set(&self, device_check: bool, nondeterministic: bool, st: &RestoreStats) {
+        let snapshot = self.snap;
+        if !self.hash_passes
+            || !device_check
+            || nondeterministic
+            || self.req.passes < 3
+            || !st.one_pass_all
+            || !restores_in_one_pass(snapshot)
+        {
+            return;
+        }
+        let dirty = snapshot.last_dirty.borrow().clone();
+        *snapshot.write_set.borrow_mut() = Some(dirty);
+    }
+
+    /// The record of pass `pass`, started at `start_ns`.
+    fn pass_record(&self, pass: u32, start_ns: u64) -> Record {
+        let (pid, tid) = self.thread;
+        ReplayPass {
+            correlation: self.req.correlation,
+            pass,
+            start_ns,
+            end_ns: now_ns(),
+            pid,
+            tid,
+        }
+        .into()
+    }
+
+    fn restore_record(&self, pass: u32, start_ns: u64, st: &RestoreStats) -> Record {
+        restore_record(self.req, self.snap, pass, start_ns, st, self.thread)
+    }
+
+    /// After a last pass that differed from pass 0 while restores were limited to the write
+    /// set: restores every region that changed and runs the dispatch once more as pass `pass`,
+    /// so the application sees a run from the snapshot's memory.
+    fn rerun(&self, pass: u32, emit: &mut dyn FnMut(Record)) -> Outcome {
+        *self.snap.write_set.borrow_mut() = None;
+        let rs = now_ns();
+        let st = restore_hashing(self.backend, self.inv, self.snap, None);
+        emit(self.restore_record(pass, rs, &st));
+        if st.failed > 0 {
+            let why = format!("the full restore before pass {pass} failed");
+            return self.put_back(pass, why, emit);
+        }
+        let start = now_ns();
+        if let Err(e) = self.backend.submit_wait(self.req.dispatch) {
+            return self.put_back(pass, format!("pass {pass} failed: {e}"), emit);
+        }
+        emit(self.pass_record(pass, start));
+        Outcome::Replayed {
+            passes: pass + 1,
+            nondeterministic: true,
+        }
+    }
+
+    fn put_back(&self, pass: u32, why: String, emit: &mut dyn FnMut(Record)) -> Outcome {
+        *self.snap.write_set.borrow_mut() = None;
+        put_back(
+            self.backend,
+            self.inv,
+            self.snap,
+            self.req,
+            pass,
+            self.thread,
+            why,
+            emit,
+        )
+    }
+}

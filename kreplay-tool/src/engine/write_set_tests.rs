@@ -1,0 +1,232 @@
+//! Restores limited to the write set: after the first restore, later restores look only at
+//! the regions pass 0 changed, and a pass that writes elsewhere is caught by the last pass's
+//! hash of every region.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use kreplay_common::stream::{Record, replay_step};
+
+use super::config::PlacementPref;
+use super::fake::{FakeBackend, FakeDispatch};
+use super::replay::Outcome;
+use super::restore_tests::{B, B_LEN, CHUNK, FOOTPRINT, policy, restores, with_b};
+use super::tests::{X, Y, run_with};
+
+/// A device with room, device hashing and comparison, and batched calls (one-pass restores).
+fn device() -> (FakeBackend, std::sync::Arc<super::inventory::Inventory>) {
+    let (fake, inv) = with_b();
+    fake.enable_device(1 << 30, true, true);
+    fake.device_batch.store(true, Ordering::SeqCst);
+    (fake, inv)
+}
+
+/// Writes byte 0 of chunk 2 of B with 1 on every call; on call `odd` also writes 0xAB at `at`.
+fn writes_b_and_once(odd: u32, at: u64) -> FakeDispatch {
+    let n = AtomicU32::new(0);
+    Box::new(move |f: &FakeBackend| {
+        let call = n.fetch_add(1, Ordering::SeqCst);
+        f.write(B + 2 * CHUNK as u64, &[1]);
+        if call == odd {
+            f.write(at, &[0xAB]);
+        }
+    })
+}
+
+fn checked(recs: &[Record]) -> Vec<u64> {
+    restores(recs).iter().map(|r| r.bytes_checked).collect()
+}
+
+fn steps(recs: &[Record], code: u8) -> Vec<u32> {
+    recs.iter()
+        .filter_map(|r| match r {
+            Record::ReplayStep(s) if s.step == code => Some(s.pass),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn restores_after_the_first_look_only_at_what_pass_0_wrote() {
+    let (fake, inv) = device();
+    let before = fake.read(B, B_LEN);
+    let d = writes_b_and_once(u32::MAX, 0);
+    let (out, recs) = run_with(&fake, &inv, &d, 5, policy(PlacementPref::Device));
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 5,
+            nondeterministic: false
+        }
+    );
+    // The first restore checks the whole footprint; the next three only B, the region pass 0
+    // wrote. Each writes back the one chunk the pass changed.
+    let b = B_LEN as u64;
+    assert_eq!(checked(&recs), [FOOTPRINT, b, b, b]);
+    assert!(restores(&recs).iter().all(|r| r.dirty_chunks == 1));
+    let mut after = before.clone();
+    after[2 * CHUNK] = 1;
+    assert_eq!(fake.read(B, B_LEN), after);
+    // Pass 0 and the last pass are hashed by themselves, every region; the passes between are
+    // hashed by the restores that follow them and compared.
+    assert_eq!(steps(&recs, replay_step::HASH_PASS), [0, 4]);
+    assert_eq!(steps(&recs, replay_step::COMPARE_PASS), [1, 2, 3, 4]);
+    assert_eq!(steps(&recs, replay_step::RELEASE), [0]);
+}
+
+#[test]
+fn a_pass_that_writes_outside_the_write_set_is_found_and_the_dispatch_runs_again() {
+    let (fake, inv) = device();
+    let x_before = fake.read(X, 16);
+    // Call 2 (pass 2) also writes X, which pass 0 did not: the restore after it looks only at
+    // B, so passes 3 and 4 run with X changed, and the last pass's hash of every region finds
+    // it.
+    let d = writes_b_and_once(2, X + 5);
+    let (out, recs) = run_with(&fake, &inv, &d, 5, policy(PlacementPref::Device));
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 6,
+            nondeterministic: true
+        }
+    );
+    let diffs: Vec<(u32, u64)> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Record::Nondeterministic(n) => Some((n.pass, n.region)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(diffs, [(4, X)]);
+    // A full restore, then pass 5 from it: X is the snapshot's again, B has the one write.
+    let b = B_LEN as u64;
+    assert_eq!(checked(&recs), [FOOTPRINT, b, b, b, FOOTPRINT]);
+    assert_eq!(fake.read(X, 16), x_before);
+    assert_eq!(fake.read(B + 2 * CHUNK as u64, 1), [1]);
+    let passes: Vec<u32> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Record::ReplayPass(p) => Some(p.pass),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(passes, [0, 1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn a_difference_inside_the_write_set_turns_restores_back_to_every_region() {
+    let (fake, inv) = device();
+    let y_before = fake.read(Y, 16);
+    // Call 1 writes a different byte in B's chunk 2 and Y: found by the comparison after the
+    // restore that follows pass 1, which then restores every region before pass 2.
+    let n = AtomicU32::new(0);
+    let d: FakeDispatch = Box::new(move |f: &FakeBackend| {
+        let call = n.fetch_add(1, Ordering::SeqCst);
+        let v = if call == 1 { 2 } else { 1 };
+        f.write(B + 2 * CHUNK as u64, &[v]);
+        if call == 1 {
+            f.write(Y, &[0xCD]);
+        }
+    });
+    let (out, recs) = run_with(&fake, &inv, &d, 4, policy(PlacementPref::Device));
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 4,
+            nondeterministic: true
+        }
+    );
+    let b = B_LEN as u64;
+    // Restore after pass 0: everything; after pass 1: B, then everything (Y put back); after
+    // pass 2: everything.
+    assert_eq!(checked(&recs), [FOOTPRINT, b, FOOTPRINT, FOOTPRINT]);
+    assert_eq!(fake.read(Y, 16), y_before);
+    assert_eq!(fake.read(B + 2 * CHUNK as u64, 1), [1]);
+}
+
+#[test]
+fn without_the_determinism_check_every_restore_looks_everywhere() {
+    let (fake, inv) = device();
+    let d = writes_b_and_once(u32::MAX, 0);
+    let mut recs = Vec::new();
+    let req = super::replay::Request {
+        agent: super::tests::GPU,
+        dispatch: &d,
+        passes: 4,
+        check_determinism: false,
+        correlation: 9,
+        policy: policy(PlacementPref::Device),
+        arena: None,
+    };
+    let out = super::replay::replay(&fake, &inv, &req, &mut |r| recs.push(r));
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 4,
+            nondeterministic: false
+        }
+    );
+    assert_eq!(checked(&recs), [FOOTPRINT; 3]);
+}
+
+#[test]
+fn a_hashes_only_arena_keeps_the_hash_buffers_and_frees_the_copies() {
+    let (fake, inv) = device();
+    let arena = super::arena::SnapshotArena::hashes_only();
+    let d = writes_b_and_once(u32::MAX, 0);
+    // X, Y and the counter take a chunk each, B 16: 19 chunks, 16 bytes of hash each, in
+    // three buffers (the snapshot's hashes, the restores' pass hashes, pass 0's hashes).
+    let kept = 3 * 19 * 16;
+    for _ in 0..2 {
+        let (out, _) = super::tests::run_in(
+            &fake,
+            &inv,
+            &d,
+            3,
+            policy(PlacementPref::Device),
+            Some(&arena),
+        );
+        assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
+        assert_eq!(arena.bytes(), kept);
+        assert_eq!(fake.device_bytes_live(), kept as u64, "copies freed");
+    }
+    arena.clear(&fake);
+    assert_eq!((arena.bytes(), fake.device_bytes_live()), (0, 0));
+}
+
+#[test]
+fn a_large_region_is_looked_at_only_in_the_pieces_pass_0_changed() {
+    use super::restore_device::PIECE_MIN;
+    const BIG: u64 = 0x100_0000_0000;
+    const BIG_LEN: usize = 8 * PIECE_MIN;
+    let (fake, inv) = device();
+    fake.add_alloc(BIG, BIG_LEN, super::tests::GPU, Some(4));
+    inv.record_alloc(BIG, BIG_LEN as u64, super::tests::GPU);
+    let before = fake.read(BIG, BIG_LEN);
+    // One byte in piece 5 of 8.
+    let at = BIG + 5 * PIECE_MIN as u64 + 7;
+    let d: FakeDispatch = Box::new(move |f: &FakeBackend| {
+        let v = f.read(at, 1)[0];
+        f.write(at, &[v.wrapping_add(1)]);
+    });
+    let (out, recs) = run_with(&fake, &inv, &d, 4, policy(PlacementPref::Device));
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 4,
+            nondeterministic: false
+        }
+    );
+    let piece = PIECE_MIN as u64;
+    assert_eq!(
+        checked(&recs),
+        [FOOTPRINT + BIG_LEN as u64, piece, piece],
+        "the first restore reads everything, the later ones one piece"
+    );
+    let mut after = before;
+    after[5 * PIECE_MIN + 7] = after[5 * PIECE_MIN + 7].wrapping_add(1);
+    assert_eq!(
+        fake.read(BIG, BIG_LEN),
+        after,
+        "one increment: every pass saw the snapshot"
+    );
+}

@@ -1,0 +1,307 @@
+//! Stopping kreplay with signals: a second interrupt while `trace` or `audit` is ending exits
+//! at once (the probes' teardown, seconds in the kernel, goes on in a background process),
+//! the kept streams merge, and a command kreplay started and left running is named.
+//! Its own test binary: the teardowns it leaves behind must not run beside trace.rs's
+//! timing-sensitive tests.
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader, Write},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::mpsc::Receiver,
+    time::{Duration, Instant},
+};
+
+use kreplay_tests::{decode_trace, kreplay_bin, require_root, scratch, spawn_pid_target_with};
+
+/// kreplay's stderr, line by line, from a reader thread.
+struct Lines {
+    rx: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn new(child: &mut Child) -> Lines {
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (up to 60 s) for a line starting with `prefix`; returns it.
+    fn wait_for(&mut self, prefix: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.starts_with(prefix) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("no line {prefix:?} in:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    /// Every line, once the writer has closed its end.
+    fn finish(mut self) -> String {
+        while let Ok(line) = self.rx.recv_timeout(Duration::from_secs(60)) {
+            self.seen.push(line);
+        }
+        self.seen.join("\n") + "\n"
+    }
+}
+
+fn sigint(pid: u32) {
+    // SAFETY: plain signal send to a process this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+}
+
+/// The children of `pid` (every thread's).
+fn children(pid: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+    {
+        let p = task.unwrap().path().join("children");
+        let s = std::fs::read_to_string(p).unwrap_or_default();
+        v.extend(s.split_whitespace().map(|c| c.parse::<u32>().unwrap()));
+    }
+    v
+}
+
+/// Whether `pid` exists and has not exited.
+fn alive(pid: u32) -> bool {
+    kreplay_cli::trace::ending::running(pid)
+}
+
+/// Waits for kreplay's exit; returns its exit code and how long it took.
+fn exit_of(kreplay: &mut Child, limit: Duration) -> (Option<i32>, Duration) {
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = kreplay.try_wait().unwrap() {
+            return (s.code(), t0.elapsed());
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "kreplay did not exit within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The child kreplay forks to detach its probes, once it exists.
+fn teardown_child(kreplay: u32) -> u32 {
+    let t0 = Instant::now();
+    loop {
+        if let [c] = children(kreplay)[..] {
+            return c;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no teardown child");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Interrupts `kreplay` a second time while its teardown child detaches the probes, and
+/// checks that it exits at once (exit code 130) while the teardown goes on for longer, and
+/// that the teardown ends. Returns kreplay's stderr.
+fn second_interrupt_exits_at_once(mut kreplay: Child, mut lines: Lines) -> String {
+    sigint(kreplay.id());
+    let stopping = lines.wait_for("kreplay: stopping:");
+    let probes: u64 = stopping
+        .split_whitespace()
+        .skip_while(|w| *w != "detaching")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no probe count in {stopping:?}"));
+    assert!(probes >= 10, "{stopping}");
+    let helper = teardown_child(kreplay.id());
+    sigint(kreplay.id());
+    let (code, took) = exit_of(&mut kreplay, Duration::from_secs(60));
+    // The kernel takes about 0.1 s per probe to detach (serially, under one lock): with 10 or
+    // more probes, an exit within 1 s means kreplay did not wait for them.
+    let detaching = alive(helper);
+    let stderr = lines.finish();
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(took < Duration::from_secs(1), "{took:?}: {stderr}");
+    assert!(detaching, "the teardown child was already gone: {stderr}");
+    let t0 = Instant::now();
+    while alive(helper) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "the teardown never ends"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stderr
+}
+
+/// Calls of `pid_target` by name, over every track of the trace at `path`.
+fn hip_calls(path: &Path) -> BTreeMap<String, u64> {
+    let d = decode_trace(path);
+    let mut calls = BTreeMap::new();
+    for slices in d["slices"].as_object().unwrap().values() {
+        for s in slices.as_array().unwrap() {
+            let name = s["name"].as_str().unwrap();
+            if name.starts_with("hip") {
+                *calls.entry(name.to_string()).or_insert(0u64) += 1;
+            }
+        }
+    }
+    calls
+}
+
+#[test]
+fn a_second_interrupt_ends_trace_at_once_and_says_where_every_call_is() {
+    require_root!();
+    let dir = scratch("interrupt");
+    let out = dir.join("twice.pftrace");
+    let streams = dir.join("twice.pftrace.streams");
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_dir_all(&streams);
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with(".twice.pftrace.tmp-")
+        {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    // Enough calls that rendering them takes a while: the second interrupt comes while the
+    // trace is being written, as a user's impatient one would.
+    let n = 2000;
+    let (mut target, mut target_out) = spawn_pid_target_with(n, true);
+    let mut kreplay = Command::new(kreplay_bin())
+        .args(["trace", "-o", out.to_str().unwrap(), "-p"])
+        .arg(target.id().to_string())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new(&mut kreplay);
+    lines.wait_for("kreplay: tracing pid");
+    target.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let mut line = String::new();
+    target_out.read_line(&mut line).unwrap();
+    assert_eq!(line, "done\n");
+    let stderr = second_interrupt_exits_at_once(kreplay, lines);
+    let merge = format!("kreplay merge {} -o {}", streams.display(), out.display());
+    let kept = format!(
+        "kreplay: interrupted again: exiting now, the probes detach in the background; the \
+         stream files are kept in {}: `{merge}` renders them\n",
+        streams.display()
+    );
+    let written = format!(
+        "kreplay: interrupted again: exiting now, the probes detach in the background; {} is \
+         written\n",
+        out.display()
+    );
+    let temporary: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".twice.pftrace.tmp-"))
+        .collect();
+    assert_eq!(
+        temporary,
+        Vec::<String>::new(),
+        "the half-written trace is removed"
+    );
+    // Whichever the note says, every call made before the first interrupt is where it says.
+    if stderr.ends_with(&kept) {
+        assert!(!out.exists(), "no trace was written: {stderr}");
+        let merged = Command::new(kreplay_bin())
+            .args(merge.split(' ').skip(1))
+            .output()
+            .unwrap();
+        assert!(merged.status.success(), "{merged:?}");
+        assert!(
+            !String::from_utf8_lossy(&merged.stderr).contains("warning"),
+            "{merged:?}"
+        );
+    } else {
+        assert!(stderr.ends_with(&written), "{stderr}");
+    }
+    assert_eq!(
+        hip_calls(&out),
+        BTreeMap::from([("hipFree".to_string(), n), ("hipMalloc".to_string(), n)])
+    );
+    target.stdin.as_mut().unwrap().write_all(b"exit\n").unwrap();
+    assert!(target.wait().unwrap().success());
+}
+
+#[test]
+fn a_second_interrupt_ends_audit_at_once() {
+    require_root!();
+    let (mut target, _out) = spawn_pid_target_with(0, true);
+    let mut kreplay = Command::new(kreplay_bin())
+        .args(["audit", "-p"])
+        .arg(target.id().to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new(&mut kreplay);
+    lines.wait_for("kreplay: audit running");
+    let stderr = second_interrupt_exits_at_once(kreplay, lines);
+    assert!(
+        stderr.ends_with(
+            "kreplay: interrupted again: exiting now, the probes detach in the background\n"
+        ),
+        "{stderr}"
+    );
+    target
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"go\nexit\n")
+        .unwrap();
+    assert!(target.wait().unwrap().success());
+}
+
+#[test]
+fn a_command_left_running_by_an_interrupted_trace_is_named() {
+    require_root!();
+    let out = scratch("interrupt").join("left.pftrace");
+    let mut kreplay = Command::new(kreplay_bin())
+        .args(["trace", "-o", out.to_str().unwrap(), "--", "sleep", "60"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new(&mut kreplay);
+    let started = lines.wait_for("kreplay: tracing sleep (pid ");
+    let pid: u32 = started["kreplay: tracing sleep (pid ".len()..]
+        .split(')')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Only kreplay is interrupted, as `kill -INT` of its pid does; the command runs on.
+    sigint(kreplay.id());
+    let (code, _) = exit_of(&mut kreplay, Duration::from_secs(120));
+    let running = alive(pid);
+    // SAFETY: plain signal send to the command this test had kreplay start.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let stderr = lines.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(running, "sleep runs on after kreplay stops: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "\nkreplay: sleep (pid {pid}) is still running, untraced: kreplay stopped before it \
+             exited, and its calls from now on are not in the trace\n"
+        )),
+        "{stderr}"
+    );
+    assert!(Path::new(&out).exists());
+}
