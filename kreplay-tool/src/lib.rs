@@ -8,6 +8,7 @@
 #[cfg(target_arch = "x86_64")]
 pub mod cuda;
 pub mod engine;
+pub mod fault;
 pub mod hsa;
 pub mod progress;
 pub mod record;

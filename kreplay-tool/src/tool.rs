@@ -80,6 +80,7 @@ pub unsafe extern "C" fn OnLoad(
 ) -> bool {
     let _ = (failed_tool_count, failed_tool_names);
     std::panic::catch_unwind(|| {
+        crate::fault::point("hsa.on_load");
         init_logging();
         // SAFETY: the runtime passes its live table (caller's contract).
         unsafe { on_load(table, runtime_version) }
@@ -93,6 +94,7 @@ pub unsafe extern "C" fn OnLoad(
 #[unsafe(no_mangle)]
 pub extern "C" fn OnUnload() {
     let _ = std::panic::catch_unwind(|| {
+        crate::fault::point("hsa.on_unload");
         let Some(t) = tool() else { return };
         // Often called from the application's exit path, where logging through `tracing` can
         // no longer work: the flushes from here on are quiet.

@@ -1,8 +1,9 @@
 // A CUDA driver-API program for the stand-in libcuda (tests/cuda-sim/libcuda.c). Built twice:
 // linked against libcuda (calls go through its symbols), and with -DRUNTIME_STYLE, where it
 // dlopens libcuda.so.1 and takes every entry from cuGetProcAddress_v2, as the CUDA runtime does.
-//   app inplace | devicevar | graph | async | vmm | realloc
+//   app inplace | devicevar | graph | async | vmm | realloc | teardown
 // realloc: inplace, then frees x and allocates 40 KiB (room the device must have).
+// teardown: inplace, then frees both buffers and unloads the module.
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ API(CUresult, cuModuleGetFunction, (H *, H, const char *))
 API(CUresult, cuModuleGetGlobal_v2, (CUdeviceptr *, size_t *, H, const char *))
 API(CUresult, cuMemAlloc_v2, (CUdeviceptr *, size_t))
 API(CUresult, cuMemFree_v2, (CUdeviceptr))
+API(CUresult, cuModuleUnload, (H))
 API(CUresult, cuMemAllocAsync, (CUdeviceptr *, size_t, H))
 API(CUresult, cuMemcpyHtoD_v2, (CUdeviceptr, const void *, size_t))
 API(CUresult, cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t))
@@ -54,7 +56,7 @@ static void load(void) {
   GET(cuMemAllocAsync, "cuMemAllocAsync"); GET(cuMemcpyHtoD_v2, "cuMemcpyHtoD"); GET(cuMemcpyDtoH_v2, "cuMemcpyDtoH");
   GET(cuLaunchKernel, "cuLaunchKernel"); GET(cuGraphLaunch, "cuGraphLaunch"); GET(cuCtxSynchronize, "cuCtxSynchronize");
   GET(cuMemAddressReserve, "cuMemAddressReserve"); GET(cuMemCreate, "cuMemCreate"); GET(cuMemMap, "cuMemMap");
-  GET(cuMemSetAccess, "cuMemSetAccess");
+  GET(cuMemSetAccess, "cuMemSetAccess"); GET(cuModuleUnload, "cuModuleUnload");
 }
 #define C(name) p_##name
 #else
@@ -117,6 +119,12 @@ int main(int argc, char **argv) {
     CK(C(cuMemFree_v2)(dx));
     CK(C(cuMemAlloc_v2)(&big, 40960));
     printf("realloc ok\n");
+  }
+  if (!strcmp(c, "teardown")) {
+    // What a program does before it exits: its buffers freed, its module unloaded.
+    CK(C(cuMemFree_v2)(dx));
+    CK(C(cuMemFree_v2)(dy));
+    CK(C(cuModuleUnload)(mod));
   }
   return 0;
 }

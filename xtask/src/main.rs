@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_phases;
 mod demo;
+mod fuzz;
 mod gpu;
 mod paired;
 mod run;

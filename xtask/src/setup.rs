@@ -8,6 +8,9 @@ use crate::run::{check, cmd, output, root, say};
 /// bpf-linker's version that works with this toolchain's LLVM (FACTS.md §1).
 const BPF_LINKER_VERSION: &str = "0.10.4";
 
+/// cargo-fuzz's version (the fuzz targets in `fuzz/` are built and run with it).
+pub const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
 /// Debian packages: the official ROCm headers and libraries for the layout and
 /// binary-compatibility tests, and the C toolchain for the simulated runtime.
 const APT_PACKAGES: &[&str] = &[
@@ -24,6 +27,7 @@ const APT_PACKAGES: &[&str] = &[
 pub fn all() -> Result<()> {
     rust_src()?;
     bpf_linker()?;
+    cargo_fuzz()?;
     apt()?;
     python()?;
     Ok(())
@@ -64,6 +68,27 @@ fn bpf_linker() -> Result<()> {
     install.args([
         "install",
         &format!("bpf-linker@{BPF_LINKER_VERSION}"),
+        "--locked",
+        "--force",
+    ]);
+    check("setup", install)
+}
+
+fn cargo_fuzz() -> Result<()> {
+    let mut v = cmd("cargo");
+    v.args(["fuzz", "--version"]);
+    if output(v).is_some_and(|out| out.contains(CARGO_FUZZ_VERSION)) {
+        say(
+            "setup",
+            &format!("cargo-fuzz {CARGO_FUZZ_VERSION}: already installed"),
+        );
+        return Ok(());
+    }
+    say("setup", "installing cargo-fuzz (about 2 minutes, once)");
+    let mut install = cmd("cargo");
+    install.args([
+        "install",
+        &format!("cargo-fuzz@{CARGO_FUZZ_VERSION}"),
         "--locked",
         "--force",
     ]);

@@ -1,9 +1,10 @@
-//! `cargo xtask test`: formatting, lints, then every test, as CI runs them.
+//! `cargo xtask test`: formatting, lints, then every test and a short fuzzing pass, as CI runs
+//! them.
 use anyhow::Result;
 
 use crate::run::{check, cmd, say};
 
-/// Runs fmt, clippy and the test suites.
+/// Runs fmt, clippy, the test suites and each fuzz target briefly.
 pub fn run() -> Result<()> {
     let mut fmt = cmd("cargo");
     fmt.args(["fmt", "--all", "--check"]);
@@ -29,6 +30,7 @@ pub fn run() -> Result<()> {
     ])
     .env("KREPLAY_BIN", &bin);
     check("test", test)?;
+    crate::fuzz::short_run()?;
     say("test", "all checks passed");
     Ok(())
 }

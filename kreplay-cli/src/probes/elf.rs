@@ -46,10 +46,15 @@ impl SymbolTable {
             path: path.display().to_string(),
             source,
         })?;
-        let file = object::File::parse(&*data).map_err(|source| ElfError::Parse {
+        SymbolTable::parse(&data).map_err(|source| ElfError::Parse {
             path: path.display().to_string(),
             source,
-        })?;
+        })
+    }
+
+    /// Reads the function symbols of an ELF file held in `data`.
+    pub fn parse(data: &[u8]) -> Result<SymbolTable, object::Error> {
+        let file = object::File::parse(data)?;
         let segments: Vec<(u64, u64, u64)> = file
             .segments()
             .filter_map(|s| {
@@ -71,13 +76,14 @@ impl SymbolTable {
                 continue;
             }
             let addr = sym.address();
-            let Some(&(vaddr, off, _)) = segments
+            // Addresses and offsets come from the file: never added unchecked.
+            let Some(file_off) = segments
                 .iter()
-                .find(|&&(va, _, size)| addr >= va && addr < va + size)
+                .find(|&&(va, _, size)| addr >= va && addr - va < size)
+                .and_then(|&(va, off, _)| (addr - va).checked_add(off))
             else {
                 continue;
             };
-            let file_off = addr - vaddr + off;
             // Data symbols only name addresses (a compiler's kernel handle variable); they
             // are never probed.
             if !text {
@@ -89,7 +95,7 @@ impl SymbolTable {
             }
             let mut prologue = [0u8; 16];
             let start = file_off as usize;
-            if let Some(bytes) = data.get(start..start + 16) {
+            if let Some(bytes) = data.get(start..).and_then(|t| t.get(..16)) {
                 prologue.copy_from_slice(bytes);
             }
             table
@@ -151,6 +157,22 @@ mod tests {
         let name = table.name_at(off).expect("a name at getpid's offset");
         assert_eq!(table.offset(name), Some(off));
         assert_eq!(table.name_at(off + 1), None);
+    }
+
+    #[test]
+    fn segment_and_symbol_addresses_near_the_top_of_the_address_space_do_not_overflow() {
+        // Found by the cli_elf fuzz target in the CUDA sim's libcuda: a segment header mutated
+        // so that its end passes u64::MAX. The functions all lie in the other segments and
+        // resolve as in the unmutated library.
+        let data = include_bytes!("../../../fuzz/corpus/cli_elf/crash-overflow-segment-end");
+        let seed = include_bytes!("../../../fuzz/corpus/cli_elf/cuda_sim_libcuda.so.1");
+        let (table, whole) = (
+            SymbolTable::parse(data).unwrap(),
+            SymbolTable::parse(seed).unwrap(),
+        );
+        assert_eq!((table.len(), whole.len()), (45, 45));
+        assert_eq!(table.offset("cuInit"), Some(0x2270));
+        assert_eq!(whole.offset("cuInit"), Some(0x2270));
     }
 
     #[test]

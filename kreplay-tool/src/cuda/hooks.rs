@@ -91,7 +91,8 @@ pub unsafe fn mem_alloc(real: MemAllocFn, dptr: *mut CUdeviceptr, size: usize) -
 /// # Safety
 /// The application's arguments and the real entry.
 pub unsafe fn mem_free(real: MemFreeFn, dptr: CUdeviceptr) -> CUresult {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.free");
         if let Some(t) = cuda_tool() {
             t.inventory.record_free(dptr);
         }
@@ -148,7 +149,8 @@ pub unsafe fn mem_map(
 /// # Safety
 /// The application's arguments and the real entry.
 pub unsafe fn mem_unmap(real: MemUnmapFn, ptr: CUdeviceptr, size: usize) -> CUresult {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.free");
         if let Some(t) = cuda_tool() {
             t.inventory.record_free(ptr);
         }
@@ -158,7 +160,8 @@ pub unsafe fn mem_unmap(real: MemUnmapFn, ptr: CUdeviceptr, size: usize) -> CUre
 }
 
 fn track(p: CUdeviceptr, size: usize) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.alloc");
         if let Some(t) = cuda_tool()
             && t.inventory.is_recording()
         {
@@ -169,7 +172,8 @@ fn track(p: CUdeviceptr, size: usize) {
 }
 
 fn note_untracked(dptr: *mut CUdeviceptr, size: usize, how: &'static str) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.untracked");
         if let Some(t) = cuda_tool()
             && t.replaying()
             && !dptr.is_null()
@@ -185,7 +189,8 @@ fn note_untracked(dptr: *mut CUdeviceptr, size: usize, how: &'static str) {
 }
 
 fn forget_untracked(dptr: CUdeviceptr) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.untracked");
         if let Some(t) = cuda_tool() {
             t.untracked
                 .lock()
@@ -265,7 +270,8 @@ pub unsafe fn mem_alloc_managed(
 }
 
 fn note_module(handle: usize, kind: ModuleKind, image: *const c_void) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.module_load");
         let Some(t) = cuda_tool() else { return };
         if !t.replaying() {
             return;
@@ -291,7 +297,8 @@ fn note_module(handle: usize, kind: ModuleKind, image: *const c_void) {
 }
 
 fn forget_module(handle: usize) {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.module_unload");
         if let Some(t) = cuda_tool() {
             t.modules
                 .lock()
@@ -400,7 +407,8 @@ pub unsafe fn library_unload(real: LibraryUnloadFn, l: CUlibrary) -> CUresult {
 /// # Safety
 /// The application's arguments and the real entry.
 pub unsafe fn graph_launch(real: GraphLaunchFn, g: CUgraphExec, stream: CUstream) -> CUresult {
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("cuda.graph_launch");
         let Some(t) = cuda_tool() else { return };
         if !t.replaying() {
             return;

@@ -14,23 +14,30 @@ pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 pub const FATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
 /// Largest image kreplay reads (a bad header must not make it walk the address space).
 const MAX_IMAGE: usize = 1 << 30;
-/// Largest decompressed fat-binary entry.
+/// Most bytes decompressed from one fat binary's entries, all together: a few bytes of zstd
+/// can stand for many MiB, and a fat binary may hold thousands of entries.
 const MAX_DECOMPRESSED: u64 = 1 << 28;
 /// The zstd frame magic.
 const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 
-/// A zstd-compressed entry's contents, or `None` when it does not decompress.
-fn unzstd(payload: &[u8]) -> Option<Vec<u8>> {
+/// A zstd-compressed entry's contents (its first `limit` bytes at most), or `None` when it does
+/// not decompress.
+fn unzstd(payload: &[u8], limit: u64) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut src = payload;
     let dec = ruzstd::decoding::StreamingDecoder::new(&mut src).ok()?;
     let mut out = Vec::new();
-    dec.take(MAX_DECOMPRESSED).read_to_end(&mut out).ok()?;
+    dec.take(limit).read_to_end(&mut out).ok()?;
     Some(out)
 }
 
 /// The module-scope variables of a fat binary held in `b`.
 pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
+    fatbin_globals_within(b, MAX_DECOMPRESSED)
+}
+
+/// [`fatbin_globals`], decompressing at most `inflate` bytes in all.
+fn fatbin_globals_within(b: &[u8], mut inflate: u64) -> Result<Vec<GlobalSym>, ImageError> {
     let magic = b
         .get(..4)
         .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
@@ -40,10 +47,13 @@ pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
     let header = u16::from_le_bytes([b[6], b[7]]) as usize;
     let mut fat = [0u8; 8];
     fat.copy_from_slice(&b[8..16]);
-    let end = (header + u64::from_le_bytes(fat) as usize).min(b.len());
+    // Sizes from the headers saturate: past the end, never wrapped round.
+    let end = header
+        .saturating_add(u64::from_le_bytes(fat) as usize)
+        .min(b.len());
     let (mut elf, mut ptx, mut skipped) = (None::<Vec<GlobalSym>>, None, Vec::new());
     let mut off = header;
-    while off + 16 <= end {
+    while off.saturating_add(16) <= end {
         let kind = u16::from_le_bytes([b[off], b[off + 1]]);
         let hsize = u32::from_le_bytes([b[off + 4], b[off + 5], b[off + 6], b[off + 7]]) as usize;
         let mut sz = [0u8; 8];
@@ -52,11 +62,14 @@ pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
         if hsize < 16 {
             break;
         }
-        let Some(stored) = b.get(off + hsize..(off + hsize).saturating_add(size).min(end)) else {
+        let start = off.saturating_add(hsize);
+        let Some(stored) = b.get(start..start.saturating_add(size).min(end)) else {
             break;
         };
-        let unpacked = if stored.starts_with(ZSTD_MAGIC) {
-            unzstd(stored)
+        let unpacked = if stored.starts_with(ZSTD_MAGIC) && inflate > 0 {
+            let u = unzstd(stored, inflate);
+            inflate -= u.as_ref().map_or(0, |u| u.len() as u64);
+            u
         } else {
             None
         };
@@ -76,7 +89,7 @@ pub fn fatbin_globals(b: &[u8]) -> Result<Vec<GlobalSym>, ImageError> {
         } else {
             skipped.push(format!("kind {kind}, {size} bytes"));
         }
-        off += hsize + size;
+        off = start.saturating_add(size);
     }
     let mut out = elf
         .or(ptx)
@@ -173,7 +186,8 @@ pub unsafe fn globals_of(image: *const u8) -> Result<Vec<GlobalSym>, ImageError>
             let h = unsafe { read_at(image, 0, 16) }.ok_or(ImageError::Truncated("fatbin"))?;
             let mut fat = [0u8; 8];
             fat.copy_from_slice(&h[8..16]);
-            let len = u16::from_le_bytes([h[6], h[7]]) as usize + u64::from_le_bytes(fat) as usize;
+            let len = (u16::from_le_bytes([h[6], h[7]]) as usize)
+                .saturating_add(u64::from_le_bytes(fat) as usize);
             // SAFETY: header plus the size it states.
             let all = unsafe { read_at(image, 0, len) }.ok_or(ImageError::Truncated("fatbin"))?;
             fatbin_globals(&all)
@@ -255,6 +269,39 @@ mod tests {
         );
         assert_eq!(elf_globals(b"\x7fELF\x02\x01"), Err(ImageError::NotElf));
     }
+
+    /// A fat binary header: `fat` bytes of entries after the 16-byte header.
+    fn fat_header(fat: u64) -> Vec<u8> {
+        let mut b = FATBIN_MAGIC.to_le_bytes().to_vec();
+        b.extend([1, 0, 16, 0]);
+        b.extend(fat.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn sizes_that_overflow_end_the_walk_instead_of_wrapping() {
+        // The fat binary's stated size overflows the header's end.
+        let mut b = fat_header(u64::MAX);
+        b.extend([2, 0, 0, 0, 16, 0, 0, 0]);
+        b.extend(8u64.to_le_bytes());
+        b.extend([0xab; 8]);
+        assert_eq!(
+            fatbin_globals(&b),
+            Err(ImageError::NoReadableEntry("kind 2, 8 bytes".into()))
+        );
+        // An entry whose size overflows the next entry's offset: the walk stops after it.
+        let mut b = fat_header(48);
+        b.extend([2, 0, 0, 0, 16, 0, 0, 0]);
+        b.extend(u64::MAX.to_le_bytes());
+        b.extend([0xab; 32]);
+        assert_eq!(
+            fatbin_globals(&b),
+            Err(ImageError::NoReadableEntry(format!(
+                "kind 2, {} bytes",
+                u64::MAX
+            )))
+        );
+    }
 }
 
 #[cfg(test)]
@@ -304,10 +351,60 @@ mod nvcc_fixtures {
             .windows(4)
             .position(|w| w == ZSTD_MAGIC)
             .expect("a compressed entry");
-        let text = unzstd(&FATBIN[ptx_entry..]).expect("decompresses");
+        let text = unzstd(&FATBIN[ptx_entry..], MAX_DECOMPRESSED).expect("decompresses");
         assert_eq!(
             summary(&ptx_globals(&String::from_utf8_lossy(&text))),
             want(false)
+        );
+    }
+
+    /// The (kind, stored payload) of each entry of a fat binary.
+    fn entries(fat: &[u8]) -> Vec<(u16, &[u8])> {
+        let mut out = Vec::new();
+        let mut off = u16::from_le_bytes([fat[6], fat[7]]) as usize;
+        while off + 16 <= fat.len() {
+            let kind = u16::from_le_bytes([fat[off], fat[off + 1]]);
+            let h = u32::from_le_bytes(fat[off + 4..off + 8].try_into().unwrap()) as usize;
+            let n = u64::from_le_bytes(fat[off + 8..off + 16].try_into().unwrap()) as usize;
+            out.push((kind, &fat[off + h..off + h + n]));
+            off += h + n;
+        }
+        out
+    }
+
+    #[test]
+    fn decompression_is_bounded_across_all_entries() {
+        const COMPRESSED: &[u8] =
+            include_bytes!("../../tests/fixtures/module_vars_compressed.fatbin");
+        let e = entries(COMPRESSED);
+        let (cubin, ptx) = (e[0].1, e[1].1);
+        assert_eq!((e[0].0, e[1].0), (2, 1));
+        let (cubin_len, ptx_len) = (
+            unzstd(cubin, MAX_DECOMPRESSED).unwrap().len() as u64,
+            unzstd(ptx, MAX_DECOMPRESSED).unwrap().len() as u64,
+        );
+        assert_eq!((cubin_len, ptx_len), (6000, 1088));
+        // The PTX frame first, as an entry of an unknown kind (decompressed, then skipped),
+        // then the cubin: both count against one limit.
+        let mut fat = FATBIN_MAGIC.to_le_bytes().to_vec();
+        fat.extend([1, 0, 16, 0]);
+        fat.extend((32 + ptx.len() as u64 + cubin.len() as u64).to_le_bytes());
+        for (kind, p) in [(7u16, ptx), (2, cubin)] {
+            fat.extend(kind.to_le_bytes());
+            fat.extend([0, 0, 16, 0, 0, 0]);
+            fat.extend((p.len() as u64).to_le_bytes());
+            fat.extend(p);
+        }
+        let all = fatbin_globals_within(&fat, cubin_len + ptx_len).unwrap();
+        assert_eq!(summary(&all), want(true));
+        // What the PTX entry used leaves 64 bytes of the cubin: its ELF header alone, which
+        // names no variables.
+        assert_eq!(
+            fatbin_globals_within(&fat, ptx_len + 64),
+            Err(ImageError::NoReadableEntry(format!(
+                "kind 7, {} bytes",
+                ptx.len()
+            )))
         );
     }
 

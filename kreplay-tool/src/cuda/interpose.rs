@@ -119,9 +119,12 @@ pub unsafe extern "C" fn dlsym_hook(handle: *mut c_void, name: *const c_char) ->
     if real.is_null() || !n.starts_with(b"cu") {
         return real;
     }
-    std::panic::catch_unwind(|| match by_symbol(n) {
-        Some(h) if in_libcuda(real) => h.wrap(real as usize),
-        _ => real,
+    crate::fault::guard(|| {
+        crate::fault::point("cuda.dlsym");
+        match by_symbol(n) {
+            Some(h) if in_libcuda(real) => h.wrap(real as usize),
+            _ => real,
+        }
     })
     .unwrap_or(real)
 }
@@ -473,7 +476,11 @@ unsafe fn get_proc_address(
     let r = unsafe { real(sym, pfn, ver, flags) };
     if r == SUCCESS {
         // SAFETY: the driver succeeded, so pfn was written.
-        let _ = std::panic::catch_unwind(|| unsafe { wrap_returned(sym, pfn, ver) });
+        let _ = crate::fault::guard(|| {
+            crate::fault::point("cuda.get_proc");
+            // SAFETY: as above.
+            unsafe { wrap_returned(sym, pfn, ver) }
+        });
     }
     r
 }
@@ -494,7 +501,11 @@ unsafe fn get_proc_address_v2(
     let r = unsafe { real(sym, pfn, ver, flags, st) };
     if r == SUCCESS {
         // SAFETY: the driver succeeded, so pfn was written.
-        let _ = std::panic::catch_unwind(|| unsafe { wrap_returned(sym, pfn, ver) });
+        let _ = crate::fault::guard(|| {
+            crate::fault::point("cuda.get_proc");
+            // SAFETY: as above.
+            unsafe { wrap_returned(sym, pfn, ver) }
+        });
     }
     r
 }

@@ -154,7 +154,8 @@ fn kernel_name(t: &CudaTool, f: CUfunction) -> String {
 /// # Safety
 /// `l` is the application's launch, valid for this call.
 pub unsafe fn on_launch(l: &Launch) -> CUresult {
-    let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let decided = crate::fault::guard(std::panic::AssertUnwindSafe(|| {
+        crate::fault::point("cuda.launch");
         let t = cuda_tool()?;
         if !t.replaying() {
             return None;

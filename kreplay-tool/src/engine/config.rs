@@ -54,6 +54,7 @@ pub const KNOWN: &[&str] = &[
     crate::record::ENV_PER_THREAD,
     crate::record::ENV_PER_THREAD_CAP,
     kreplay_common::progress::ENV,
+    crate::fault::ENV,
     "KREPLAY_TOOL_LIB",
     "KREPLAY_BIN",
     "KREPLAY_BENCH_OUT",

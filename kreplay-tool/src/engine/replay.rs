@@ -296,6 +296,9 @@ fn replay_snapshotted<B: Backend>(
     (pid, tid): (u32, u32),
     emit: &mut dyn FnMut(Record),
 ) -> Outcome {
+    if let Some(why) = crate::fault::stopped() {
+        return Outcome::Declined(why.into());
+    }
     let t0 = now_ns();
     let hash_passes = req.check_determinism && req.passes > 1;
     // Restores keep the hashes of the pass they follow, for the determinism check.

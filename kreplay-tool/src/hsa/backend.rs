@@ -323,6 +323,8 @@ impl HsaBackend {
             f: &'a mut dyn FnMut(hsa_executable_symbol_t, SymInfo) -> bool,
             get: SymInfo,
             stop: bool,
+            /// A panic of `f`, held while the runtime's frames are on the stack.
+            panic: Option<Box<dyn std::any::Any + Send>>,
         }
         unsafe extern "C" fn on_sym(
             _e: hsa_executable_t,
@@ -332,17 +334,27 @@ impl HsaBackend {
         ) -> hsa_status_t {
             // SAFETY: data is the &mut Ctx passed below.
             let ctx = unsafe { &mut *(data as *mut Ctx<'_>) };
-            if (ctx.f)(s, ctx.get) {
-                status::SUCCESS
-            } else {
-                ctx.stop = true;
-                status::INFO_BREAK
+            // A panic must not unwind through the runtime's C frames: it stops the iteration
+            // and is resumed once the runtime has returned.
+            let (f, get) = (&mut ctx.f, ctx.get);
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(s, get))) {
+                Ok(true) => status::SUCCESS,
+                Ok(false) => {
+                    ctx.stop = true;
+                    status::INFO_BREAK
+                }
+                Err(p) => {
+                    ctx.stop = true;
+                    ctx.panic = Some(p);
+                    status::INFO_BREAK
+                }
             }
         }
         let mut ctx = Ctx {
             f,
             get,
             stop: false,
+            panic: None,
         };
         for e in execs {
             // SAFETY: on_sym matches the callback type; ctx outlives the call.
@@ -354,6 +366,9 @@ impl HsaBackend {
                     &mut ctx as *mut Ctx<'_> as *mut c_void,
                 )
             };
+            if let Some(p) = ctx.panic.take() {
+                std::panic::resume_unwind(p);
+            }
             call("hsa_executable_iterate_agent_symbols", st)?;
             if ctx.stop {
                 break;

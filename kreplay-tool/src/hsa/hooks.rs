@@ -43,7 +43,8 @@ pub unsafe extern "C" fn pool_allocate(
     // SAFETY: the application's arguments, passed through unchanged.
     let st = unsafe { next(pool, size, flags, ptr) };
     if st == status::SUCCESS && t.inventory.is_recording() && !ptr.is_null() {
-        let _ = std::panic::catch_unwind(|| {
+        let _ = crate::fault::guard(|| {
+            crate::fault::point("hsa.alloc");
             // SAFETY: the runtime just wrote the allocation's address into *ptr.
             let p = unsafe { *ptr };
             let pf = if flags & crate::engine::classify::ALLOC_EXECUTABLE == 0 {
@@ -65,7 +66,10 @@ pub unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
     let Some(t) = tool() else {
         return status::ERROR_NOT_INITIALIZED;
     };
-    let _ = std::panic::catch_unwind(|| t.inventory.record_free(ptr as u64));
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("hsa.free");
+        t.inventory.record_free(ptr as u64)
+    });
     let Some(next) = amd_next!(t.backend.next(), hsa_amd_memory_pool_free_fn) else {
         return status::ERROR;
     };
@@ -93,7 +97,10 @@ pub unsafe extern "C" fn memory_allocate(
     if st == status::SUCCESS && t.inventory.is_recording() && !ptr.is_null() {
         // SAFETY: the runtime just wrote the allocation's address into *ptr.
         let p = unsafe { *ptr };
-        let _ = std::panic::catch_unwind(|| track(t, p, 0, None));
+        let _ = crate::fault::guard(|| {
+            crate::fault::point("hsa.alloc");
+            track(t, p, 0, None)
+        });
     }
     st
 }
@@ -106,7 +113,10 @@ pub unsafe extern "C" fn memory_free(ptr: *mut c_void) -> hsa_status_t {
     let Some(t) = tool() else {
         return status::ERROR_NOT_INITIALIZED;
     };
-    let _ = std::panic::catch_unwind(|| t.inventory.record_free(ptr as u64));
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("hsa.free");
+        t.inventory.record_free(ptr as u64)
+    });
     let Some(next) = t.backend.next().core.hsa_memory_free_fn else {
         return status::ERROR;
     };
@@ -136,7 +146,10 @@ pub unsafe extern "C" fn vmem_map(
     // SAFETY: the application's arguments, passed through.
     let st = unsafe { next(va, size, offset, handle, flags) };
     if st == status::SUCCESS {
-        let _ = std::panic::catch_unwind(|| track_mapping(t, va as u64, size as u64));
+        let _ = crate::fault::guard(|| {
+            crate::fault::point("hsa.vmem_map");
+            track_mapping(t, va as u64, size as u64)
+        });
     }
     st
 }
@@ -190,11 +203,14 @@ pub unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_
     let Some(next) = amd_next_v2(t, |a| a.hsa_amd_vmem_unmap_fn) else {
         return status::ERROR;
     };
-    let gone =
-        std::panic::catch_unwind(|| untrack_range(t, va as u64, size as u64)).unwrap_or_default();
+    let gone = crate::fault::guard(|| {
+        crate::fault::point("hsa.vmem_unmap");
+        untrack_range(t, va as u64, size as u64)
+    })
+    .unwrap_or_default();
     // SAFETY: the application's arguments, passed through.
     let st = unsafe { next(va, size) };
-    let _ = std::panic::catch_unwind(|| {
+    let _ = crate::fault::guard(|| {
         if st == status::SUCCESS {
             t.vmem
                 .lock()
@@ -232,20 +248,40 @@ pub struct Forward {
 }
 
 unsafe extern "C" fn forward_completion(_value: hsa_signal_value_t, arg: *mut c_void) -> bool {
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: arg is the Box<Forward> leaked by arm_forward, handed back exactly once.
-        let fwd = unsafe { Box::from_raw(arg as *mut Forward) };
-        for g in &fwd.gates {
+    // SAFETY: arg is the Box<Forward> leaked by arm_forward, handed back exactly once.
+    let fwd = unsafe { Box::from_raw(arg as *mut Forward) };
+    let Forward {
+        own,
+        app,
+        gates,
+        copies,
+        done,
+    } = *fwd;
+    // Each step is protected on its own: a panic while recording must still release the
+    // gates and complete the application's signal, which it waits on.
+    let step = |f: &mut dyn FnMut()| {
+        let _ = crate::fault::guard(std::panic::AssertUnwindSafe(f));
+    };
+    step(&mut || {
+        for g in &gates {
             g.exit();
         }
-        for (g, id) in &fwd.copies {
+    });
+    step(&mut || {
+        for (g, id) in &copies {
             g.exit_copy(*id);
         }
+    });
+    step(&mut || {
         if let Some(t) = tool() {
-            t.backend.complete_app_signal(fwd.app);
-            t.backend.give_signal(fwd.own);
+            t.backend.complete_app_signal(app);
+            t.backend.give_signal(own);
         }
-        if let Some(done) = fwd.done {
+    });
+    let mut done = done;
+    step(&mut || {
+        crate::fault::point("hsa.copy_done");
+        if let Some(done) = done.take() {
             done();
         }
     });
@@ -310,7 +346,8 @@ pub unsafe extern "C" fn async_copy(
     let Some(next) = amd_next!(t.backend.next(), hsa_amd_memory_async_copy_fn) else {
         return status::ERROR;
     };
-    let fenced = std::panic::catch_unwind(|| {
+    let fenced = crate::fault::guard(|| {
+        crate::fault::point("hsa.async_copy");
         let own = t.backend.take_signal()?;
         let mut agents = vec![dst_agent.handle, src_agent.handle];
         agents.sort_unstable();

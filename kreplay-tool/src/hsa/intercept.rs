@@ -97,7 +97,10 @@ pub unsafe extern "C" fn queue_create(
         bounds: Bounds::default(),
     }));
     // Registered before the handler, so no doorbell write of this queue goes unseen.
-    let _ = std::panic::catch_unwind(|| register(doorbell, &ctx.bounds));
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("hsa.queue_create");
+        register(doorbell, &ctx.bounds)
+    });
     // SAFETY: q is the new intercept queue; ctx lives as long as the process.
     let rst = unsafe { register_handler(q, Some(handler), ctx as *const QueueCtx as *mut c_void) };
     if rst != status::SUCCESS {
@@ -122,7 +125,8 @@ unsafe extern "C" fn handler(
     // Packets before `from` were handed to `handle` by a submission that returned; on a panic
     // the rest is forwarded untouched (as before a submission was judged on its own).
     let from = std::cell::Cell::new(0usize);
-    let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let handled = crate::fault::guard(std::panic::AssertUnwindSafe(|| {
+        crate::fault::point("hsa.dispatch");
         let (Some(t), false) = (tool(), data.is_null()) else {
             return false;
         };

@@ -190,7 +190,10 @@ fn note(signal: hsa_signal_t, value: hsa_signal_value_t) {
 /// Called by the runtime (through its table) with the arguments of the wrapped function.
 pub unsafe extern "C" fn store_relaxed(signal: hsa_signal_t, value: hsa_signal_value_t) {
     let Some(t) = tool() else { return };
-    let _ = std::panic::catch_unwind(|| note(signal, value));
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("hsa.doorbell");
+        note(signal, value)
+    });
     if let Some(next) = t.backend.next().core.hsa_signal_store_relaxed_fn {
         // SAFETY: the application's arguments, passed through.
         unsafe { next(signal, value) }
@@ -203,7 +206,10 @@ pub unsafe extern "C" fn store_relaxed(signal: hsa_signal_t, value: hsa_signal_v
 /// Called by the runtime (through its table) with the arguments of the wrapped function.
 pub unsafe extern "C" fn store_screlease(signal: hsa_signal_t, value: hsa_signal_value_t) {
     let Some(t) = tool() else { return };
-    let _ = std::panic::catch_unwind(|| note(signal, value));
+    let _ = crate::fault::guard(|| {
+        crate::fault::point("hsa.doorbell");
+        note(signal, value)
+    });
     if let Some(next) = t.backend.next().core.hsa_signal_store_screlease_fn {
         // SAFETY: the application's arguments, passed through.
         unsafe { next(signal, value) }

@@ -35,6 +35,7 @@ pub fn enter_teardown() {
 extern "C" fn exit_flush() {
     enter_teardown();
     let _ = std::panic::catch_unwind(|| {
+        crate::fault::point("exit_flush");
         crate::warn_once::print_repeated_once();
         // In a forked child the recorder is disabled: its locks may be held by threads that
         // were not copied, so touch nothing.
