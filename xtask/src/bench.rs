@@ -369,10 +369,13 @@ fn cargo_benches(out: &mut String, only: &[String]) -> Result<()> {
 pub fn run(name: &str, only: &[String]) -> Result<()> {
     crate::run::build_release()?;
     let mut out = format!(
-        "# kreplay benchmarks: {name}\n\nMachine: {}\n\nDate: {}\n\nProduced by `cargo xtask bench --name {name}` (as root); \
+        "# kreplay benchmarks: {name}\n\nMachine: {}\n\nDate: {}\n\nProduced by `cargo xtask bench --name {name}{}` (as root); \
          each section names its own command.\n\n",
         machine(),
-        today()
+        today(),
+        only.iter()
+            .map(|o| format!(" --only {o}"))
+            .collect::<String>()
     );
     if only.is_empty() || only.iter().any(|o| o == "probe") {
         probe_overhead(&mut out)?;
