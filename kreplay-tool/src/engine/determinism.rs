@@ -94,20 +94,6 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
         16 * self.chunks as u64
     }
 
-    /// Hashes pass `pass`'s output of `snap`'s regions; for a pass after the first, returns the
-    /// region (address) and byte offset of the first chunk that differs from pass 0's.
-    pub fn pass(
-        &mut self,
-        snap: &Snapshot<'_, B>,
-        pass: u32,
-    ) -> Result<Option<(u64, u64)>, BackendError> {
-        self.hash(snap, pass)?;
-        if pass == 0 {
-            return Ok(None);
-        }
-        self.compare(snap)
-    }
-
     /// Hashes pass `pass`'s output of `snap`'s regions (pass 0's are kept for the comparisons).
     pub fn hash(&mut self, snap: &Snapshot<'_, B>, pass: u32) -> Result<(), BackendError> {
         let dst = if pass == 0 { self.first } else { self.now };

@@ -7,7 +7,7 @@
 
 use kreplay_common::stream::{Record, ReplayPass, replay_step};
 
-use super::backend::Backend;
+use super::backend::{Backend, BackendError};
 use super::determinism::DeviceCheck;
 use super::inventory::Inventory;
 use super::placement::Check;
@@ -113,16 +113,7 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
                     self.adopt_pass_0(check, restores_keep, emit);
                 } else if let Some(check) = on_device.as_ref().filter(|_| by_restore) {
                     if restores_keep {
-                        let t = now_ns();
-                        let found = check.compare(snapshot);
-                        emit((self.step)(
-                            replay_step::COMPARE_PASS,
-                            pass,
-                            t,
-                            now_ns(),
-                            2 * check.hash_bytes(),
-                        ));
-                        match found {
+                        match self.compare(check, pass, emit) {
                             Ok(Some(at)) => {
                                 nondeterministic =
                                     report_difference(pass, at, req.correlation, emit)
@@ -183,18 +174,7 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         ));
         let found = match hashed {
             Ok(()) if pass == 0 => Ok(None),
-            Ok(()) => {
-                let t = now_ns();
-                let found = check.compare(snapshot);
-                emit((self.step)(
-                    replay_step::COMPARE_PASS,
-                    pass,
-                    t,
-                    now_ns(),
-                    2 * check.hash_bytes(),
-                ));
-                found
-            }
+            Ok(()) => self.compare(check, pass, emit),
             Err(e) => Err(e),
         };
         match found {
@@ -210,6 +190,27 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         }
     }
 
+    /// Compares pass `pass`'s hashes with pass 0's on the device, recorded as a step: the
+    /// region (address) and byte offset of the first chunk that differs.
+    fn compare(
+        &self,
+        check: &DeviceCheck<'s, B>,
+        pass: u32,
+        emit: &mut dyn FnMut(Record),
+    ) -> Result<Option<(u64, u64)>, BackendError> {
+        let t = now_ns();
+        let found = check.compare(self.snap);
+        let bytes = 2 * check.hash_bytes();
+        emit((self.step)(
+            replay_step::COMPARE_PASS,
+            pass,
+            t,
+            now_ns(),
+            bytes,
+        ));
+        found
+    }
+
     /// After the first restore: pass 0's hashes, which that restore kept, become the reference
     /// (copied on the device); when it did not keep them all, determinism is not checked.
     fn adopt_pass_0(
@@ -222,7 +223,7 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         let adopted = if kept {
             check.adopt_first()
         } else {
-            Err(super::backend::BackendError::Missing(
+            Err(BackendError::Missing(
                 "pass 0's hashes (the first restore did not restore every region in one pass)",
             ))
         };

@@ -60,8 +60,6 @@ pub struct RestoreStats {
     pub write_ns: u64,
     /// The check was skipped (adaptive: it did not pay): every byte was written.
     pub check_skipped: bool,
-    /// Regions restored by the one-pass restore (which kept their pass hashes, when asked).
-    pub one_pass_regions: u64,
     /// The one-pass restore covered every region this restore had to check (all of them, or
     /// all of the snapshot's write set), none having been freed.
     pub one_pass_all: bool,

@@ -182,7 +182,6 @@ pub(super) fn restore_in_one_pass<B: Backend>(
         }
     }
     st.regions += region_wrote.iter().filter(|w| **w).count() as u64;
-    st.one_pass_regions = done.iter().filter(|d| **d).count() as u64;
     st.one_pass_all = complete;
     if set.is_some() {
         // Outside the write set nothing is checked or written.
