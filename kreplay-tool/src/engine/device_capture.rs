@@ -55,12 +55,12 @@ pub(super) fn capture_all<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), Sna
     }
     let chunk = s.chunk;
     let total: usize = s.regions.iter().map(|r| chunk_count(r.size, chunk)).sum();
-    let mut list = Vec::with_capacity(s.regions.len());
-    let mut at = s.dev_hash_buf;
-    for r in &s.regions {
-        list.push((r.addr, r.size as usize, at));
-        at += 16 * chunk_count(r.size, chunk) as u64;
-    }
+    let list: Vec<(u64, usize, u64)> = s
+        .regions
+        .iter()
+        .zip(hash_slots(s))
+        .map(|(r, at)| (r.addr, r.size as usize, at))
+        .collect();
     if s.dev_hash_buf != 0 {
         let t = now_ns();
         let hashed = s.backend().hash_regions_into_device(&list, chunk);
@@ -101,12 +101,11 @@ pub(super) fn capture_all<B: Backend>(s: &mut Snapshot<'_, B>) -> Result<(), Sna
 /// (copying again what a failed call may have copied is harmless).
 fn copy_and_hash<B: Backend>(s: &mut Snapshot<'_, B>, runs: &[(u64, u64, usize)]) -> bool {
     let chunk = s.chunk;
-    let mut list = Vec::with_capacity(runs.len());
-    let mut at = s.dev_hash_buf;
-    for &(copy, addr, len) in runs {
-        list.push((addr, copy, len, at));
-        at += 16 * chunk_count(len as u64, chunk) as u64;
-    }
+    let list: Vec<(u64, u64, usize, u64)> = runs
+        .iter()
+        .zip(hash_slots(s))
+        .map(|(&(copy, addr, len), at)| (addr, copy, len, at))
+        .collect();
     let t = now_ns();
     let done = s.backend().copy_and_hash_regions_on_device(&list, chunk);
     let end = now_ns();
@@ -131,6 +130,20 @@ fn copy_and_hash<B: Backend>(s: &mut Snapshot<'_, B>, runs: &[(u64, u64, usize)]
     }
     s.dev_hash_used = list.iter().map(|l| chunk_count(l.2 as u64, chunk)).sum();
     true
+}
+
+/// Where each region's chunk hashes go in the snapshot's device hash buffer: the regions' 16
+/// bytes per chunk, one after another, in order.
+fn hash_slots<B: Backend>(s: &Snapshot<'_, B>) -> Vec<u64> {
+    let mut at = s.dev_hash_buf;
+    s.regions
+        .iter()
+        .map(|r| {
+            let slot = at;
+            at += 16 * chunk_count(r.size, s.chunk) as u64;
+            slot
+        })
+        .collect()
 }
 
 /// Every region captured by itself (copy and hash), in order.
