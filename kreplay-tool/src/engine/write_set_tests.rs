@@ -9,7 +9,7 @@ use kreplay_common::stream::{Record, replay_step};
 use super::config::PlacementPref;
 use super::fake::{FakeBackend, FakeDispatch};
 use super::replay::Outcome;
-use super::restore_tests::{B, B_LEN, CHUNK, FOOTPRINT, policy, restores, with_b};
+use super::restore_tests::{B, B_LEN, CHUNK, FOOTPRINT, policy, restores, snapshot_rec, with_b};
 use super::tests::{X, Y, run_with};
 
 /// A device with room, device hashing and comparison, and batched calls (one-pass restores).
@@ -287,13 +287,7 @@ fn a_snapshot_copied_and_hashed_in_one_call_restores_exactly_what_changed() {
         "the last pass's"
     );
     assert!(restores(&recs).iter().all(|r| r.dirty_chunks == 1));
-    let snap = recs
-        .iter()
-        .find_map(|r| match r {
-            Record::Snapshot(s) => Some(s.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let snap = snapshot_rec(&recs);
     assert_eq!((snap.bytes, snap.bytes_hashed), (FOOTPRINT, FOOTPRINT));
     let mut after = before;
     after[2 * CHUNK] = 1;
