@@ -512,7 +512,11 @@ fn sigint_stops_cleanly_and_a_tiny_ring_buffer_reports_every_drop() {
             out.to_str().unwrap(),
             "--",
         ])
-        .args([workload("high_qps").to_str().unwrap(), "4", "100000000"])
+        // Four threads calling an idle hipStreamSynchronize as fast as they can: the ring must
+        // fill faster than kreplay drains it whatever the host's speed (a workload whose calls
+        // wait for the device, like high_qps's hipFree, can be slow enough that it never does).
+        .arg(kreplay_tests::build_callloop())
+        .args(["4", "100000000"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
