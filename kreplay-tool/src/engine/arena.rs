@@ -56,10 +56,15 @@ impl SnapshotArena {
         self.hashes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A kept device hash buffer of exactly `len` bytes, if there is one.
+    /// A kept device hash buffer of exactly `len` bytes, if there is one: the one at the
+    /// lowest address, so a replay that takes its buffers in the same order as the last one
+    /// gets each back in the same role (the snapshot's hashes, the pass hashes, pass 0's),
+    /// and the device restore's table, which names them, is the same as the last replay's.
     pub fn take_hash_buf(&self, len: usize) -> Option<u64> {
         let mut h = self.lock_hashes();
-        let i = h.iter().position(|&(l, _)| l == len)?;
+        let i = (0..h.len())
+            .filter(|&i| h[i].0 == len)
+            .min_by_key(|&i| h[i].1)?;
         Some(h.swap_remove(i).1)
     }
 

@@ -63,9 +63,12 @@ pub struct FakeBackend {
     /// `prepare_restore_on_device` calls made.
     pub one_pass_prepares: AtomicU64,
     /// A `restore_changed_on_device` call whose jobs were not among the two tables last
-    /// prepared first
-    /// sleeps this many microseconds (its one-time setup: buffers, the job table).
+    /// prepared first sleeps this many microseconds (its one-time setup: buffers, the job
+    /// table).
     pub one_pass_setup_delay_us: AtomicU64,
+    /// Every `restore_changed_on_device` call sleeps this many microseconds (a slow pass over
+    /// the footprint).
+    pub one_pass_delay_us: AtomicU64,
     prepared: Mutex<Vec<Vec<DeviceRestore>>>,
     /// The first `restore_changed_on_device` call fails when it reaches the job of the region
     /// at this address, after it restored the jobs before it, as a kernel failing part-way
@@ -556,6 +559,8 @@ impl Backend for FakeBackend {
             keep_prepared(&mut prepared, jobs);
         }
         drop(prepared);
+        let delay = self.one_pass_delay_us.load(Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_micros(delay));
         let fail_at = self.fail_one_pass_before.load(Ordering::SeqCst);
         for (j, out) in jobs.iter().zip(written.iter_mut()) {
             if first && j.live == fail_at {
@@ -564,19 +569,29 @@ impl Backend for FakeBackend {
                     status: 719,
                 });
             }
-            if j.seen != 0 {
+            *out = Written::default();
+            if j.seen != 0 || j.reference != 0 {
                 let mut now = vec![[0u64; 2]; j.len.div_ceil(chunk)];
                 self.hash_chunks_on_device(j.live, j.len, chunk, &mut now)?;
                 let bytes: Vec<u8> = now
                     .iter()
                     .flat_map(|h| h.iter().flat_map(|w| w.to_le_bytes()))
                     .collect();
-                self.with_range(j.seen, bytes.len(), |d| d.copy_from_slice(&bytes))?;
+                if j.seen != 0 {
+                    self.with_range(j.seen, bytes.len(), |d| d.copy_from_slice(&bytes))?;
+                }
+                if j.reference != 0 {
+                    let reference = self.with_range(j.reference, bytes.len(), |r| r.to_vec())?;
+                    out.differ = bytes
+                        .chunks_exact(16)
+                        .zip(reference.chunks_exact(16))
+                        .filter(|(a, b)| a != b)
+                        .count() as u64;
+                }
             }
             let changed = self
                 .changed_against(j.live, j.len, chunk, j.expected)?
                 .unwrap_or_default();
-            *out = Written::default();
             for (c, _) in changed.iter().enumerate().filter(|(_, d)| **d) {
                 // One kernel: the copy engine's delay does not apply per chunk.
                 let (off, len) = (c * chunk, chunk.min(j.len - c * chunk));
@@ -593,6 +608,13 @@ impl Backend for FakeBackend {
     fn prepare_restore_on_device(&self, jobs: &[DeviceRestore], _chunk: usize) {
         self.one_pass_prepares.fetch_add(1, Ordering::SeqCst);
         keep_prepared(&mut self.prepared.lock().unwrap(), jobs);
+    }
+}
+
+impl FakeBackend {
+    /// The job tables readied or used last (at most two, the latest last).
+    pub fn prepared_tables(&self) -> Vec<Vec<DeviceRestore>> {
+        self.prepared.lock().unwrap().clone()
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use kreplay_common::stream::{Record, replay_step};
+use kreplay_common::stream::{Record, replay_step, snapshot_mode};
 
 use super::config::PlacementPref;
 use super::fake::{FakeBackend, FakeDispatch};
@@ -66,10 +66,12 @@ fn restores_after_the_first_look_only_at_what_pass_0_wrote() {
     let mut after = before.clone();
     after[2 * CHUNK] = 1;
     assert_eq!(fake.read(B, B_LEN), after);
-    // Pass 0 and the last pass are hashed by themselves, every region; the passes between are
-    // hashed by the restores that follow them and compared.
+    // Pass 0's hashes are adopted from the first restore and the last pass is hashed by
+    // itself, every region. The passes between are hashed by the restores that follow them,
+    // which compare each piece with pass 0's as they hash it: pass 1's restore is the first
+    // limited to the write set, so only pass 4 has a comparison of its own.
     assert_eq!(steps(&recs, replay_step::HASH_PASS), [0, 4]);
-    assert_eq!(steps(&recs, replay_step::COMPARE_PASS), [1, 2, 3, 4]);
+    assert_eq!(steps(&recs, replay_step::COMPARE_PASS), [4]);
     assert_eq!(steps(&recs, replay_step::RELEASE), [0]);
 }
 
@@ -139,6 +141,9 @@ fn a_difference_inside_the_write_set_turns_restores_back_to_every_region() {
     // Restore after pass 0: everything; after pass 1: B, then everything (Y put back); after
     // pass 2: everything.
     assert_eq!(checked(&recs), [FOOTPRINT, b, FOOTPRINT, FOOTPRINT]);
+    // The restore after pass 1 found B's chunk different from pass 0's as it hashed it; the
+    // comparison of every hash that follows names the chunk.
+    assert_eq!(steps(&recs, replay_step::COMPARE_PASS), [1]);
     assert_eq!(fake.read(Y, 16), y_before);
     assert_eq!(fake.read(B + 2 * CHUNK as u64, 1), [1]);
 }
@@ -176,7 +181,9 @@ fn an_arena_keeps_the_copies_and_the_hash_buffers_between_replays() {
     // X, Y and the counter take a chunk each, B 16: 19 chunks, 16 bytes of hash each, in
     // three buffers (the snapshot's hashes, the restores' pass hashes, pass 0's hashes).
     let kept = FOOTPRINT as usize + 3 * 19 * 16;
+    let mut first_tables = Vec::new();
     for _ in 0..2 {
+        let prepares = fake.one_pass_prepares.load(Ordering::SeqCst);
         let (out, _) = super::tests::run_in(
             &fake,
             &inv,
@@ -188,7 +195,19 @@ fn an_arena_keeps_the_copies_and_the_hash_buffers_between_replays() {
         assert!(matches!(out, Outcome::Replayed { passes: 3, .. }));
         assert_eq!(arena.bytes(), kept);
         assert_eq!(fake.device_bytes_live(), kept as u64, "nothing else held");
+        // The table readied for the first restore (the one the snapshot prepared: the
+        // backend keeps it with its captured launch) names the same buffers in the same roles
+        // in both replays, so the second readies nothing new.
+        assert_eq!(fake.one_pass_prepares.load(Ordering::SeqCst), prepares + 1);
+        let tables = fake.prepared_tables();
+        let readied = tables
+            .iter()
+            .find(|t| t.len() > 1)
+            .cloned()
+            .expect("the first restore's table");
+        first_tables.push(readied);
     }
+    assert_eq!(first_tables[0], first_tables[1]);
     arena.clear(&fake);
     assert_eq!((arena.bytes(), fake.device_bytes_live()), (0, 0));
 }
@@ -263,6 +282,37 @@ fn a_restore_limited_to_the_write_set_never_turns_later_restores_into_full_ones(
     fake.write(B, &[9]);
     super::restore::restore(&fake, &inv, &snap);
     assert!(snap.skip_check.get());
+}
+
+#[test]
+fn a_slow_first_restore_that_keeps_the_pass_hashes_leaves_checking_on() {
+    let (fake, inv) = device();
+    // Each of the snapshot's four copies takes 5 ms, so a full restore is estimated at about
+    // 20 ms (and hashing the snapshot costs less than copying it: checking starts on). Every
+    // one-pass restore takes 60 ms. The first one's read is also pass 0's hash for the
+    // determinism check: writing every byte instead would not spare it (the pass would be
+    // hashed on its own), so checking stays on and the later restores look only at the write
+    // set.
+    fake.d2d_delay_us.store(5_000, Ordering::SeqCst);
+    fake.one_pass_delay_us.store(60_000, Ordering::SeqCst);
+    let pol = super::config::SnapshotPolicy {
+        adaptive: true,
+        ..policy(PlacementPref::Device)
+    };
+    let d = writes_b_and_once(u32::MAX, 0);
+    let (out, recs) = run_with(&fake, &inv, &d, 4, pol);
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 4,
+            nondeterministic: false
+        }
+    );
+    let b = B_LEN as u64;
+    assert_eq!(checked(&recs), [FOOTPRINT, b, b]);
+    let checks: Vec<u8> = restores(&recs).iter().map(|r| r.check).collect();
+    assert_eq!(checks, [snapshot_mode::DEVICE_HASH; 3]);
+    assert_eq!(steps(&recs, replay_step::HASH_PASS), [0, 3]);
 }
 
 #[test]
