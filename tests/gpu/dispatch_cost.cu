@@ -81,7 +81,7 @@ extern "C" __global__ void bench_hash_regions(const unsigned long long *jobs, un
     unsigned long long len = job[1], c = g - job[2], start = c * chunk;
     unsigned long long n = len - start < chunk ? len - start : chunk;
     unsigned long long t0, t1;
-    chunk_hash(base + start, n, seed0, seed1, s0, s1, t0, t1);
+    chunk_hash(base + start, n, seed0, seed1, s0, s1, t0, t1, 0);
     if (threadIdx.x == 0) {
       out[2 * g] = t0;
       out[2 * g + 1] = t1;
@@ -305,17 +305,17 @@ int main(int argc, char **argv) {
   });
   // The one-pass restore over every region, nothing changed (hashes just taken).
   std::vector<unsigned long long> rtab;
-  for (size_t i = 0; i < R; i++) rtab.insert(rtab.end(), {(unsigned long long)live[i], (unsigned long long)copies[i], sizes[i], (unsigned long long)(shash + 2 * first16[i]), first16[i], 0});
+  for (size_t i = 0; i < R; i++) rtab.insert(rtab.end(), {(unsigned long long)live[i], (unsigned long long)copies[i], sizes[i], (unsigned long long)(shash + 2 * first16[i]), first16[i], 0, 0});
   unsigned long long *drtab, *counts;
   CK(cudaMalloc(&drtab, rtab.size() * 8));
   CK(cudaMemcpy(drtab, rtab.data(), rtab.size() * 8, cudaMemcpyHostToDevice));
-  CK(cudaMalloc(&counts, (2 * R + 1) * 8));
-  CK(cudaMemset(counts, 0, (2 * R + 1) * 8));
+  CK(cudaMalloc(&counts, (3 * R + 1) * 8));
+  CK(cudaMemset(counts, 0, (3 * R + 1) * 8));
   double restore_one_pass_clean = timed("restore_one_pass_clean", nullptr, [&] {
     kreplay_restore_regions<<<blocks_for(c16), BLOCK>>>(drtab, R, c16, 16384, seed, counts);
   });
   unsigned long long *mapped_h, *mapped_d;
-  CK(cudaHostAlloc((void **)&mapped_h, (2 * R + 1) * 8, cudaHostAllocMapped));
+  CK(cudaHostAlloc((void **)&mapped_h, (3 * R + 1) * 8, cudaHostAllocMapped));
   CK(cudaHostGetDevicePointer((void **)&mapped_d, mapped_h, 0));
   std::vector<double> cap_t, launch_t;
   for (int r = 0; r < reps + 1; r++) {
@@ -324,7 +324,7 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     kreplay_restore_regions<<<blocks_for(c16), BLOCK, 0, s>>>(drtab, R, c16, 16384, seed, counts);
-    kreplay_publish_counts<<<1, BLOCK, 0, s>>>(counts, 2 * R, mapped_d);
+    kreplay_publish_counts<<<1, BLOCK, 0, s>>>(counts, 3 * R, mapped_d);
     cudaGraph_t g;
     CK(cudaStreamEndCapture(s, &g));
     cudaGraphExec_t ge;

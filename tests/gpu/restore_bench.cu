@@ -97,12 +97,12 @@ int main(int argc, char **argv) {
     unsigned long long *expected, *jobs, *counts;
     unsigned char *flags;
     CK(cudaMalloc(&expected, (chunks + 8) * 16));
-    CK(cudaMalloc(&jobs, 3 * 6 * 8));
-    CK(cudaMalloc(&counts, 3 * 16 + 8));
+    CK(cudaMalloc(&jobs, 3 * 7 * 8));
+    CK(cudaMalloc(&counts, 3 * 24 + 8));
     unsigned long long *hout, *hout_dev, seq = 0;
-    CK(cudaHostAlloc(&hout, 3 * 16 + 8, cudaHostAllocMapped));
+    CK(cudaHostAlloc(&hout, 3 * 24 + 8, cudaHostAllocMapped));
     CK(cudaHostGetDevicePointer((void **)&hout_dev, hout, 0));
-    memset(hout, 0, 3 * 16 + 8);
+    memset(hout, 0, 3 * 24 + 8);
     CK(cudaMalloc(&flags, chunks));
     std::vector<unsigned char> got(chunks);
     // ONE_PASS_IDLE_US=N: the GPU idles N us before each timed restore, as between kreplay's
@@ -123,24 +123,24 @@ int main(int argc, char **argv) {
         unsigned long long *exp_j = expected + 2 * (first + j);  // room for every region's chunks
         kreplay_hash_chunks<<<blocks, 256>>>((const unsigned char *)copy + lb[j], len, chunk, seed, exp_j);
         table.insert(table.end(), {(unsigned long long)((char *)p + lb[j]), (unsigned long long)((char *)copy + lb[j]),
-                                   len, (unsigned long long)exp_j, first, 0});
+                                   len, (unsigned long long)exp_j, first, 0, 0});
         first += nc;
       }
       CK(cudaMemcpy(jobs, table.data(), table.size() * 8, cudaMemcpyHostToDevice));
-      CK(cudaMemset(counts, 0, 3 * 16 + 8));
-      memset(hout, 0, 3 * 16 + 8);
+      CK(cudaMemset(counts, 0, 3 * 24 + 8));
+      memset(hout, 0, 3 * 24 + 8);
       seq = 0;
       // The restore and the publication, captured once as one graph.
       cudaStream_t cs;
       CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
       CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed));
       kreplay_restore_regions<<<blocks, 256, 0, cs>>>(jobs, nj, first, chunk, seed, counts);
-      kreplay_publish_counts<<<1, 256, 0, cs>>>(counts, 2 * nj, hout_dev);
+      kreplay_publish_counts<<<1, 256, 0, cs>>>(counts, 3 * nj, hout_dev);
       cudaGraph_t g;
       CK(cudaStreamEndCapture(cs, &g));
       cudaGraphExec_t graph;
       CK(cudaGraphInstantiate(&graph, g, 0));
-      std::vector<unsigned long long> seen(2 * nj, 0), now(2 * nj);
+      std::vector<unsigned long long> seen(3 * nj, 0), now(3 * nj);
       for (size_t permille : permilles) {
         size_t stride = permille ? (1000 / permille) * 1024 : words, touched = permille ? (words + stride - 1) / stride : 0;
         // The touched chunks of each region.
@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
             unsigned long long want_seq = ++seq;
             if (r % 3 == 1) {
               kreplay_restore_regions<<<blocks, 256>>>(jobs, nj, first, chunk, seed, counts);
-              kreplay_publish_counts<<<1, 256>>>(counts, 2 * nj, hout_dev);
+              kreplay_publish_counts<<<1, 256>>>(counts, 3 * nj, hout_dev);
             } else {
               CK(cudaGraphLaunch(graph, 0));
             }
@@ -186,11 +186,11 @@ int main(int argc, char **argv) {
           }
           // The counters' read alone, after the kernel (kreplay's fallback reads them so).
           double t1 = now_ms();
-          CK(cudaMemcpy(now.data(), counts, 2 * nj * 8, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(now.data(), counts, 3 * nj * 8, cudaMemcpyDeviceToHost));
           if (r % 3 == 0) best_read = std::min(best_read, now_ms() - t1);
           if (r % 3)
-            for (size_t i = 0; i < 2 * nj; i++) wrong_counts += hout[i] != now[i];
-          for (size_t j = 0; j < nj; j++) wrong_counts += (long)(now[2 * j] - seen[2 * j]) != want[j];
+            for (size_t i = 0; i < 3 * nj; i++) wrong_counts += hout[i] != now[i];
+          for (size_t j = 0; j < nj; j++) wrong_counts += (long)(now[3 * j] - seen[3 * j]) != want[j];
           seen = now;
           kreplay_compare_chunks<<<blocks, 256>>>((const unsigned char *)p, (const unsigned char *)copy, bytes, chunk, flags);
           CK(cudaMemcpy(got.data(), flags, chunks, cudaMemcpyDeviceToHost));

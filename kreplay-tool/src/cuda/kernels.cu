@@ -8,7 +8,8 @@
 // nvidia-cuda-crt 13.0.88 and nvidia-cuda-runtime 13.0.* (their nvidia/cu13/bin on PATH): both
 // give the same bytes. A newer NVVM writes a PTX version the 580 driver cannot load.
 // and loaded at run time with cuModuleLoadData: kreplay has no build-time CUDA dependency.
-// One block per chunk (grid-stride over chunks); 16-byte loads when both sides are aligned.
+// One block per chunk (grid-stride over chunks, or a stretch of consecutive chunks per block
+// over a job table); 16-byte loads when both sides are aligned.
 
 extern "C" __global__ void kreplay_compare_chunks(const unsigned char *a, const unsigned char *b,
                                                   unsigned long long len, unsigned long long chunk,
@@ -129,25 +130,49 @@ extern "C" __global__ void kreplay_hash_chunks(const unsigned char *base, unsign
   }
 }
 
-// The last job of a 6-word job table whose first chunk (word 4) is at or before global chunk
-// `g` (jobs of length 0 share their successor's first chunk and are passed over).
-__device__ __forceinline__ const unsigned long long *job_of(const unsigned long long *jobs,
-                                                             unsigned long long njobs,
-                                                             unsigned long long g) {
+// The last job of a job table of `stride`-word jobs whose first chunk (word 4) is at or
+// before global chunk `g` (jobs of length 0 share their successor's first chunk and are
+// passed over).
+__device__ __forceinline__ unsigned long long job_of(const unsigned long long *jobs,
+                                                     unsigned long long stride,
+                                                     unsigned long long njobs,
+                                                     unsigned long long g) {
   unsigned long long lo = 0, hi = njobs;
   while (hi - lo > 1) {
     unsigned long long mid = (lo + hi) / 2;
-    if (jobs[6 * mid + 4] <= g) lo = mid; else hi = mid;
+    if (jobs[stride * mid + 4] <= g) lo = mid; else hi = mid;
   }
-  return jobs + 6 * lo;
+  return lo;
+}
+
+// The stretch of the `total` chunks block `blockIdx.x` takes: consecutive chunks, so that the
+// block finds the first one's job by a binary search and every later one's by stepping
+// forward (a search per chunk over a table of thousands of pieces was a chain of a dozen
+// dependent loads per 16 KiB chunk, and made the one-pass restore of a footprint cut into
+// 4096 pieces half as fast as hashing it).
+__device__ __forceinline__ void block_stretch(unsigned long long total, unsigned long long &begin,
+                                              unsigned long long &end) {
+  unsigned long long per = (total + gridDim.x - 1) / gridDim.x;
+  begin = blockIdx.x * per;
+  end = begin + per < total ? begin + per : total;
+}
+
+// `j` (the job of an earlier chunk) stepped forward to the job of chunk `g` (as job_of).
+__device__ __forceinline__ unsigned long long job_step(const unsigned long long *jobs,
+                                                       unsigned long long stride,
+                                                       unsigned long long njobs,
+                                                       unsigned long long j,
+                                                       unsigned long long g) {
+  while (j + 1 < njobs && jobs[stride * (j + 1) + 4] <= g) j++;
+  return j;
 }
 
 // kreplay_hash_chunks over many regions in one launch. `jobs` holds `njobs` regions of 6
 // words each: address, where to copy the region to (0: nowhere), length, address of the
 // region's output (16 bytes per chunk), index of the region's first chunk among all `total`
-// chunks (increasing), unused. Each block takes a chunk, finds its region, copies the chunk
-// when asked (from the same loads it hashes) and writes the chunk's hash where
-// kreplay_hash_chunks would have written it for that region alone.
+// chunks (increasing), unused. Each block takes a stretch of chunks and, for each, finds its
+// region, copies the chunk when asked (from the same loads it hashes) and writes the chunk's
+// hash where kreplay_hash_chunks would have written it for that region alone.
 extern "C" __global__ void kreplay_hash_regions(const unsigned long long *jobs,
                                                 unsigned long long njobs,
                                                 unsigned long long total,
@@ -155,8 +180,12 @@ extern "C" __global__ void kreplay_hash_regions(const unsigned long long *jobs,
                                                 unsigned long long seed) {
   __shared__ unsigned long long s0[32], s1[32];
   const unsigned seed0 = (unsigned)seed, seed1 = (unsigned)(seed >> 32);
-  for (unsigned long long g = blockIdx.x; g < total; g += gridDim.x) {
-    const unsigned long long *job = job_of(jobs, njobs, g);
+  unsigned long long begin, end;
+  block_stretch(total, begin, end);
+  unsigned long long j = begin < end ? job_of(jobs, 6, njobs, begin) : 0;
+  for (unsigned long long g = begin; g < end; g++) {
+    j = job_step(jobs, 6, njobs, j, g);
+    const unsigned long long *job = jobs + 6 * j;
     const unsigned char *base = (const unsigned char *)job[0];
     const unsigned long long len = job[2];
     unsigned long long *out = (unsigned long long *)job[3];
@@ -194,16 +223,19 @@ __device__ __forceinline__ void block_copy(unsigned char *__restrict__ dst,
 }
 
 // A whole device-resident restore in one pass and one launch. `jobs` holds `njobs` regions
-// of 6 words each: live address, snapshot copy address, length, address of the snapshot's
+// of 7 words each: live address, snapshot copy address, length, address of the snapshot's
 // hashes (16 bytes per chunk, from kreplay_hash_chunks with the same seed), index of the
-// region's first chunk among all `total` chunks (increasing), and the address where the live
-// chunks' hashes are kept (16 bytes per chunk; 0: not kept). Each block takes a chunk, finds
-// its region, hashes the live chunk as kreplay_hash_chunks does, keeps that hash where asked
-// (the determinism check of the pass that wrote it: no second read of the footprint),
-// compares it with the snapshot's and, when they differ, copies the chunk back from the copy
-// and adds 1 and its length to counts[2j] and counts[2j + 1] (never reset: the host reads the
-// growth). Neither hashes nor runs go through the host. Unchanged chunks are read once;
-// changed ones are read, then rewritten from the copy.
+// region's first chunk among all `total` chunks (increasing), the address where the live
+// chunks' hashes are kept (16 bytes per chunk; 0: not kept) and the address of reference
+// hashes to compare the live ones with (16 bytes per chunk; 0: none). Each block takes a
+// stretch of chunks; for each it hashes the live chunk as kreplay_hash_chunks does, keeps
+// that hash where asked (the determinism check of the pass that wrote it: no second read of
+// the footprint), adds 1 to counts[3j + 2] when it differs from the reference (that check's
+// comparison, with no launch of its own), compares it with the snapshot's and, when they
+// differ, copies the chunk back from the copy and adds 1 and its length to counts[3j] and
+// counts[3j + 1] (never reset: the host reads the growth). Neither hashes nor runs go through
+// the host. Unchanged chunks are read once; changed ones are read, then rewritten from the
+// copy.
 extern "C" __global__ void kreplay_restore_regions(const unsigned long long *jobs,
                                                    unsigned long long njobs,
                                                    unsigned long long total,
@@ -213,14 +245,29 @@ extern "C" __global__ void kreplay_restore_regions(const unsigned long long *job
   __shared__ unsigned long long s0[32], s1[32];
   __shared__ int changed;
   const unsigned seed0 = (unsigned)seed, seed1 = (unsigned)(seed >> 32);
-  for (unsigned long long g = blockIdx.x; g < total; g += gridDim.x) {
-    const unsigned long long *job = job_of(jobs, njobs, g);
-    const unsigned long long lo = (unsigned long long)(job - jobs) / 6;
+  unsigned long long begin, end;
+  block_stretch(total, begin, end);
+  unsigned long long lo = begin < end ? job_of(jobs, 7, njobs, begin) : 0;
+  for (unsigned long long g = begin; g < end; g++) {
+    lo = job_step(jobs, 7, njobs, lo, g);
+    const unsigned long long *job = jobs + 7 * lo;
     unsigned char *live = (unsigned char *)job[0];
     const unsigned char *copy = (const unsigned char *)job[1];
     const unsigned long long len = job[2], *expected = (const unsigned long long *)job[3];
     unsigned long long c = g - job[4], start = c * chunk;
     unsigned long long n = len - start < chunk ? len - start : chunk;
+    // The hashes this chunk's is compared with, loaded before the chunk is read, so that
+    // their latency hides behind the chunk's.
+    unsigned long long e0 = 0, e1 = 0, r0 = 0, r1 = 0;
+    const unsigned long long *ref = (const unsigned long long *)job[6];
+    if (threadIdx.x == 0) {
+      e0 = expected[2 * c];
+      e1 = expected[2 * c + 1];
+      if (ref) {
+        r0 = ref[2 * c];
+        r1 = ref[2 * c + 1];
+      }
+    }
     unsigned long long t0, t1;
     chunk_hash(live + start, n, seed0, seed1, s0, s1, t0, t1, 0);
     if (threadIdx.x == 0) {
@@ -229,10 +276,11 @@ extern "C" __global__ void kreplay_restore_regions(const unsigned long long *job
         kept[2 * c] = t0;
         kept[2 * c + 1] = t1;
       }
-      changed = t0 != expected[2 * c] || t1 != expected[2 * c + 1];
+      if (ref && (t0 != r0 || t1 != r1)) atomicAdd(counts + 3 * lo + 2, 1ull);
+      changed = t0 != e0 || t1 != e1;
       if (changed) {
-        atomicAdd(counts + 2 * lo, 1ull);
-        atomicAdd(counts + 2 * lo + 1, n);
+        atomicAdd(counts + 3 * lo, 1ull);
+        atomicAdd(counts + 3 * lo + 1, n);
       }
     }
     __syncthreads();

@@ -1,14 +1,14 @@
 //! The one-pass restore of a device-resident snapshot (`kreplay_restore_regions` in
 //! `kernels.cu`): one launch over every region's chunks hashes each live chunk, compares it
 //! with the snapshot's hash and copies it back from the device copy when it differs, counting
-//! per region what it wrote. Only the counters come back (16 bytes per region): a flag per
-//! chunk cost more to read and count on the host than the check spared (the pinned buffer
-//! reads at about 2 GB/s from the CPU on the H200 host). `kreplay_publish_counts` runs right
-//! behind it and writes the counters and a sequence number into mapped pinned memory; the
-//! host watches that number rather than copying the counters back after the kernel (a copy
-//! that cost about 7.7 µs on the H200, a quarter of a restore at 64 MiB). The two kernels are
-//! captured once per snapshot as one graph (`graph.rs`). The region table goes up once per
-//! snapshot and the counters are never reset on the device: each call reads their growth.
+//! per region what it wrote and how many chunks differ from the reference hashes it was given.
+//! Only the counters come back (24 bytes per region): a flag per chunk costs more to read and
+//! count on the host than the check spares. `kreplay_publish_counts` runs right behind it and
+//! writes the counters and a sequence number into mapped pinned memory; the host watches that
+//! number rather than copying the counters back after the kernel, a copy that is a large
+//! share of a small restore (`docs/gpu/h200-replay-cost.md`). The two kernels are captured
+//! once per snapshot as one graph (`graph.rs`). The region table goes up once per snapshot and
+//! the counters are never reset on the device: each call reads their growth.
 
 use super::backend::{CudaBackend, check};
 use super::device_ops::{PUBLISH_CALL, RESTORE_CALL, hash_seed};
@@ -17,7 +17,10 @@ use super::kernel_buffers::OnePassBuffers;
 use crate::engine::backend::{BackendError, DeviceRestore, Written};
 
 /// Words per region in the kernel's table.
-const JOB_WORDS: usize = 6;
+const JOB_WORDS: usize = 7;
+/// Counters per region the kernel adds to: chunks and bytes written back, chunks that differ
+/// from the reference.
+const COUNTERS: usize = 3;
 
 impl CudaBackend<'_> {
     /// [`Backend::restore_changed_on_device`]: every job restored by one kernel launch, then
@@ -56,8 +59,12 @@ impl CudaBackend<'_> {
         let mut grown = grown.into_iter();
         for (j, w) in jobs.iter().zip(written.iter_mut()) {
             if j.len > 0 {
-                let [chunks, bytes] = grown.next().unwrap_or_default();
-                *w = Written { chunks, bytes };
+                let [chunks, bytes, differ] = grown.next().unwrap_or_default();
+                *w = Written {
+                    chunks,
+                    bytes,
+                    differ,
+                };
             }
         }
         Ok(true)
@@ -105,7 +112,7 @@ impl CudaBackend<'_> {
         capture: bool,
     ) -> Result<(), BackendError> {
         let regions = table.len() / JOB_WORDS;
-        let counters = 2 * regions;
+        let counters = COUNTERS * regions;
         // A new table starts from zeroed counters: its sequence word (after its counters) may
         // sit where an earlier, longer table kept a counter.
         let new_table = b.uploaded != table;
@@ -173,10 +180,10 @@ impl CudaBackend<'_> {
         table: &[u64],
         total: u64,
         chunk: usize,
-    ) -> Result<Vec<[u64; 2]>, BackendError> {
+    ) -> Result<Vec<[u64; COUNTERS]>, BackendError> {
         let t0 = std::time::Instant::now();
         let regions = table.len() / JOB_WORDS;
-        let counters = 2 * regions;
+        let counters = COUNTERS * regions;
         // Only tables readied ahead (`prepare_restore`) have a graph.
         self.ready(b, kernel, table, total, chunk, false)?;
         let t1 = std::time::Instant::now();
@@ -214,9 +221,9 @@ impl CudaBackend<'_> {
             self.copy_counters(b, &mut now)?;
         }
         let grown = now
-            .chunks_exact(2)
-            .zip(b.seen.chunks_exact(2))
-            .map(|(n, s)| [n[0].wrapping_sub(s[0]), n[1].wrapping_sub(s[1])])
+            .chunks_exact(COUNTERS)
+            .zip(b.seen.chunks_exact(COUNTERS))
+            .map(|(n, s)| core::array::from_fn(|k| n[k].wrapping_sub(s[k])))
             .collect();
         b.seen[..counters].copy_from_slice(&now);
         tracing::debug!(
@@ -294,7 +301,15 @@ fn job_table(jobs: &[DeviceRestore], chunk: usize) -> (Vec<u64>, u64) {
     let mut table = Vec::with_capacity(jobs.len() * JOB_WORDS);
     let mut total = 0u64;
     for j in jobs.iter().filter(|j| j.len > 0) {
-        table.extend([j.live, j.copy, j.len as u64, j.expected, total, j.seen]);
+        table.extend([
+            j.live,
+            j.copy,
+            j.len as u64,
+            j.expected,
+            total,
+            j.seen,
+            j.reference,
+        ]);
         total += j.len.div_ceil(chunk) as u64;
     }
     (table, total)

@@ -76,6 +76,10 @@ pub struct DeviceRestore {
     /// are kept, 16 bytes per chunk: the determinism check of the pass that wrote them reads
     /// them instead of hashing again (0: not kept).
     pub seen: u64,
+    /// Device address of reference hashes (16 bytes per chunk) the live chunks' hashes are
+    /// compared with as they are found: the determinism check's comparison of the pass that
+    /// wrote them, counted in [`Written::differ`] (0: not compared).
+    pub reference: u64,
 }
 
 /// What [`Backend::restore_changed_on_device`] wrote back in one region.
@@ -85,6 +89,9 @@ pub struct Written {
     pub chunks: u64,
     /// Their bytes (the region's last chunk may be short).
     pub bytes: u64,
+    /// Chunks whose hash, as found, differs from the job's reference hashes (0 without a
+    /// reference).
+    pub differ: u64,
 }
 
 /// The narrow runtime interface of the replay engine.
@@ -255,7 +262,8 @@ pub trait Backend {
     /// [`Backend::hash_chunks_into_device`] computes it) differs from the snapshot's hashes at
     /// `expected`, copying them from the job's device copy, in one pass over the live bytes
     /// on the device: no hashes or runs go through the host. A job whose `seen` is set keeps
-    /// every live chunk's hash there too. Sets `written[i]` to what job `i`
+    /// every live chunk's hash there too; one whose `reference` is set counts the chunks whose
+    /// hash differs from the reference. Sets `written[i]` to what job `i`
     /// wrote back. Complete when it returns. `Ok(false)`: unsupported, nothing written. On
     /// `Err` some chunks may have been written back already (with the snapshot's bytes, so
     /// checking and writing again is safe).

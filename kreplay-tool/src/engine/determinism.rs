@@ -89,6 +89,16 @@ impl<'b, B: Backend> DeviceCheck<'b, B> {
         self.now_is_snapshots
     }
 
+    /// Where pass 0's hash lies of the chunk whose pass hash the restores keep at `seen` (the
+    /// reference has the pass-hash buffer's layout); 0 when `seen` is 0 or the restores keep
+    /// no pass hashes.
+    pub fn reference_of(&self, seen: u64) -> u64 {
+        if !self.now_is_snapshots || seen == 0 {
+            return 0;
+        }
+        self.first + (seen - self.now)
+    }
+
     /// Bytes of hashes one pass makes (16 per chunk).
     pub fn hash_bytes(&self) -> u64 {
         16 * self.chunks as u64

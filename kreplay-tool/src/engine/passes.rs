@@ -112,7 +112,11 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
                 if let Some(check) = on_device.as_ref().filter(|_| by_restore && pass == 0) {
                     self.adopt_pass_0(check, restores_keep, emit);
                 } else if let Some(check) = on_device.as_ref().filter(|_| by_restore) {
-                    if restores_keep {
+                    // A restore that compared what it hashed with pass 0's and found it the
+                    // same needs no comparison; one that found a difference is followed by a
+                    // comparison of every hash, which finds the first chunk that differs.
+                    let same_in_restore = st.compared && st.differ_chunks == 0;
+                    if restores_keep && !same_in_restore {
                         match self.compare(check, pass, emit) {
                             Ok(Some(at)) => {
                                 nondeterministic =
@@ -123,7 +127,7 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
                                 "kreplay: comparing pass {pass} on the device failed: {e}; not checked"
                             ),
                         }
-                    } else {
+                    } else if !restores_keep {
                         tracing::debug!(
                             "kreplay: pass {pass}'s restore did not keep its hashes; determinism not checked for it"
                         );
@@ -144,7 +148,7 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
                         return self.put_back(pass + 1, why, emit);
                     }
                 } else if pass == 0 {
-                    self.limit_to_write_set(on_device.is_some(), nondeterministic, &st);
+                    self.limit_to_write_set(on_device.as_ref(), nondeterministic, &st);
                 }
             }
         }
@@ -241,12 +245,19 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
     }
 
     /// After the first restore (`st`): limits the later restores to the pieces it (or its
-    /// sample) found changed, when the last pass will be hashed over every region on the device (so a pass
-    /// that writes elsewhere is found) and that restore saw every region in one pass.
-    fn limit_to_write_set(&self, device_check: bool, nondeterministic: bool, st: &RestoreStats) {
+    /// sample) found changed, when the last pass will be hashed over every region on the
+    /// device (so a pass that writes elsewhere is found) and that restore saw every region in
+    /// one pass. Each piece is compared with pass 0's hashes (`check`'s reference) as the
+    /// later restores hash it, so those passes need no comparison of their own.
+    fn limit_to_write_set(
+        &self,
+        check: Option<&DeviceCheck<'s, B>>,
+        nondeterministic: bool,
+        st: &RestoreStats,
+    ) {
         let snapshot = self.snap;
+        let Some(check) = check else { return };
         if !self.hash_passes
-            || !device_check
             || nondeterministic
             || self.req.passes < 3
             || !st.one_pass_all
@@ -254,7 +265,10 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         {
             return;
         }
-        let dirty = snapshot.last_dirty.borrow().clone();
+        let mut dirty = snapshot.last_dirty.borrow().clone();
+        for (_, j) in &mut dirty {
+            j.reference = check.reference_of(j.seen);
+        }
         *snapshot.write_set.borrow_mut() = Some(dirty);
     }
 

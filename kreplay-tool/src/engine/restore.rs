@@ -63,6 +63,12 @@ pub struct RestoreStats {
     /// The one-pass restore covered every region this restore had to check (all of them, or
     /// all of the snapshot's write set), none having been freed.
     pub one_pass_all: bool,
+    /// Every piece this restore looked at was compared with the determinism check's
+    /// reference as it was hashed (a restore limited to the write set, after pass 0's hashes
+    /// were adopted): [`Self::differ_chunks`] is that comparison's result.
+    pub compared: bool,
+    /// Chunks whose hash differed from the reference (with [`Self::compared`]).
+    pub differ_chunks: u64,
 }
 
 /// Bytes a restore must write before its write rate is trusted for the adaptive decision.
@@ -215,13 +221,16 @@ fn restore_inner<B: Backend>(
             st.regions += 1;
         }
     }
-    // With `blocks` the read serves the determinism check too: skipping the check would not
-    // skip the read, so there is nothing to decide.
+    // With `blocks`, or a one-pass restore that kept every pass hash (`seen_buf`), the read
+    // serves the determinism check too: skipping the check would not skip the read (the pass
+    // would be hashed on its own), so there is nothing to decide.
     // A restore limited to the write set decides nothing either: the full restore it would be
     // weighed against writes every region, not the write set.
+    let kept_pass_hashes = snap.seen_buf != 0 && st.one_pass_all;
     if snap.adaptive
         && snap.write_set.borrow().is_none()
         && !hashed_blocks
+        && !kept_pass_hashes
         && !write_all
         && !st.check_skipped
         && snap.check != Check::Full

@@ -43,6 +43,7 @@ pub(crate) fn one_pass_jobs<B: Backend>(
                         0 => 0,
                         seen => seen + (r.dev_hashes - snap.dev_hash_buf),
                     },
+                    reference: 0,
                 },
             )),
             _ => None,
@@ -89,6 +90,11 @@ pub(crate) fn split(
                     len: piece.min(j.len - off),
                     expected: j.expected + hashes,
                     seen: if j.seen == 0 { 0 } else { j.seen + hashes },
+                    reference: if j.reference == 0 {
+                        0
+                    } else {
+                        j.reference + hashes
+                    },
                 },
             ));
             off += piece;
@@ -168,7 +174,9 @@ pub(super) fn restore_in_one_pass<B: Backend>(
     let sampled = snap.sample_dirty.borrow();
     let mut dirty = snap.last_dirty.borrow_mut();
     dirty.clear();
+    st.compared = set.is_some() && picked.iter().all(|(_, j)| j.reference != 0);
     for ((i, j), w) in picked.iter().zip(&written) {
+        st.differ_chunks += w.differ;
         st.bytes_checked += j.len as u64;
         st.dirty_chunks += w.chunks;
         st.bytes += w.bytes;

@@ -73,6 +73,7 @@ pub(crate) fn sample_jobs(jobs: &[DeviceRestore], chunk: usize) -> Vec<DeviceRes
                 len: chunk.min(j.len - off),
                 expected: j.expected + 16 * c as u64,
                 seen: 0,
+                reference: 0,
             });
         }
     }
@@ -150,6 +151,7 @@ mod tests {
             len,
             expected: live + 0x200_0000,
             seen: 0,
+            reference: 0,
         }
     }
 

@@ -26,6 +26,7 @@ fn fixture_sample() -> Vec<DeviceRestore> {
         len,
         expected: 0,
         seen: 0,
+        reference: 0,
     };
     let regions = [
         region(X, N * 4),
