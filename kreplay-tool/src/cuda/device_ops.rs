@@ -21,9 +21,10 @@ use crate::engine::backend::BackendError;
 
 /// The PTX of `kernels.cu`.
 const KERNELS_PTX: &str = concat!(include_str!("kernels.ptx"), "\0");
-/// Threads per block of both kernels (a multiple of 32, at most 1024).
+/// Threads per block of every kernel (a multiple of 32, at most 1024; `kernels.cu`'s
+/// `KREPLAY_TABLE_BOUNDS` declares the table kernels for exactly this many).
 const BLOCK: u32 = 256;
-/// Most blocks launched (the kernels stride over further chunks).
+/// Most blocks launched (the kernels take further chunks in turn).
 const MAX_BLOCKS: u64 = 65_535;
 /// The one-pass restore kernel's launch, as errors name it.
 pub(super) const RESTORE_CALL: &str = "cuLaunchKernel(kreplay_restore_regions)";

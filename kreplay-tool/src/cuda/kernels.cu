@@ -173,7 +173,14 @@ __device__ __forceinline__ unsigned long long job_step(const unsigned long long 
 // chunks (increasing), unused. Each block takes a stretch of chunks and, for each, finds its
 // region, copies the chunk when asked (from the same loads it hashes) and writes the chunk's
 // hash where kreplay_hash_chunks would have written it for that region alone.
-extern "C" __global__ void kreplay_hash_regions(const unsigned long long *jobs,
+// The kernels that walk a job table carry __launch_bounds__(256, 6): at most 40 registers,
+// so six blocks of 256 threads fit on an SM. A chunk's hash is one round of loads per thread
+// and these kernels are bound by how many chunks are in flight: unbounded, the restore used
+// 56 registers (four blocks an SM) and ran 10-20% slower on the H200; eight blocks (32
+// registers) spilled and was slower again (docs/gpu/h200-replay-cost.md).
+#define KREPLAY_TABLE_BOUNDS __launch_bounds__(256, 6)
+
+extern "C" __global__ void KREPLAY_TABLE_BOUNDS kreplay_hash_regions(const unsigned long long *jobs,
                                                 unsigned long long njobs,
                                                 unsigned long long total,
                                                 unsigned long long chunk,
@@ -236,7 +243,7 @@ __device__ __forceinline__ void block_copy(unsigned char *__restrict__ dst,
 // counts[3j + 1] (never reset: the host reads the growth). Neither hashes nor runs go through
 // the host. Unchanged chunks are read once; changed ones are read, then rewritten from the
 // copy.
-extern "C" __global__ void kreplay_restore_regions(const unsigned long long *jobs,
+extern "C" __global__ void KREPLAY_TABLE_BOUNDS kreplay_restore_regions(const unsigned long long *jobs,
                                                    unsigned long long njobs,
                                                    unsigned long long total,
                                                    unsigned long long chunk,
