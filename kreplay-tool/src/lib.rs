@@ -3,15 +3,15 @@
 //! It records the application's runtime calls in per-thread buffers ([`record`]), tracks
 //! device allocations and replays kernels ([`engine`], runtime-independent, driven through
 //! [`engine::backend::Backend`]), bound to HSA by [`hsa`] and loaded through `HSA_TOOLS_LIB`
-//! (the `OnLoad`/`OnUnload` exports in [`tool`]), and to CUDA by `cuda` (preloaded; it wraps
+//! (the `OnLoad`/`OnUnload` exports in [`hsa::tool`]), and to CUDA by `cuda` (preloaded; it wraps
 //! `dlsym`, `cuGetProcAddress` and the driver entries it needs).
 #[cfg(target_arch = "x86_64")]
 pub mod cuda;
 pub mod engine;
 pub mod fault;
 pub mod hsa;
+pub mod logging;
 pub mod progress;
 pub mod record;
 pub mod status;
-pub mod tool;
 pub mod warn_once;

@@ -7,7 +7,7 @@
 
 use std::cell::Cell;
 
-use kreplay_tool::engine::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
+use kreplay_tool::engine::backend::{Backend, BackendError, HostBuf, ModuleVar};
 use kreplay_tool::engine::inventory::Inventory;
 
 /// The agent every region belongs to.
@@ -48,12 +48,6 @@ impl Backend for MemBackend {
         // SAFETY: as above, the other way.
         unsafe { std::ptr::copy_nonoverlapping(src, dst as *mut u8, len) };
         Ok(())
-    }
-    fn pointer_info(&self, _ptr: u64) -> Option<PointerInfo> {
-        None
-    }
-    fn agent_is_gpu(&self, agent: u64) -> bool {
-        agent == AGENT
     }
     fn module_variables(&self, _agent: u64) -> Result<Vec<ModuleVar>, BackendError> {
         Ok(Vec::new())

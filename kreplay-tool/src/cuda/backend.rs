@@ -269,14 +269,6 @@ impl Backend for CudaBackend<'_> {
         })
     }
 
-    fn pointer_info(&self, ptr: u64) -> Option<PointerInfo> {
-        self.pointer_attributes(ptr)
-    }
-
-    fn agent_is_gpu(&self, _agent: u64) -> bool {
-        true
-    }
-
     fn module_variables(&self, _agent: u64) -> Result<Vec<ModuleVar>, BackendError> {
         self.resolve_module_variables()
     }

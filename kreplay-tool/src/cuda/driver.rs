@@ -5,7 +5,7 @@
 use core::ffi::{CStr, c_void};
 
 use super::ffi::*;
-use super::interpose::real_dlsym;
+use super::real_dlsym::real_dlsym;
 
 /// The CUDA ABI version kreplay asks the driver for (the signatures in [`super::ffi`]).
 const ABI_VERSION: i32 = 12_000;

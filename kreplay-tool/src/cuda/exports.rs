@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::ffi::*;
 use super::interpose::*;
+use super::real_dlsym::real_dlsym;
 
 /// The real (libcuda) definition of an exported symbol: the next one after kreplay.
 fn next_symbol(cache: &AtomicUsize, name: &CStr) -> usize {

@@ -5,6 +5,7 @@
 //! engine). Every handler catches panics and falls back to the plain call.
 
 use core::ffi::{c_int, c_uint, c_void};
+use kreplay_common::stream::monotonic_ns as now_ns;
 use std::sync::atomic::Ordering;
 
 use super::ffi::*;
@@ -94,7 +95,7 @@ pub unsafe fn mem_free(real: MemFreeFn, dptr: CUdeviceptr) -> CUresult {
     let _ = crate::fault::guard(|| {
         crate::fault::point("cuda.free");
         if let Some(t) = cuda_tool() {
-            t.inventory.record_free(dptr);
+            t.engine.inventory.record_free(dptr);
         }
     });
     // SAFETY: passed through.
@@ -152,7 +153,7 @@ pub unsafe fn mem_unmap(real: MemUnmapFn, ptr: CUdeviceptr, size: usize) -> CUre
     let _ = crate::fault::guard(|| {
         crate::fault::point("cuda.free");
         if let Some(t) = cuda_tool() {
-            t.inventory.record_free(ptr);
+            t.engine.inventory.record_free(ptr);
         }
     });
     // SAFETY: passed through.
@@ -163,9 +164,10 @@ fn track(p: CUdeviceptr, size: usize) {
     let _ = crate::fault::guard(|| {
         crate::fault::point("cuda.alloc");
         if let Some(t) = cuda_tool()
-            && t.inventory.is_recording()
+            && t.engine.inventory.is_recording()
         {
-            t.inventory
+            t.engine
+                .inventory
                 .record_alloc(p, size as u64, t.driver.current_device());
         }
     });
@@ -175,7 +177,7 @@ fn note_untracked(dptr: *mut CUdeviceptr, size: usize, how: &'static str) {
     let _ = crate::fault::guard(|| {
         crate::fault::point("cuda.untracked");
         if let Some(t) = cuda_tool()
-            && t.replaying()
+            && t.engine.replaying()
             && !dptr.is_null()
         {
             // SAFETY: the driver wrote the new address.
@@ -273,7 +275,7 @@ fn note_module(handle: usize, kind: ModuleKind, image: *const c_void) {
     let _ = crate::fault::guard(|| {
         crate::fault::point("cuda.module_load");
         let Some(t) = cuda_tool() else { return };
-        if !t.replaying() {
+        if !t.engine.replaying() {
             return;
         }
         // SAFETY: the image the driver just loaded successfully.
@@ -410,17 +412,17 @@ pub unsafe fn graph_launch(real: GraphLaunchFn, g: CUgraphExec, stream: CUstream
     let _ = crate::fault::guard(|| {
         crate::fault::point("cuda.graph_launch");
         let Some(t) = cuda_tool() else { return };
-        if !t.replaying() {
+        if !t.engine.replaying() {
             return;
         }
-        if !t.graph_warned.swap(true, Ordering::Relaxed) {
+        if !t.engine.graph_warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 "kreplay: graph launches (cuGraphLaunch) are not replayed; they run once (warned once per process)"
             );
         }
-        let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
+        let corr = t.engine.next_correlation();
         crate::engine::replay::decline(corr, "graph launch".into());
-        let now = crate::engine::replay::now_ns();
+        let now = now_ns();
         crate::record::global().record(
             kreplay_common::stream::Dispatch {
                 pid: crate::record::current_pid(),

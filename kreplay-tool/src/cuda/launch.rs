@@ -3,18 +3,19 @@
 //! be restored is live, the device did not drain), or replay through the engine inside the
 //! device's replay window. A replayed launch is synchronous: it returns after its last pass.
 
-use std::sync::atomic::Ordering;
+use kreplay_common::stream::monotonic_ns as now_ns;
 
 use core::ffi::{CStr, c_char, c_uint, c_void};
 
-use kreplay_common::stream::{Dispatch, Record};
+use kreplay_common::stream::Dispatch;
 
 use super::backend::CudaBackend;
 use super::ffi::*;
 use super::state::{CudaTool, cuda_tool};
 use crate::engine::backend::BackendError;
 use crate::engine::gate::DRAIN_LIMIT;
-use crate::engine::replay::{Outcome, Request, decline, now_ns, own_window, replay};
+use crate::engine::replay::{decline, own_window};
+use crate::engine::state::Ran;
 
 /// One launch, with the real entry it was meant for.
 pub enum Launch {
@@ -124,29 +125,20 @@ impl Launch {
 }
 
 fn kernel_name(t: &CudaTool, f: CUfunction) -> String {
-    let key = f as usize;
-    if let Some(n) = t.names.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        return n.clone();
-    }
-    let mut name = None;
-    for get in [t.driver.func_get_name, t.driver.kernel_get_name]
-        .into_iter()
-        .flatten()
-    {
-        let mut p: *const c_char = core::ptr::null();
-        // SAFETY: valid out-pointer; f is the application's handle.
-        if unsafe { get(&mut p, f) } == SUCCESS && !p.is_null() {
-            // SAFETY: the driver returns a NUL-terminated name it owns.
-            name = Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
-            break;
+    t.engine.kernel_name(f as u64, || {
+        for get in [t.driver.func_get_name, t.driver.kernel_get_name]
+            .into_iter()
+            .flatten()
+        {
+            let mut p: *const c_char = core::ptr::null();
+            // SAFETY: valid out-pointer; f is the application's handle.
+            if unsafe { get(&mut p, f) } == SUCCESS && !p.is_null() {
+                // SAFETY: the driver returns a NUL-terminated name it owns.
+                return Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
+            }
         }
-    }
-    let n = name.unwrap_or_else(|| format!("kernel@{key:#x}"));
-    t.names
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key, n.clone());
-    n
+        None
+    })
 }
 
 /// The launch wrapper: replays selected launches, passes the rest through.
@@ -157,7 +149,7 @@ pub unsafe fn on_launch(l: &Launch) -> CUresult {
     let decided = crate::fault::guard(std::panic::AssertUnwindSafe(|| {
         crate::fault::point("cuda.launch");
         let t = cuda_tool()?;
-        if !t.replaying() {
+        if !t.engine.replaying() {
             return None;
         }
         let (_, _, stream) = l.geometry();
@@ -168,9 +160,9 @@ pub unsafe fn on_launch(l: &Launch) -> CUresult {
         }
         let device = t.driver.current_device();
         let name = kernel_name(t, l.function());
-        if !t.config.selects(&name) || !t.under_limit() {
+        if !t.engine.wants(&name) {
             // Other launches still respect a replay window open on this device.
-            let gate = t.gate(device);
+            let gate = t.engine.gate(device);
             gate.enter();
             // SAFETY: the application's launch.
             let r = unsafe { l.submit() };
@@ -193,7 +185,7 @@ pub unsafe fn on_launch(l: &Launch) -> CUresult {
 /// # Safety
 /// `l` is the application's launch, valid for this call.
 unsafe fn replay_launch(t: &CudaTool, l: &Launch, device: u64, name: String) -> CUresult {
-    let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
+    let corr = t.engine.next_correlation();
     let submit = now_ns();
     let mut first_start = 0;
     // SAFETY: caller's contract.
@@ -239,7 +231,7 @@ unsafe fn replay_or_decline(
         // SAFETY: caller's contract.
         return unsafe { l.submit() };
     }
-    let gate = t.gate(device);
+    let gate = t.engine.gate(device);
     if !gate.close(DRAIN_LIMIT, &|_| false) {
         decline(corr, "the device did not drain".into());
         // SAFETY: caller's contract.
@@ -256,43 +248,21 @@ unsafe fn replay_or_decline(
         // SAFETY: caller's contract.
         return unsafe { l.submit() };
     }
-    t.replayed.fetch_add(1, Ordering::Relaxed);
-    let rec = crate::record::global();
-    let mut emit = |r: Record| {
-        if let Record::ReplayPass(rp) = &r
-            && rp.pass == 0
-        {
-            *first_start = rp.start_ns;
-        }
-        rec.record(r);
-    };
     let arena = t.arena(device);
-    let req = Request {
-        agent: device,
-        dispatch: l,
-        passes: t.config.passes,
-        check_determinism: t.config.check_determinism,
-        correlation: corr,
-        policy: t.config.snapshot,
-        // Kept between replays; given back when the application runs out of device memory.
-        arena: Some(&arena),
-    };
-    let outcome = replay(&backend, &t.inventory, &req, &mut emit);
-    let result = match outcome {
-        Outcome::Replayed { .. } => SUCCESS,
-        Outcome::Declined(reason) => {
-            decline(corr, reason);
-            // SAFETY: caller's contract: run once, normally, still inside the window.
-            unsafe { l.submit() }
-        }
-        Outcome::Failed(reason) => {
-            decline(corr, format!("replay stopped: {reason}"));
-            match reason_status(&backend) {
-                Some(st) => st,
-                // SAFETY: caller's contract: the application gets its own launch's result.
-                None => unsafe { l.submit() },
-            }
-        }
+    // The arena is kept between replays; given back when the application runs out of device
+    // memory.
+    let ran = t
+        .engine
+        .replay_closed(&backend, l, device, corr, Some(&arena), first_start);
+    let result = match ran {
+        Ran::Replayed => SUCCESS,
+        // SAFETY (both): caller's contract: run once, normally, still inside the window.
+        Ran::Declined => unsafe { l.submit() },
+        Ran::Failed => match reason_status(&backend) {
+            Some(st) => st,
+            // SAFETY: the application gets its own launch's result.
+            None => unsafe { l.submit() },
+        },
     };
     gate.open();
     result

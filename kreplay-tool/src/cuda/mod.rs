@@ -19,5 +19,7 @@ pub mod interpose;
 pub mod kernel_buffers;
 pub mod launch;
 pub mod one_pass;
+#[cfg(target_arch = "x86_64")]
+pub mod real_dlsym;
 pub mod room;
 pub mod state;

@@ -3,7 +3,6 @@
 //! variable names, and live memory kreplay cannot snapshot (async-pool and managed).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -12,8 +11,7 @@ use super::elf::{GlobalSym, ImageError};
 use crate::engine::arena::SnapshotArena;
 use crate::engine::backend::ModuleVar;
 use crate::engine::config::ReplayConfig;
-use crate::engine::gate::Gate;
-use crate::engine::inventory::Inventory;
+use crate::engine::state::EngineState;
 
 /// What kind of handle a loaded module is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,12 +41,9 @@ pub struct LoadedModule {
 pub struct CudaTool {
     /// The real driver.
     pub driver: Driver,
-    /// Replay settings.
-    pub config: ReplayConfig,
-    /// Tracked `cuMemAlloc` allocations.
-    pub inventory: Inventory,
-    /// Per-device replay windows.
-    pub gates: Mutex<HashMap<u64, Arc<Gate>>>,
+    /// The engine's state: configuration, inventory (tracked `cuMemAlloc` allocations),
+    /// per-device replay windows, kernel names by function handle.
+    pub engine: EngineState,
     /// Per-device snapshot buffers kept between replays (given back when the application runs
     /// out of device memory: `room.rs`).
     pub arenas: Mutex<HashMap<u64, Arc<SnapshotArena>>>,
@@ -56,16 +51,8 @@ pub struct CudaTool {
     pub modules: Mutex<Vec<LoadedModule>>,
     /// Live memory kreplay does not snapshot (address -> (size, allocator)).
     pub untracked: Mutex<HashMap<u64, (usize, &'static str)>>,
-    /// Kernel names by function handle.
-    pub names: Mutex<HashMap<usize, String>>,
     /// kreplay's own kernels, per context.
     pub kernels: super::device_ops::KernelCache,
-    /// Next correlation id.
-    pub correlation: AtomicU64,
-    /// Launches replayed so far.
-    pub replayed: AtomicU64,
-    /// The graph-launch warning was given.
-    pub graph_warned: AtomicBool,
 }
 
 static CUDA: OnceLock<Option<CudaTool>> = OnceLock::new();
@@ -78,7 +65,7 @@ pub fn cuda_tool() -> Option<&'static CudaTool> {
 }
 
 fn init() -> Option<CudaTool> {
-    crate::tool::init_logging();
+    crate::logging::init_logging();
     let config = match ReplayConfig::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -95,39 +82,23 @@ fn init() -> Option<CudaTool> {
     };
     let t = CudaTool {
         driver,
-        config,
-        inventory: Inventory::new(),
-        gates: Mutex::new(HashMap::new()),
+        engine: EngineState::new(config),
         arenas: Mutex::new(HashMap::new()),
         modules: Mutex::new(Vec::new()),
         untracked: Mutex::new(HashMap::new()),
-        names: Mutex::new(HashMap::new()),
         kernels: Default::default(),
-        correlation: AtomicU64::new(1),
-        replayed: AtomicU64::new(0),
-        graph_warned: AtomicBool::new(false),
     };
-    t.inventory.set_recording(t.config.passes > 1);
+    t.engine.inventory.set_recording(t.engine.replaying());
     crate::record::global();
     if let Err(e) = crate::record::start_global_flusher(Duration::from_millis(200)) {
         tracing::warn!("kreplay: cannot start the stream flusher: {e}");
     }
     crate::record::install_exit_flush();
-    tracing::debug!(passes = t.config.passes, "kreplay CUDA tool ready");
+    tracing::debug!(passes = t.engine.config.passes, "kreplay CUDA tool ready");
     Some(t)
 }
 
 impl CudaTool {
-    /// The gate of `device`.
-    pub fn gate(&self, device: u64) -> Arc<Gate> {
-        self.gates
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(device)
-            .or_default()
-            .clone()
-    }
-
     /// The device's kept snapshot buffers.
     pub fn arena(&self, device: u64) -> Arc<SnapshotArena> {
         self.arenas
@@ -136,18 +107,6 @@ impl CudaTool {
             .entry(device)
             .or_insert_with(|| Arc::new(SnapshotArena::new()))
             .clone()
-    }
-
-    /// Whether replay is on (passes > 1).
-    pub fn replaying(&self) -> bool {
-        self.config.passes > 1
-    }
-
-    /// Whether another launch may still be replayed (`--max-dispatches`).
-    pub fn under_limit(&self) -> bool {
-        self.config
-            .max_dispatches
-            .is_none_or(|m| self.replayed.load(Ordering::Relaxed) < m)
     }
 
     /// Why no launch can be replayed right now, if something live cannot be restored.

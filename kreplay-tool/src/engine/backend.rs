@@ -107,10 +107,6 @@ pub trait Backend {
     fn copy_d2h(&self, dst: *mut u8, src: u64, len: usize) -> Result<(), BackendError>;
     /// Copies `len` host bytes at `src` to device address `dst`.
     fn copy_h2d(&self, dst: u64, src: *const u8, len: usize) -> Result<(), BackendError>;
-    /// Classifies `ptr`; `None` when the runtime does not know it.
-    fn pointer_info(&self, ptr: u64) -> Option<PointerInfo>;
-    /// Whether `agent` is a GPU.
-    fn agent_is_gpu(&self, agent: u64) -> bool;
     /// The module-scope variables of every executable loaded for `agent`.
     fn module_variables(&self, agent: u64) -> Result<Vec<ModuleVar>, BackendError>;
     /// Submits `d` once (with the engine's own completion signal) and waits for it.

@@ -14,10 +14,10 @@
 //! DRAM or PCIe bit errors over the same traffic. Paths that keep the snapshot in device
 //! memory and can compare on the device compare bytes exactly instead (no hash at all).
 
+use kreplay_common::stream::monotonic_ns as now_ns;
 use xxhash_rust::xxh3::xxh3_128;
 
 use super::backend::{Backend, BackendError};
-use super::replay::now_ns;
 
 /// One chunk's 128-bit hash, as two words (low, high).
 pub type Hash128 = [u64; 2];
@@ -122,6 +122,11 @@ impl DirtyRuns {
         &self.runs
     }
 }
+
+/// Hash granularity of the determinism check: one XXH3-64 per 4 KiB of each region (a pass
+/// that differs is reported at this granularity; 64 bits: a difference is missed with
+/// probability 2^-64 per 4 KiB, and only the report, never a restore, depends on it).
+pub const HASH_CHUNK: usize = 4096;
 
 #[cfg(test)]
 mod tests {

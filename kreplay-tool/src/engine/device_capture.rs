@@ -8,8 +8,8 @@
 use super::backend::Backend;
 use super::chunks::chunk_count;
 use super::placement::{Check, Placement, Store};
-use super::replay::now_ns;
 use super::snapshot::{SnapFailure, Snapshot, capture, hash_captured};
+use kreplay_common::stream::monotonic_ns as now_ns;
 use kreplay_common::stream::replay_step;
 
 /// Whether `s`'s regions are captured at once: device copies, and a check that needs nothing

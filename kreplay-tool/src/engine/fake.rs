@@ -301,23 +301,6 @@ impl Backend for FakeBackend {
         self.copy_h2d_unfaulted(dst, src, len)
     }
 
-    fn pointer_info(&self, ptr: u64) -> Option<PointerInfo> {
-        self.queries.fetch_add(1, Ordering::SeqCst);
-        let mem = self.mem.lock().unwrap();
-        let (base, a) = mem.range(..=ptr).next_back()?;
-        (ptr < base + a.bytes.len() as u64).then_some(PointerInfo {
-            kind: 1,
-            base: *base,
-            size: a.bytes.len() as u64,
-            owner: a.owner,
-            global_flags: a.flags,
-        })
-    }
-
-    fn agent_is_gpu(&self, agent: u64) -> bool {
-        agent == 7
-    }
-
     fn module_variables(&self, _agent: u64) -> Result<Vec<ModuleVar>, BackendError> {
         if self.fail_symbols.load(Ordering::SeqCst) {
             return Err(BackendError::Call {
@@ -612,6 +595,25 @@ impl Backend for FakeBackend {
 }
 
 impl FakeBackend {
+    /// What `hsa_amd_pointer_info` would say about `ptr` (counted in `pointer_queries`).
+    pub fn pointer_info(&self, ptr: u64) -> Option<PointerInfo> {
+        self.queries.fetch_add(1, Ordering::SeqCst);
+        let mem = self.mem.lock().unwrap();
+        let (base, a) = mem.range(..=ptr).next_back()?;
+        (ptr < base + a.bytes.len() as u64).then_some(PointerInfo {
+            kind: 1,
+            base: *base,
+            size: a.bytes.len() as u64,
+            owner: a.owner,
+            global_flags: a.flags,
+        })
+    }
+
+    /// Whether `agent` is a GPU (agent 7 is).
+    pub fn agent_is_gpu(&self, agent: u64) -> bool {
+        agent == 7
+    }
+
     /// The job tables readied or used last (at most two, the latest last).
     pub fn prepared_tables(&self) -> Vec<Vec<DeviceRestore>> {
         self.prepared.lock().unwrap().clone()

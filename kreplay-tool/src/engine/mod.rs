@@ -1,12 +1,10 @@
-//! The replay engine, independent of the GPU runtime: the allocation inventory, pointer
-//! classification, snapshot, restore, the per-agent replay gate and the replay loop, all
+//! The replay engine, independent of the GPU runtime: the allocation inventory, snapshot, restore, the per-agent replay gate and the replay loop, all
 //! restoring only the chunks a pass changed, all driven through the narrow
 //! [`backend::Backend`] trait (the HSA and CUDA backends, and a fake one in tests).
 
 pub mod arena;
 pub mod backend;
 pub mod chunks;
-pub mod classify;
 pub mod config;
 pub mod determinism;
 pub mod device_capture;
@@ -20,6 +18,7 @@ pub mod restore_device;
 pub mod sample;
 pub mod snapshot;
 pub mod snapshot_plan;
+pub mod state;
 
 #[cfg(test)]
 mod device_restore_tests;

@@ -5,6 +5,7 @@
 //! region on the device: a pass that wrote elsewhere is then found there, and the dispatch
 //! runs once more from a full restore. A failed pass or restore ends in [`put_back`].
 
+use kreplay_common::stream::monotonic_ns as now_ns;
 use kreplay_common::stream::{Record, ReplayPass, replay_step};
 
 use super::backend::{Backend, BackendError};
@@ -12,7 +13,7 @@ use super::determinism::DeviceCheck;
 use super::inventory::Inventory;
 use super::placement::Check;
 use super::replay::{
-    Outcome, Request, hash_regions, judge, now_ns, put_back, report_difference, restore_record,
+    Outcome, Request, hash_regions, judge, put_back, report_difference, restore_record,
 };
 use super::restore::{RestoreStats, restore_hashing, restores_in_one_pass};
 use super::snapshot::Snapshot;

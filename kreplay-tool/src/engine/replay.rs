@@ -7,6 +7,8 @@
 //! names the process and thread that did the work, and a `ToolWindow` record closes the
 //! replay: every runtime call that thread made inside it was kreplay's own.
 
+use super::chunks::HASH_CHUNK;
+use kreplay_common::stream::monotonic_ns as now_ns;
 use kreplay_common::stream::{
     Nondeterministic, Record, ReplayStep, Restore, Snapshot as SnapRec, ToolWindow, replay_step,
     snapshot_mode,
@@ -25,25 +27,9 @@ use super::placement::Check;
 use super::restore::{RestoreStats, restore_all};
 use super::snapshot::{SnapFailure, Snapshot, snap_in};
 
-/// Hash granularity of the determinism check: one XXH3-64 per 4 KiB of each region (a pass
-/// that differs is reported at this granularity; 64 bits: a difference is missed with
-/// probability 2^-64 per 4 KiB, and only the report, never a restore, depends on it).
-pub const HASH_CHUNK: usize = 4096;
-
 /// Full write-backs tried after a failed pass or restore before the memory is reported as not
 /// restored.
 pub const RECOVERY_ATTEMPTS: u32 = 3;
-
-/// CLOCK_MONOTONIC in nanoseconds (the streams' clock).
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid local it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// Records in the tool's stream that the dispatch or launch `corr` was not replayed, and why
 /// (both backends' wrappers call this when they run it once instead).

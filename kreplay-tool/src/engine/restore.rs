@@ -22,6 +22,8 @@
 //! read also feeds the determinism check ([`restore_hashing`]) decides nothing: that read
 //! happens either way.
 
+use super::chunks::HASH_CHUNK;
+use kreplay_common::stream::monotonic_ns as now_ns;
 use std::collections::BTreeMap;
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -30,7 +32,6 @@ use super::backend::{Backend, BackendError};
 use super::chunks::{DirtyRuns, chunk_count, hash_chunk, read_in_pieces};
 use super::inventory::{Entry, Inventory};
 use super::placement::{Check, Store};
-use super::replay::{HASH_CHUNK, now_ns};
 use super::snapshot::{Region, RegionKind, Snapshot};
 
 pub(crate) use super::restore_device::{one_pass_jobs, restores_in_one_pass};

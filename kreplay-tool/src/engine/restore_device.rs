@@ -6,9 +6,9 @@
 use super::backend::{Backend, DeviceRestore, Written};
 use super::chunks::chunk_count;
 use super::placement::{Check, Store};
-use super::replay::now_ns;
 use super::restore::RestoreStats;
 use super::snapshot::Snapshot;
+use kreplay_common::stream::monotonic_ns as now_ns;
 
 /// Whether the next restore of `snap` restores every region in one pass (when none was freed
 /// since the snapshot): device copies, device-resident hashes, still checking.

@@ -13,9 +13,9 @@
 
 use super::backend::{Backend, DeviceRestore, Written};
 use super::placement::Check;
-use super::replay::now_ns;
 use super::restore::{RestoreStats, one_pass_jobs};
 use super::snapshot::Snapshot;
+use kreplay_common::stream::monotonic_ns as now_ns;
 
 /// Chunks a snapshot must have before its first restore samples: 1 GiB at the default 16 KiB
 /// chunk. The sample costs about 50 µs on the H200 (a launch and a wait); at 256 MiB that

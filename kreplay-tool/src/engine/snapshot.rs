@@ -24,8 +24,8 @@ use super::chunks::{Hash128, chunk_count, hash_into, read_in_pieces};
 use super::config::SnapshotPolicy;
 use super::inventory::Inventory;
 use super::placement::{Check, Placement, Store};
-use super::replay::now_ns;
 use super::snapshot_plan::{allocate, choose_check, wanted};
+use kreplay_common::stream::monotonic_ns as now_ns;
 use kreplay_common::stream::replay_step;
 
 /// Module variables larger than this are not captured.

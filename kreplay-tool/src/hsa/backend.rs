@@ -452,56 +452,6 @@ impl Backend for HsaBackend {
         })
     }
 
-    fn pointer_info(&self, ptr: u64) -> Option<PointerInfo> {
-        let query = amd_next!(self.next, hsa_amd_pointer_info_fn)?;
-        // SAFETY: the info struct is plain data; zero is a valid starting value.
-        let mut inf: hsa_amd_pointer_info_t = unsafe { core::mem::zeroed() };
-        inf.size = core::mem::size_of::<hsa_amd_pointer_info_t>() as u32;
-        // SAFETY: the runtime fills at most inf.size bytes; no accessible-agents list is asked for.
-        let st = unsafe {
-            query(
-                ptr as *const c_void,
-                &mut inf,
-                None,
-                core::ptr::null_mut(),
-                core::ptr::null_mut(),
-            )
-        };
-        if st != status::SUCCESS {
-            return None;
-        }
-        let flags_end = core::mem::offset_of!(hsa_amd_pointer_info_t, global_flags) + 4;
-        Some(PointerInfo {
-            kind: inf.type_,
-            base: inf.agentBaseAddress as u64,
-            size: inf.sizeInBytes as u64,
-            owner: inf.agentOwner.handle,
-            global_flags: (inf.size as usize >= flags_end).then_some(inf.global_flags),
-        })
-    }
-
-    fn agent_is_gpu(&self, agent: u64) -> bool {
-        let mut cache = self.gpu.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(g) = cache.get(&agent) {
-            return *g;
-        }
-        let Some(get) = self.next.core.hsa_agent_get_info_fn else {
-            return false;
-        };
-        let mut dev = u32::MAX;
-        // SAFETY: AGENT_DEVICE writes a u32 into the valid local.
-        let st = unsafe {
-            get(
-                hsa_agent_t { handle: agent },
-                info::AGENT_DEVICE,
-                &mut dev as *mut u32 as *mut c_void,
-            )
-        };
-        let gpu = st == status::SUCCESS && dev == info::DEVICE_TYPE_GPU;
-        cache.insert(agent, gpu);
-        gpu
-    }
-
     fn module_variables(&self, agent: u64) -> Result<Vec<ModuleVar>, BackendError> {
         let mut vars = Vec::new();
         self.each_symbol(agent, &mut |sym, get| {
@@ -561,5 +511,57 @@ impl Backend for HsaBackend {
             self.give_signal(sig);
         }
         r
+    }
+}
+
+impl super::classify::PointerQuery for HsaBackend {
+    fn pointer_info(&self, ptr: u64) -> Option<PointerInfo> {
+        let query = amd_next!(self.next, hsa_amd_pointer_info_fn)?;
+        // SAFETY: the info struct is plain data; zero is a valid starting value.
+        let mut inf: hsa_amd_pointer_info_t = unsafe { core::mem::zeroed() };
+        inf.size = core::mem::size_of::<hsa_amd_pointer_info_t>() as u32;
+        // SAFETY: the runtime fills at most inf.size bytes; no accessible-agents list is asked for.
+        let st = unsafe {
+            query(
+                ptr as *const c_void,
+                &mut inf,
+                None,
+                core::ptr::null_mut(),
+                core::ptr::null_mut(),
+            )
+        };
+        if st != status::SUCCESS {
+            return None;
+        }
+        let flags_end = core::mem::offset_of!(hsa_amd_pointer_info_t, global_flags) + 4;
+        Some(PointerInfo {
+            kind: inf.type_,
+            base: inf.agentBaseAddress as u64,
+            size: inf.sizeInBytes as u64,
+            owner: inf.agentOwner.handle,
+            global_flags: (inf.size as usize >= flags_end).then_some(inf.global_flags),
+        })
+    }
+
+    fn agent_is_gpu(&self, agent: u64) -> bool {
+        let mut cache = self.gpu.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(g) = cache.get(&agent) {
+            return *g;
+        }
+        let Some(get) = self.next.core.hsa_agent_get_info_fn else {
+            return false;
+        };
+        let mut dev = u32::MAX;
+        // SAFETY: AGENT_DEVICE writes a u32 into the valid local.
+        let st = unsafe {
+            get(
+                hsa_agent_t { handle: agent },
+                info::AGENT_DEVICE,
+                &mut dev as *mut u32 as *mut c_void,
+            )
+        };
+        let gpu = st == status::SUCCESS && dev == info::DEVICE_TYPE_GPU;
+        cache.insert(agent, gpu);
+        gpu
     }
 }

@@ -7,20 +7,21 @@
 use core::ffi::c_void;
 use std::sync::Arc;
 
+use super::classify::{Class, classify};
+use super::ffi::alloc_flags::EXECUTABLE as ALLOC_EXECUTABLE;
 use super::ffi::{
     hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_vmem_alloc_handle_t, hsa_region_t, hsa_signal_t,
     hsa_signal_value_t, hsa_status_t, signal_condition, status,
 };
 use crate::amd_next;
-use crate::engine::classify::{Class, classify};
 use crate::engine::gate::Gate;
-use crate::tool::{Tool, tool};
+use crate::hsa::tool::{Tool, tool};
 
 fn track(t: &Tool, ptr: *mut c_void, flags: u32, pool_flags: Option<u32>) {
     if let Class::Tracked { base, size, agent } =
         classify(&t.backend, ptr as u64, flags, pool_flags)
     {
-        t.inventory.record_alloc(base, size, agent);
+        t.engine.inventory.record_alloc(base, size, agent);
     }
 }
 
@@ -42,12 +43,12 @@ pub unsafe extern "C" fn pool_allocate(
     };
     // SAFETY: the application's arguments, passed through unchanged.
     let st = unsafe { next(pool, size, flags, ptr) };
-    if st == status::SUCCESS && t.inventory.is_recording() && !ptr.is_null() {
+    if st == status::SUCCESS && t.engine.inventory.is_recording() && !ptr.is_null() {
         let _ = crate::fault::guard(|| {
             crate::fault::point("hsa.alloc");
             // SAFETY: the runtime just wrote the allocation's address into *ptr.
             let p = unsafe { *ptr };
-            let pf = if flags & crate::engine::classify::ALLOC_EXECUTABLE == 0 {
+            let pf = if flags & ALLOC_EXECUTABLE == 0 {
                 t.backend.pool_global_flags(pool)
             } else {
                 None
@@ -68,7 +69,7 @@ pub unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
     };
     let _ = crate::fault::guard(|| {
         crate::fault::point("hsa.free");
-        t.inventory.record_free(ptr as u64)
+        t.engine.inventory.record_free(ptr as u64)
     });
     let Some(next) = amd_next!(t.backend.next(), hsa_amd_memory_pool_free_fn) else {
         return status::ERROR;
@@ -94,7 +95,7 @@ pub unsafe extern "C" fn memory_allocate(
     };
     // SAFETY: the application's arguments, passed through unchanged.
     let st = unsafe { next(region, size, ptr) };
-    if st == status::SUCCESS && t.inventory.is_recording() && !ptr.is_null() {
+    if st == status::SUCCESS && t.engine.inventory.is_recording() && !ptr.is_null() {
         // SAFETY: the runtime just wrote the allocation's address into *ptr.
         let p = unsafe { *ptr };
         let _ = crate::fault::guard(|| {
@@ -115,7 +116,7 @@ pub unsafe extern "C" fn memory_free(ptr: *mut c_void) -> hsa_status_t {
     };
     let _ = crate::fault::guard(|| {
         crate::fault::point("hsa.free");
-        t.inventory.record_free(ptr as u64)
+        t.engine.inventory.record_free(ptr as u64)
     });
     let Some(next) = t.backend.next().core.hsa_memory_free_fn else {
         return status::ERROR;
@@ -156,14 +157,14 @@ pub unsafe extern "C" fn vmem_map(
 
 /// Records a new mapping `[va, va + size)`: in the inventory when it is trackable memory.
 fn track_mapping(t: &Tool, va: u64, size: u64) {
-    let class = if t.inventory.is_recording() {
+    let class = if t.engine.inventory.is_recording() {
         classify(&t.backend, va, 0, None)
     } else {
         Class::Unknown
     };
     match class {
         Class::Tracked { agent, .. } => {
-            t.inventory.record_alloc(va, size, agent);
+            t.engine.inventory.record_alloc(va, size, agent);
         }
         other => {
             tracing::debug!("kreplay: vmem mapping {va:#x}+{size} not tracked ({other:?})");
@@ -179,6 +180,7 @@ fn track_mapping(t: &Tool, va: u64, size: u64) {
 fn untrack_range(t: &Tool, va: u64, size: u64) -> Vec<(u64, crate::engine::inventory::Entry)> {
     let end = va.saturating_add(size);
     let gone: Vec<_> = t
+        .engine
         .inventory
         .read()
         .range(..end)
@@ -186,7 +188,7 @@ fn untrack_range(t: &Tool, va: u64, size: u64) -> Vec<(u64, crate::engine::inven
         .map(|(b, e)| (*b, *e))
         .collect();
     for (b, _) in &gone {
-        t.inventory.record_free(*b);
+        t.engine.inventory.record_free(*b);
     }
     gone
 }
@@ -219,7 +221,7 @@ pub unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_
         } else {
             // Still mapped: tracked again (a new generation: a restore in between skips it).
             for (b, e) in &gone {
-                t.inventory.record_alloc(*b, e.size, e.agent);
+                t.engine.inventory.record_alloc(*b, e.size, e.agent);
             }
         }
     });
@@ -364,7 +366,7 @@ pub unsafe extern "C" fn async_copy(
         let copies: Vec<(Arc<Gate>, u64)> = agents
             .into_iter()
             .map(|a| {
-                let g = t.gate(a);
+                let g = t.engine.gate(a);
                 let id = g.enter_copy(dep_handles.clone());
                 (g, id)
             })

@@ -10,6 +10,7 @@
 //! warning is given once per process.
 
 use core::ffi::c_void;
+use kreplay_common::stream::monotonic_ns as now_ns;
 use std::sync::atomic::Ordering;
 
 use kreplay_common::stream::{Dispatch, Record};
@@ -23,8 +24,9 @@ use super::hooks::{Forward, arm_forward};
 use super::submissions::{Bounds, Origin, register};
 use crate::amd_next;
 use crate::engine::gate::DRAIN_LIMIT;
-use crate::engine::replay::{Outcome, Request, decline, now_ns, replay};
-use crate::tool::{Tool, tool};
+use crate::engine::replay::decline;
+use crate::engine::state::Ran;
+use crate::hsa::tool::{Tool, tool};
 
 struct QueueCtx {
     agent: u64,
@@ -180,15 +182,18 @@ fn handle(
     if batch.len() == 1 && dispatches == 1 {
         let p = batch[0];
         let name = kernel_name(t, ctx.agent, p.kernel_object);
-        let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
-        if t.config.passes > 1 && t.config.selects(&name) && under_limit(t) {
+        let corr = t.engine.next_correlation();
+        if t.engine.wants(&name) {
             replay_one(t, ctx, p, name, corr, origin, writer);
             return;
         }
         pass_through(t, ctx, batch, origin, writer, Some((name, corr)));
         return;
     }
-    if dispatches > 0 && t.config.passes > 1 && !t.graph_warned.swap(true, Ordering::Relaxed) {
+    if dispatches > 0
+        && t.engine.replaying()
+        && !t.engine.graph_warned.swap(true, Ordering::Relaxed)
+    {
         tracing::warn!(
             "kreplay: multi-packet submissions (HIP graph launches, a barrier packet with its dispatch, several packets rung with one doorbell) are not replayed; they run once (warned once per process)"
         );
@@ -196,31 +201,9 @@ fn handle(
     pass_through(t, ctx, batch, origin, writer, None);
 }
 
-fn under_limit(t: &Tool) -> bool {
-    t.config
-        .max_dispatches
-        .is_none_or(|m| t.replayed.load(Ordering::Relaxed) < m)
-}
-
 fn kernel_name(t: &Tool, agent: u64, object: u64) -> String {
-    if let Some(n) = t
-        .names
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&object)
-    {
-        return n.clone();
-    }
-    match t.backend.kernel_name(agent, object) {
-        Some(n) => {
-            t.names
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(object, n.clone());
-            n
-        }
-        None => format!("kernel@{object:#x}"),
-    }
+    t.engine
+        .kernel_name(object, || t.backend.kernel_name(agent, object))
 }
 
 /// The dispatch's record: submitted by the thread that rang the doorbell, when it rang (the
@@ -267,7 +250,7 @@ fn pass_through(
     single: Option<(String, u64)>,
 ) {
     let Some(w) = writer else { return };
-    let gate = t.gate(ctx.agent);
+    let gate = t.engine.gate(ctx.agent);
     let mut out = batch.to_vec();
     let submit = now_ns();
     let mut single = single;
@@ -278,8 +261,8 @@ fn pass_through(
     {
         let id = single.take().or_else(|| {
             let name = kernel_name(t, ctx.agent, p.kernel_object);
-            let corr = t.correlation.fetch_add(1, Ordering::Relaxed);
-            if multi && t.config.passes > 1 && t.config.selects(&name) {
+            let corr = t.engine.next_correlation();
+            if multi && t.engine.replaying() && t.engine.config.selects(&name) {
                 decline(corr, "multi-packet submission".into());
             }
             Some((name, corr))
@@ -339,47 +322,29 @@ fn replay_one(
         pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
         return;
     }
-    let gate = t.gate(ctx.agent);
+    let gate = t.engine.gate(ctx.agent);
     if !gate.close(DRAIN_LIMIT, &|deps| super::hooks::deps_blocked(t, deps)) {
         decline(corr, "the agent did not drain".into());
         pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
         return;
     }
-    t.replayed.fetch_add(1, Ordering::Relaxed);
     let submit = now_ns();
     let d = HsaDispatch { packet: p, writer };
-    let rec = crate::record::global();
     let mut first_start = 0;
-    let mut emit = |r: Record| {
-        if let Record::ReplayPass(rp) = &r
-            && rp.pass == 0
-        {
-            first_start = rp.start_ns;
-        }
-        rec.record(r);
-    };
-    let req = Request {
-        agent: ctx.agent,
-        dispatch: &d,
-        passes: t.config.passes,
-        check_determinism: t.config.check_determinism,
-        correlation: corr,
-        policy: t.config.snapshot,
-        arena: Some(&t.arena),
-    };
-    let outcome = replay(&t.backend, &t.inventory, &req, &mut emit);
-    let reason = match outcome {
-        Outcome::Replayed { .. } => None,
-        Outcome::Declined(reason) => Some(reason),
-        Outcome::Failed(reason) => Some(format!("replay stopped: {reason}")),
-    };
-    if let Some(reason) = reason {
-        decline(corr, reason);
+    let ran = t.engine.replay_closed(
+        &t.backend,
+        &d,
+        ctx.agent,
+        corr,
+        Some(&t.arena),
+        &mut first_start,
+    );
+    if ran != Ran::Replayed {
         // Run once, normally, still inside the window: the memory is the snapshot's.
         let _ = crate::engine::backend::Backend::submit_wait(&t.backend, &d);
     }
     let end = now_ns();
-    rec.record(dispatch_record(
+    crate::record::global().record(dispatch_record(
         ctx,
         &p,
         name,

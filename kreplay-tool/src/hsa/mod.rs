@@ -1,10 +1,13 @@
 //! HSA (ROCm) bindings: the raw ABI kreplay-tool uses when loaded through `HSA_TOOLS_LIB`,
-//! the engine's HSA backend, the saved tables, the wrappers and the queue interceptor.
+//! the engine's HSA backend, the saved tables, the wrappers and the queue interceptor, and the
+//! `HSA_TOOLS_LIB` entry points with the process-wide state they create ([`tool`]).
 
 pub mod backend;
+pub mod classify;
 pub mod ffi;
 pub mod hooks;
 pub mod install;
 pub mod intercept;
 pub mod submissions;
 pub mod tables;
+pub mod tool;

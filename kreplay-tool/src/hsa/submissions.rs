@@ -12,13 +12,14 @@
 //! launch call. A dispatch is recorded with that thread and time, so the trace links it to its
 //! launch even where the interceptor runs on another thread.
 
+use kreplay_common::stream::monotonic_ns as now_ns;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use super::ffi::{hsa_signal_t, hsa_signal_value_t};
-use crate::tool::tool;
+use crate::hsa::tool::tool;
 
 /// Who rang a doorbell: the thread id and CLOCK_MONOTONIC time of the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,7 +179,7 @@ fn note(signal: hsa_signal_t, value: hsa_signal_value_t) {
             value,
             Origin {
                 tid: crate::record::current_tid(),
-                ts_ns: crate::engine::replay::now_ns(),
+                ts_ns: now_ns(),
             },
         );
     }

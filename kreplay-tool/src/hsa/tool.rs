@@ -7,14 +7,12 @@
 
 use core::ffi::{c_char, c_void};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::engine::arena::SnapshotArena;
 use crate::engine::config::ReplayConfig;
-use crate::engine::gate::Gate;
-use crate::engine::inventory::Inventory;
+use crate::engine::state::EngineState;
 use crate::hsa::backend::HsaBackend;
 use crate::hsa::ffi::HsaApiTable;
 
@@ -22,25 +20,13 @@ use crate::hsa::ffi::HsaApiTable;
 pub struct Tool {
     /// The engine's HSA backend (original entries).
     pub backend: HsaBackend,
-    /// Replay settings.
-    pub config: ReplayConfig,
-    /// Tracked allocations.
-    pub inventory: Inventory,
+    /// The engine's state: configuration, inventory, replay windows, kernel names.
+    pub engine: EngineState,
     /// Snapshot buffers kept between replays (the last footprint, reused when it fits).
     pub arena: SnapshotArena,
-    /// Per-agent replay windows.
-    pub gates: Mutex<HashMap<u64, Arc<Gate>>>,
     /// Live vmem mappings that are not in the inventory (not coarse-grained GPU memory), address
     /// -> size: replay is declined while one is live.
     pub vmem: Mutex<HashMap<u64, usize>>,
-    /// Kernel names by kernel object.
-    pub names: Mutex<HashMap<u64, String>>,
-    /// Next correlation id.
-    pub correlation: AtomicU64,
-    /// Dispatches replayed so far.
-    pub replayed: AtomicU64,
-    /// The graph-launch warning was given.
-    pub graph_warned: AtomicBool,
 }
 
 static TOOL: OnceLock<Tool> = OnceLock::new();
@@ -48,18 +34,6 @@ static TOOL: OnceLock<Tool> = OnceLock::new();
 /// The tool state, once `OnLoad` installed it.
 pub fn tool() -> Option<&'static Tool> {
     TOOL.get()
-}
-
-impl Tool {
-    /// The gate of `agent`.
-    pub fn gate(&self, agent: u64) -> Arc<Gate> {
-        self.gates
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(agent)
-            .or_default()
-            .clone()
-    }
 }
 
 /// Exported marker: a library instance whose wrappers are in the table has this symbol, so a
@@ -81,7 +55,7 @@ pub unsafe extern "C" fn OnLoad(
     let _ = (failed_tool_count, failed_tool_names);
     std::panic::catch_unwind(|| {
         crate::fault::point("hsa.on_load");
-        init_logging();
+        crate::logging::init_logging();
         // SAFETY: the runtime passes its live table (caller's contract).
         unsafe { on_load(table, runtime_version) }
     })
@@ -100,30 +74,12 @@ pub extern "C" fn OnUnload() {
         // no longer work: the flushes from here on are quiet.
         crate::record::enter_teardown();
         crate::warn_once::print_repeated_once();
-        t.inventory.shut_down();
+        t.engine.inventory.shut_down();
         t.arena.clear(&t.backend);
         if let Err(e) = crate::record::flush_global() {
             eprintln!("kreplay: flushing the tool stream at unload failed: {e}");
         }
     });
-}
-
-/// Installs the `KREPLAY_LOG`-filtered stderr logger (once per process), coloured only when
-/// stderr is a terminal and `NO_COLOR` is unset, each warning printed once per cause
-/// ([`crate::warn_once`]).
-pub(crate) fn init_logging() {
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    use tracing_subscriber::{EnvFilter, Layer as _};
-    let filter = EnvFilter::try_from_env("KREPLAY_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_ansi(kreplay_common::color::stderr_wants_color())
-        .with_writer(std::io::stderr)
-        .with_filter(crate::warn_once::OncePerCause);
-    let _ = tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
-        .try_init();
 }
 
 /// Whether the table's pool-allocate entry already belongs to a kreplay library instance.
@@ -186,27 +142,21 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
     }
     let t = Tool {
         backend: HsaBackend::new(next),
-        config,
-        inventory: Inventory::new(),
+        engine: EngineState::new(config),
         arena: SnapshotArena::new(),
-        gates: Mutex::new(HashMap::new()),
         vmem: Mutex::new(HashMap::new()),
-        names: Mutex::new(HashMap::new()),
-        correlation: AtomicU64::new(1),
-        replayed: AtomicU64::new(0),
-        graph_warned: AtomicBool::new(false),
     };
     if TOOL.set(t).is_err() {
         return true;
     }
     let Some(t) = tool() else { return true };
-    t.inventory.set_recording(true);
+    t.engine.inventory.set_recording(true);
     // SAFETY: table is live; the wrappers read TOOL, which is now set.
     let installed = unsafe { crate::hsa::install::install(table) };
     tracing::debug!(
         runtime_version,
         installed,
-        passes = t.config.passes,
+        passes = t.engine.config.passes,
         "kreplay tool loaded"
     );
     crate::record::global();

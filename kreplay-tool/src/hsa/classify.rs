@@ -1,22 +1,23 @@
-//! Which allocations replay tracks: coarse-grained device memory only. Kernarg, host and
+//! Which HSA allocations replay tracks: coarse-grained device memory only. Kernarg, host and
 //! fine-grained memory are excluded, and so is anything allocated with the EXECUTABLE flag
 //! (HIP's kernarg pools, profilers' buffers) — filtered from the allocate flags before the
 //! pointer-info query is even made.
 
-use super::backend::{Backend, PointerInfo};
+use super::ffi::alloc_flags::EXECUTABLE as ALLOC_EXECUTABLE;
+use super::ffi::pointer_type::{HSA as POINTER_TYPE_HSA, UNKNOWN as POINTER_TYPE_UNKNOWN};
+use super::ffi::pool_flags::{
+    COARSE_GRAINED, EXTENDED_SCOPE_FINE_GRAINED as EXTENDED_FINE_GRAINED, FINE_GRAINED,
+    KERNARG_INIT,
+};
+use crate::engine::backend::PointerInfo;
 
-/// `hsa_amd_pointer_type_t` HSA (runtime-allocated memory).
-const POINTER_TYPE_HSA: u32 = 1;
-/// Pool global flag KERNARG_INIT.
-const KERNARG_INIT: u32 = 1;
-/// Pool global flag FINE_GRAINED.
-const FINE_GRAINED: u32 = 2;
-/// Pool global flag COARSE_GRAINED.
-const COARSE_GRAINED: u32 = 4;
-/// Pool global flag EXTENDED_SCOPE_FINE_GRAINED.
-const EXTENDED_FINE_GRAINED: u32 = 8;
-/// Allocate flag EXECUTABLE.
-pub const ALLOC_EXECUTABLE: u32 = 4;
+/// What classification asks the runtime (`hsa_amd_pointer_info`, the agent's device type).
+pub trait PointerQuery {
+    /// Classifies `ptr`; `None` when the runtime does not know it.
+    fn pointer_info(&self, ptr: u64) -> Option<PointerInfo>;
+    /// Whether `agent` is a GPU.
+    fn agent_is_gpu(&self, agent: u64) -> bool;
+}
 
 /// Why an allocation is not tracked (or that it is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +45,7 @@ pub enum Class {
 
 /// Classifies an allocation of `flags` at `ptr`; `pool_flags` are the pool's (or region's)
 /// global flags when the wrapper knows them, used when pointer info does not report them.
-pub fn classify<B: Backend>(
+pub fn classify<B: PointerQuery>(
     backend: &B,
     ptr: u64,
     alloc_flags: u32,
@@ -62,7 +63,7 @@ pub fn classify<B: Backend>(
 /// The decision for one pointer-info answer (`owner_is_gpu`: the owner agent is a GPU).
 pub fn classify_info(info: &PointerInfo, pool_flags: Option<u32>, owner_is_gpu: bool) -> Class {
     if info.kind != POINTER_TYPE_HSA {
-        return if info.kind == 0 {
+        return if info.kind == POINTER_TYPE_UNKNOWN {
             Class::Unknown
         } else {
             Class::Host
@@ -94,6 +95,15 @@ pub fn classify_info(info: &PointerInfo, pool_flags: Option<u32>, owner_is_gpu: 
 mod tests {
     use super::*;
     use crate::engine::fake::FakeBackend;
+
+    impl PointerQuery for FakeBackend {
+        fn pointer_info(&self, ptr: u64) -> Option<PointerInfo> {
+            FakeBackend::pointer_info(self, ptr)
+        }
+        fn agent_is_gpu(&self, agent: u64) -> bool {
+            FakeBackend::agent_is_gpu(self, agent)
+        }
+    }
 
     #[test]
     fn only_coarse_grained_gpu_memory_is_tracked() {

@@ -1,0 +1,202 @@
+//! What a runtime binding (HSA, CUDA) keeps for the whole process on the engine's side: the
+//! replay configuration, the inventory of device allocations, each device's replay window,
+//! kernel names, correlation ids and the count of replayed dispatches; and the one replay
+//! sequence both bindings run once a device's window is closed ([`EngineState::replay_closed`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kreplay_common::stream::Record;
+
+use super::arena::SnapshotArena;
+use super::backend::Backend;
+use super::config::ReplayConfig;
+use super::gate::Gate;
+use super::inventory::Inventory;
+use super::replay::{Outcome, Request, decline, replay};
+
+/// The engine's process-wide state, one per runtime binding.
+pub struct EngineState {
+    /// Replay settings.
+    pub config: ReplayConfig,
+    /// Tracked device allocations.
+    pub inventory: Inventory,
+    /// Per-device (HSA: per-agent) replay windows.
+    gates: Mutex<HashMap<u64, Arc<Gate>>>,
+    /// Kernel names by the runtime's kernel handle.
+    names: Mutex<HashMap<u64, String>>,
+    /// Next correlation id.
+    correlation: AtomicU64,
+    /// Dispatches replayed so far.
+    replayed: AtomicU64,
+    /// The warning that graph launches are not replayed was given.
+    pub graph_warned: AtomicBool,
+}
+
+/// How a dispatch the engine was asked to replay ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// Replayed: the application's memory holds the first pass's result.
+    Replayed,
+    /// Declined before any pass: the caller runs the dispatch once, still inside the window
+    /// (the memory is as the application left it).
+    Declined,
+    /// A pass or restore failed and the snapshot was put back: the caller runs the dispatch
+    /// once, still inside the window, or returns the failed launch's own status.
+    Failed,
+}
+
+impl EngineState {
+    /// A fresh state for `config`.
+    pub fn new(config: ReplayConfig) -> Self {
+        Self {
+            config,
+            inventory: Inventory::new(),
+            gates: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
+            correlation: AtomicU64::new(1),
+            replayed: AtomicU64::new(0),
+            graph_warned: AtomicBool::new(false),
+        }
+    }
+
+    /// The replay window of `device`.
+    pub fn gate(&self, device: u64) -> Arc<Gate> {
+        self.gates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(device)
+            .or_default()
+            .clone()
+    }
+
+    /// A new correlation id (one per dispatch the tool records).
+    pub fn next_correlation(&self) -> u64 {
+        self.correlation.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether replay is on (more than one pass).
+    pub fn replaying(&self) -> bool {
+        self.config.passes > 1
+    }
+
+    /// Whether a dispatch of `kernel` is to be replayed: replay is on, `--kernel` selects it
+    /// and `--max-dispatches` is not reached.
+    pub fn wants(&self, kernel: &str) -> bool {
+        self.replaying() && self.config.selects(kernel) && self.under_limit()
+    }
+
+    /// Whether another dispatch may still be replayed (`--max-dispatches`).
+    pub fn under_limit(&self) -> bool {
+        self.config
+            .max_dispatches
+            .is_none_or(|m| self.replayed.load(Ordering::Relaxed) < m)
+    }
+
+    /// The name of the kernel with handle `handle`: cached, else `resolve`'s (cached when it
+    /// has one), else `kernel@HANDLE`.
+    pub fn kernel_name(&self, handle: u64, resolve: impl FnOnce() -> Option<String>) -> String {
+        if let Some(n) = self
+            .names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&handle)
+        {
+            return n.clone();
+        }
+        match resolve() {
+            Some(n) => {
+                self.names
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(handle, n.clone());
+                n
+            }
+            None => format!("kernel@{handle:#x}"),
+        }
+    }
+
+    /// Replays `dispatch` on `device`, whose window the caller has closed (nothing else runs
+    /// on it), recording every step in the tool's stream; `first_start` gets the first pass's
+    /// start. A dispatch not replayed is declined with its reason here; the caller then runs
+    /// it once ([`Ran`]) and opens the window.
+    pub fn replay_closed<B: Backend>(
+        &self,
+        backend: &B,
+        dispatch: &B::Dispatch,
+        device: u64,
+        correlation: u64,
+        arena: Option<&SnapshotArena>,
+        first_start: &mut u64,
+    ) -> Ran {
+        self.replayed.fetch_add(1, Ordering::Relaxed);
+        let rec = crate::record::global();
+        let mut emit = |r: Record| {
+            if let Record::ReplayPass(rp) = &r
+                && rp.pass == 0
+            {
+                *first_start = rp.start_ns;
+            }
+            rec.record(r);
+        };
+        let req = Request {
+            agent: device,
+            dispatch,
+            passes: self.config.passes,
+            check_determinism: self.config.check_determinism,
+            correlation,
+            policy: self.config.snapshot,
+            arena,
+        };
+        match replay(backend, &self.inventory, &req, &mut emit) {
+            Outcome::Replayed { .. } => Ran::Replayed,
+            Outcome::Declined(reason) => {
+                decline(correlation, reason);
+                Ran::Declined
+            }
+            Outcome::Failed(reason) => {
+                decline(correlation, format!("replay stopped: {reason}"));
+                Ran::Failed
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(max: Option<u64>) -> EngineState {
+        EngineState::new(ReplayConfig {
+            passes: 3,
+            max_dispatches: max,
+            ..ReplayConfig::default()
+        })
+    }
+
+    #[test]
+    fn names_are_resolved_once_and_unknown_ones_are_named_by_handle() {
+        let s = state(None);
+        let mut calls = 0;
+        let mut resolve = || {
+            calls += 1;
+            Some("gemm".to_string())
+        };
+        assert_eq!(s.kernel_name(0x40, &mut resolve), "gemm");
+        assert_eq!(s.kernel_name(0x40, &mut resolve), "gemm");
+        assert_eq!(calls, 1);
+        assert_eq!(s.kernel_name(0x80, || None), "kernel@0x80");
+    }
+
+    #[test]
+    fn the_dispatch_limit_counts_replays_and_correlations_increase() {
+        let s = state(Some(1));
+        assert!(s.wants("any"));
+        s.replayed.fetch_add(1, Ordering::Relaxed);
+        assert!(!s.wants("any"));
+        assert_eq!((s.next_correlation(), s.next_correlation()), (1, 2));
+        let g = s.gate(7);
+        assert!(Arc::ptr_eq(&g, &s.gate(7)));
+    }
+}
