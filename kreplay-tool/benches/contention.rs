@@ -4,7 +4,8 @@
 //!
 //! `cargo bench -p kreplay-tool --bench contention [-- --records N --threads 1,2,4 --runs R]`
 //! (`--only per-thread,log` times only the named columns, for profiling); the built binary also
-//! runs on its own. `KREPLAY_BENCH_OUT=file.json` saves the results.
+//! runs on its own. `KREPLAY_BENCH_OUT=file.json` saves the results. Current results:
+//! `docs/bench/contention.md` (dev VM) and `docs/gpu/h200-contention.md` (16 cores).
 
 mod support;
 
