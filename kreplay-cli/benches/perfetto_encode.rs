@@ -8,6 +8,9 @@
 //! `cargo bench -p kreplay-cli --bench perfetto_encode`; `KREPLAY_BENCH_EVENTS=1000000,10000000`
 //! picks the sizes, `KREPLAY_BENCH_CASES=writer,checked,prost,file` the cases, `KREPLAY_BENCH_OUT=FILE` also writes the table there, `KREPLAY_BENCH_DIR`
 //! is where the file cases write (default: the temp dir; the files are removed).
+//!
+//! Current results: `docs/bench/perfetto-encode.md` (`cargo xtask bench --only perfetto_encode
+//! --name perfetto-encode` rewrites it).
 
 use std::fs::File;
 use std::io::{self, Write};

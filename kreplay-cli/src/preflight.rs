@@ -87,7 +87,7 @@ pub fn check(paths: &HostPaths) -> Result<(), PreflightError> {
 
 /// Raises RLIMIT_MEMLOCK where allowed. Failure is expected on kernels that charge BPF memory
 /// to the memory cgroup (5.11+) inside containers without CAP_SYS_RESOURCE, so it is logged
-/// and ignored (FACTS.md §1).
+/// and ignored (docs/platform.md, "Kernel").
 pub fn raise_memlock() {
     let unlimited = libc::rlimit {
         rlim_cur: libc::RLIM_INFINITY,

@@ -4,7 +4,8 @@
 //!
 //! `cargo bench -p kreplay-tool --bench contention [-- --records N --threads 1,2,4 --runs R]`
 //! (`--only per-thread,log` times only the named columns, for profiling); the built binary also
-//! runs on its own. `KREPLAY_BENCH_OUT=file.json` saves the results.
+//! runs on its own. `KREPLAY_BENCH_OUT=file.json` saves the results. Current results:
+//! `docs/bench/contention.md` (dev VM) and `docs/gpu/h200-contention.md` (16 cores).
 
 mod support;
 
@@ -200,10 +201,9 @@ const COLUMNS: [&str; 4] = ["mutex", "per-thread", "floor", "log"];
 /// Times every column (or only those in the comma-separated `only`) at `threads` threads,
 /// `runs` rounds; each round times each column once, so that a change in the machine's load
 /// shows in all columns alike rather than in one. Every pass runs in a fresh process (this
-/// binary with `--pass`): in one process a pass was slowed or sped up by what the pass before
-/// it left in the caches and the allocator (on the dev VM the block log alone ran at 10 ns
-/// after the floor column and at 17 ns, the per-thread recorder's figure, after the
-/// per-thread column). Round `r` starts at column `r % 4` all the same. Returns each
+/// binary with `--pass`): in one process a pass is slowed or sped up by what the pass before
+/// it left in the caches and the allocator (docs/bench/contention.md, "How the benchmark
+/// measures"). Round `r` starts at column `r % 4` all the same. Returns each
 /// column's median pass.
 fn time_columns(
     threads: usize,

@@ -1,11 +1,12 @@
 //! Replay engine benchmark: fixed cost per replayed dispatch beyond the copies, snapshot and
 //! restore throughput against a plain memcpy of the same bytes, and host memory held, on a
 //! backend whose "device" is host memory (so the copies are memcpy and the ratios measure the
-//! engine's own overhead). Markdown on stdout, and to `$KREPLAY_BENCH_OUT` if set.
+//! engine's own overhead). Markdown on stdout, and to `$KREPLAY_BENCH_OUT` if set. Current
+//! results: `docs/bench/restore.md`, `replay` section.
 //!
-//! Snapshots are measured twice: into fresh buffers (the first replay of a footprint, and
-//! every replay before the snapshot arena) and into the buffers the arena kept from the
-//! previous replay (every later replay of the same footprint).
+//! Snapshots are measured twice: into fresh buffers (the first replay of a footprint) and into
+//! the buffers the arena kept from the previous replay (every later replay of the same
+//! footprint).
 
 mod membackend;
 

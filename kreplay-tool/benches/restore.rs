@@ -1,7 +1,9 @@
-//! Restore-only-what-changed benchmark (issue 9) on the host-memory backend: restore time
+//! Restore-only-what-changed benchmark on the host-memory backend: restore time
 //! against the dirty fraction and the footprint, side by side with a restore of every byte
 //! and a plain memcpy of the same bytes, all in one run; then the chunk size at a fixed set
 //! of scattered one-byte writes. Markdown on stdout, and to `$KREPLAY_BENCH_OUT` if set.
+//! Current results: `docs/bench/restore.md` (`cargo xtask bench --only replay --only restore
+//! --name restore` rewrites it).
 //!
 //! On this backend the dirty check must read every byte (device-to-host into the scratch)
 //! and hash it, so a restore costs at least one read of the footprint: the 1/10-of-a-full-
@@ -35,7 +37,7 @@ fn ms(s: f64) -> String {
 }
 
 fn main() {
-    let mut md = String::from("# Restore only what changed (issue 9)\n\n");
+    let mut md = String::from("# Restore only what changed\n\n");
     // Checking every restore (the adaptive switch would turn it off where it does not pay).
     let hashed = SnapshotPolicy {
         adaptive: false,

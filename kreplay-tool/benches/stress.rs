@@ -3,7 +3,8 @@
 //! flag-transition scenarios. Exits non-zero on any mismatch.
 //!
 //! `cargo bench -p kreplay-tool --bench stress [-- --threads T --rows N --rounds R]`;
-//! `KREPLAY_BENCH_OUT=file.json` saves the results.
+//! `KREPLAY_BENCH_OUT=file.json` saves the results. Current results: `docs/bench/stress.md`
+//! (`cargo xtask bench --only stress --name stress` rewrites it).
 
 mod support;
 

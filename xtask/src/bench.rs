@@ -170,7 +170,7 @@ fn program_time(stderr: &str) -> Option<(f64, f64)> {
     Some((ns.next()?, ns.next()?))
 }
 
-/// The probe-overhead comparison of issue 4: an idle `hipStreamSynchronize` loop unprobed,
+/// The probe-overhead comparison: an idle `hipStreamSynchronize` loop unprobed,
 /// under empty probes, and under `kreplay trace` (and a baseline binary's, if given),
 /// interleaved; then where the time goes (BPF statistics) and sustained events/s.
 fn probe_overhead(out: &mut String) -> Result<()> {
@@ -217,7 +217,7 @@ fn probe_overhead(out: &mut String) -> Result<()> {
     let (b, bc, _) = medians(&bare);
     let _ = writeln!(
         out,
-        "## Probe overhead (issue 4)\n\nA loop of {calls} idle `hipStreamSynchronize(NULL)` calls on the simulated \
+        "## Probe overhead\n\nA loop of {calls} idle `hipStreamSynchronize(NULL)` calls on the simulated \
          runtime, one thread, {PROBE_ROUNDS} rounds interleaved, medians. *bare*: an empty uprobe + uretprobe on the same \
          function (`kreplay probe --bare`); *trace*: `kreplay trace` with every HIP/HSA probe and the full \
          pipeline (ring buffer → per-thread streams → Perfetto). *wall*: the loop's elapsed time per call (the \

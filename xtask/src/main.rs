@@ -35,9 +35,11 @@ enum Cmd {
     Demo,
     /// Set up, build, then fmt check, clippy and every test (what CI runs).
     Test,
-    /// Run every benchmark and write docs/bench/NAME.md (run as root).
+    /// Run every benchmark (or those named by --only) and write docs/bench/NAME.md (run as
+    /// root). The committed results are one file per benchmark, each rewritten by its own
+    /// command, e.g. `--only probe --name probe-cost`, `--only contention --name contention`.
     Bench {
-        /// Name of the results file (e.g. the machine: dev-vm, h200).
+        /// Name of the results file, docs/bench/NAME.md.
         #[arg(long, default_value = "dev-vm")]
         name: String,
         /// Run only these sections (repeatable): probe, replay-phases (only when named), or a
@@ -62,7 +64,8 @@ enum Cmd {
         inside: bool,
     },
     /// Build the binaries the GPU machine runs into .gpu-carry/ and, where an NVIDIA GPU is
-    /// present, run tests/gpu/run.sh and tests/gpu/replay.sh.
+    /// present, run the scripts of tests/gpu/ (run.sh, replay.sh, restore_matrix.sh,
+    /// probe_overhead.sh, replay_cost.sh, replay_vs_ncu.sh); their results are in docs/gpu/.
     GpuTest {
         /// Only build and copy into .gpu-carry/.
         #[arg(long)]

@@ -20,7 +20,8 @@ use anyhow::{Context, Result, bail};
 use crate::bench::{field, median};
 use crate::run::say;
 
-/// Pairs per run and calls per arm of a pair (about 2 × 1.1 ms under a probe on the dev VM).
+/// Pairs per run and calls per arm of a pair: a pair takes a few ms under a probe, short enough
+/// that both arms see the same machine state (docs/bench/probe-cost.md).
 const PAIRS: u32 = 200;
 const CHUNK: u32 = 1000;
 /// Runs with `kreplay trace` on arm A.

@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::run::{check, cmd, output, root, say};
 
-/// bpf-linker's version that works with this toolchain's LLVM (FACTS.md §1).
+/// bpf-linker's version that works with this toolchain's LLVM (docs/platform.md, "Toolchain").
 const BPF_LINKER_VERSION: &str = "0.10.4";
 
 /// cargo-fuzz's version (the fuzz targets in `fuzz/` are built and run with it).

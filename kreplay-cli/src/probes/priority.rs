@@ -1,9 +1,9 @@
 //! The reader's scheduling priority. A traced application whose threads keep every core busy
-//! leaves the thread that drains the ring buffer a fair share of one thread among many: on the
-//! 2-core dev VM, 32 busy threads calling a probed function overflowed the default 16 MiB ring
-//! (139k of 400k records lost), though the reader needs about 180 ns of CPU per record. With
-//! root (CAP_SYS_NICE) the draining thread asks for a higher priority, [`READER_NICE`]: only
-//! that thread (Linux keeps a nice value per thread), never the traced processes.
+//! leaves the thread that drains the ring buffer a fair share of one thread among many: 32 busy
+//! threads calling a probed function on 2 cores overflow the default ring, though the reader
+//! needs only 120–200 ns of CPU per record (`docs/trace.md`, "How records reach kreplay").
+//! With root (CAP_SYS_NICE) the draining thread asks for a higher priority, [`READER_NICE`]:
+//! only that thread (Linux keeps a nice value per thread), never the traced processes.
 
 /// The nice value the draining thread asks for (a weight about nine times the default's).
 pub const READER_NICE: i32 = -10;

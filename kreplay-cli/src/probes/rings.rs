@@ -1,7 +1,7 @@
 //! How the call records' ring buffers are laid out: one per online CPU, up to
 //! [`RING_SHARDS`], so that threads probed on different CPUs never contend for one ring's lock or
-//! write the same cache lines (with one shared ring, 8–16 threads on as many CPUs paid twice the
-//! cost of an empty probe pair per call; `docs/gpu/2026-11-30-h200-probe-overhead.md`).
+//! write the same cache lines (with one shared ring, 8–16 threads on as many CPUs pay twice the
+//! cost of an empty probe pair per call; `docs/gpu/h200-probe-overhead.md`).
 //!
 //! The size a user gives (`--ringbuf-bytes`) is each ring's: what one busy thread can have in
 //! flight before the reader drains it. At most [`RING_SHARDS`] rings of it are allocated.

@@ -2,7 +2,8 @@
 //! `.nv.global` (uninitialized `__device__`), `.nv.global.init` (initialized `__device__`) and
 //! `.nv.constantN` (`__constant__`, which kernels cannot write). CUDA has no API that lists a
 //! module's globals, so their names come from here and their addresses from
-//! `cuModuleGetGlobal_v2`/`cuLibraryGetGlobal` (FACTS.md §4). Every read is bounds-checked.
+//! `cuModuleGetGlobal_v2`/`cuLibraryGetGlobal` (docs/runtime-abi.md, "CUDA"). Every read is
+//! bounds-checked.
 
 /// One module-scope variable named by the image.
 #[derive(Clone, Debug, PartialEq, Eq)]

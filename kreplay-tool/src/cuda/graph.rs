@@ -1,8 +1,8 @@
 //! kreplay's own launches captured once into a CUDA graph and replayed with one
 //! `cuGraphLaunch`: the one-pass restore and the kernel that publishes its counters go to the
-//! device together. On an H200 at 64 MiB the pair as a graph took 26 µs against 29 µs launched
-//! one after the other, the second launch's host time being most of the difference
-//! (`tests/gpu/restore_bench.cu`, `graph_ms` against `mapped_ms`). Captured on a stream of
+//! device together: launched one after the other, the second launch's host time costs about
+//! what publishing the counters saves (`tests/gpu/restore_bench.cu`, `graph_ms` against
+//! `mapped_ms`; docs/gpu/h200-restore.md). Captured on a stream of
 //! kreplay's own in relaxed mode, so the application's other threads may call CUDA meanwhile.
 
 use super::backend::{CudaBackend, check};

@@ -1,7 +1,7 @@
 //! How kreplay sees the application's CUDA driver calls.
 //!
 //! The choice: kreplay-tool is preloaded (`LD_PRELOAD`, set by `kreplay replay`) and interposes
-//! at three points, because none alone sees every call (FACTS.md §4):
+//! at three points, because none alone sees every call (docs/runtime-abi.md, "CUDA"):
 //! - the driver-API symbols themselves (`cuLaunchKernel`, `cuMemAlloc_v2`, ...), for programs
 //!   linked against libcuda;
 //! - `dlsym`, because the CUDA runtime (static or shared) dlopens libcuda and looks up

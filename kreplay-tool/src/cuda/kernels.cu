@@ -300,11 +300,11 @@ extern "C" __global__ void KREPLAY_TABLE_BOUNDS kreplay_restore_regions(const un
 // kreplay_restore_regions on the same stream: copies the `n` counters into `host_out` (mapped,
 // pinned host memory of n + 1 words), then adds one to the sequence number in counts[n] and
 // writes it after them. The host watches that word instead of copying the counters back after
-// the kernel, a copy that took about 7.7 us on an H200, a quarter of the whole restore at
-// 64 MiB. The sequence number lives on the device so that the pair of kernels can be replayed
-// as one captured graph without new parameters. (The last block of the restore kernel itself
-// could publish, but the ticket every block then takes before it retires cost 31 us over 65536
-// blocks at 1 GiB.) One block.
+// the kernel: that copy is a quarter of a small restore (docs/gpu/h200-restore.md). The
+// sequence number lives on the device so that the pair of kernels can be replayed as one
+// captured graph without new parameters. (The last block of the restore kernel itself could
+// publish, but the ticket every block then takes before it retires costs more than the copy
+// saves on large footprints, where the blocks number tens of thousands.) One block.
 extern "C" __global__ void kreplay_publish_counts(unsigned long long *counts, unsigned long long n,
                                                   volatile unsigned long long *host_out) {
   if (host_out == 0) return;

@@ -2,7 +2,7 @@
 //!
 //! A replay's snapshot copies stay allocated between replays (`engine::arena`), so the next
 //! replay of the same footprint neither allocates nor frees device memory in its window (for a
-//! 1 GiB footprint on an H200 the allocation and the free took about a millisecond together).
+//! large footprint the allocation and the free are a sizeable part of a replay).
 //! The application must not feel that memory: every allocation entry kreplay wraps
 //! (`cuMemAlloc`, `cuMemAllocPitch`, `cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,
 //! `cuMemAllocManaged`, `cuMemCreate`) that fails with `CUDA_ERROR_OUT_OF_MEMORY` while

@@ -1,10 +1,10 @@
 //! Snapshot buffers kept between replays, so the next snapshot of the same footprint reuses
 //! them instead of allocating fresh memory.
 //!
-//! Why: fresh host memory is faulted in and zeroed by the kernel on its first write; on the
-//! 2-core dev VM a snapshot into fresh buffers ran at 52–58% of a memcpy into memory already
-//! touched, and into kept buffers at 97–113% (docs/bench/restore-dev-vm.md, `replay`);
-//! pinned allocations add the runtime's page registration on top. Kernels are usually
+//! Why: fresh host memory is faulted in and zeroed by the kernel on its first write, so a
+//! snapshot into fresh buffers runs at about half the speed of a memcpy into memory already
+//! touched, and into kept buffers at about memcpy's (docs/bench/restore.md, `replay`); pinned
+//! allocations add the runtime's page registration on top. Kernels are usually
 //! replayed many times over the same allocations.
 //!
 //! Policy: a snapshot takes the arena's buffers only when they cover every region exactly

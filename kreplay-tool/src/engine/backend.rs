@@ -128,8 +128,8 @@ pub trait Backend {
     }
     /// Device memory for one copy of each of `lens` (a snapshot's regions), each freed with
     /// [`Backend::device_free`]; all or nothing. A backend may carve them from one allocation
-    /// (on CUDA one `cuMemAlloc` costs about 10 µs, and a snapshot may have hundreds of small
-    /// regions). The default allocates each alone.
+    /// (on CUDA each `cuMemAlloc` is a driver call of its own, and a snapshot may have hundreds
+    /// of small regions). The default allocates each alone.
     fn device_alloc_each(&self, lens: &[usize]) -> Option<Vec<u64>> {
         let mut out = Vec::with_capacity(lens.len());
         for &len in lens {

@@ -29,7 +29,7 @@ pub const ENV_SNAPSHOT_PLACEMENT: &str = "KREPLAY_SNAPSHOT_PLACEMENT";
 /// all, but it reads the footprint twice — as much traffic as copying all of it back).
 pub const ENV_DEVICE_CHECK: &str = "KREPLAY_DEVICE_CHECK";
 
-/// Default chunk size: 16 KiB, from the `restore` bench (docs/bench/restore-dev-vm.md): the
+/// Default chunk size: 16 KiB, from the `restore` bench (docs/bench/restore.md): the
 /// check costs the same from 4 KiB to 1 MiB chunks (it reads every byte either way), while
 /// scattered writes restore bytes in proportion to the chunk (4x at 64 KiB, 16x at 256 KiB);
 /// 16 KiB restores 4x 4 KiB's bytes with a quarter of its hash metadata (16 bytes per chunk:

@@ -3,8 +3,9 @@
 //! pass 0's are kept, and each later pass's are compared with them on the device
 //! ([`Backend::compare_chunks_on_device`]), in groups of [`GROUP`] hashes: only a flag per
 //! group comes back, and the hashes of the first differing group when there is one. Hashing
-//! region by region and reading every hash back cost one launch, one wait and one copy per
-//! region and pass (about 20 µs each on an H200, 11 ms a pass at 557 regions).
+//! region by region and reading every hash back would cost one launch, one wait and one copy
+//! per region and pass: milliseconds per pass for the hundreds of regions a PyTorch process
+//! has (docs/gpu/h200-replay-cost.md).
 
 use super::arena::SnapshotArena;
 use super::backend::{Backend, BackendError};

@@ -160,8 +160,9 @@ pub(super) fn hash_regions<B: Backend>(
 }
 
 /// Per-4-KiB hashes of every region of `snap` taken on the device (the backend's 128-bit
-/// chunk hash folded to 64 bits), so a pass's output is not read to the host: on an H200 that
-/// read cost about 40 ms per GiB per pass against well under a millisecond here. `Ok(None)`:
+/// chunk hash folded to 64 bits), so a pass's output is not read to the host: that read costs
+/// about 40 ms per GiB per pass over PCIe, hashing in place well under a millisecond
+/// (docs/gpu/h200-restore.md). `Ok(None)`:
 /// the backend cannot hash on the device (the caller reads to the host), decided by the first
 /// region, so every pass of a replay is hashed the same way.
 fn device_block_hashes<B: Backend>(

@@ -1,7 +1,7 @@
 //! The first restore of an adaptive snapshot checked on the device samples before it checks.
 //! A device-hash check reads every byte before it writes any, so where a kernel rewrote most
-//! of its footprint the first restore costs the check plus a full copy (1.47x a full restore on
-//! an H200 at 1–8 GiB), and only then does the adaptive rule switch to full restores. About
+//! of its footprint the first restore costs the check plus a full copy (1.47x a full restore:
+//! docs/gpu/h200-restore.md), and only then does the adaptive rule switch to full restores. About
 //! [`SAMPLES`] chunks, one at a pseudo-random place in each stretch of the snapshot's chunks
 //! (so that a kernel writing with a regular stride cannot alias with the sample), are restored
 //! first in one backend call (hash, compare and copy on the device, as the one-pass restore
@@ -18,12 +18,13 @@ use super::snapshot::Snapshot;
 use kreplay_common::stream::monotonic_ns as now_ns;
 
 /// Chunks a snapshot must have before its first restore samples: 1 GiB at the default 16 KiB
-/// chunk. The sample costs about 50 µs on the H200 (a launch and a wait); at 256 MiB that
-/// was 13% of the mean restore with nothing written, while there the first restore's extra
-/// read costs only about 2% of five restores.
+/// chunk. The sample costs a launch and a wait (about 50 µs on an H200), which at 256 MiB was
+/// 13% of the mean restore with nothing written, while there the first restore's extra read
+/// costs only about 2% of five restores (docs/gpu/h200-restore.md).
 pub const SAMPLE_MIN_CHUNKS: usize = 64 * 1024;
 /// Chunks sampled, about (a fixed number: the decision needs the fraction, not every chunk; a
-/// sample of one chunk in 64 added 170 µs to the mean restore at 8 GiB on the H200).
+/// sample that grew with the snapshot, one chunk in 64, cost 870 µs on the first restore at
+/// 8 GiB: docs/gpu/h200-restore.md).
 pub const SAMPLES: usize = 256;
 
 /// Whether the first restore of `snap` samples: restores that keep no pass hashes, adaptive,

@@ -63,8 +63,8 @@ pub(super) fn install_fork_guard() {
 /// The process id once read (0: not read yet, or forgotten in a forked child).
 static PID: AtomicU32 = AtomicU32::new(0);
 
-/// The calling process's id, cached: `getpid` is a real system call (150–200 ns on the dev
-/// VM, several times the whole cost of recording a row), and rows carry the pid.
+/// The calling process's id, cached: `getpid` is a real system call, several times the whole
+/// cost of recording a row (docs/bench/contention.md), and rows carry the pid.
 #[inline]
 pub fn current_pid() -> u32 {
     match PID.load(Ordering::Relaxed) {

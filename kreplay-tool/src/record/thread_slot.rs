@@ -2,8 +2,8 @@
 //! it last used and the cached thread id), kept in initial-exec TLS on x86-64 Linux.
 //!
 //! A `thread_local!` in a shared library uses the general-dynamic TLS model: every access
-//! calls `__tls_get_addr` (about 2.4 ns on the dev VM, measured against initial-exec in a
-//! C microbenchmark), while the same code linked into an executable, as the benchmarks are,
+//! calls `__tls_get_addr` (several times an initial-exec access: docs/bench/contention.md),
+//! while the same code linked into an executable, as the benchmarks are,
 //! reads the thread pointer directly. So a benchmark would time a cheaper path than
 //! `libkreplay_tool.so` runs. Here the slot is a hidden `.tbss` symbol reached through its
 //! GOT entry (`@GOTTPOFF`) plus `%fs:0`: two loads in the library, and in an executable the
