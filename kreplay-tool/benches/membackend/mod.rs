@@ -81,3 +81,7 @@ pub fn best_of<F: FnMut()>(n: usize, mut f: F) -> f64 {
         })
         .fold(f64::INFINITY, f64::min)
 }
+
+impl kreplay_tool::engine::backend::DeviceChunks for MemBackend {}
+
+impl kreplay_tool::engine::backend::OnePassRestore for MemBackend {}

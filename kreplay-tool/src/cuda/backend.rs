@@ -10,9 +10,7 @@ use std::ffi::CString;
 use super::ffi::*;
 use super::launch::Launch;
 use super::state::{CudaTool, ModuleKind};
-use crate::engine::backend::{
-    Backend, BackendError, DeviceRestore, HostBuf, ModuleVar, PointerInfo, Written,
-};
+use crate::engine::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
 
 /// Variables larger than this are skipped with a warning (as on HSA).
 const MAX_VARIABLE: usize = 1 << 30;
@@ -308,91 +306,5 @@ impl Backend for CudaBackend<'_> {
             .map(|&(dst, src, len)| (dst, src as u64, len))
             .collect();
         self.copy_runs_on_device(&ranges)
-    }
-
-    fn hash_chunks_on_device(
-        &self,
-        addr: u64,
-        len: usize,
-        chunk: usize,
-        out: &mut [[u64; 2]],
-    ) -> Result<bool, BackendError> {
-        self.hash_on_device(addr, len, chunk, out)
-    }
-
-    fn hash_chunks_into_device(
-        &self,
-        addr: u64,
-        len: usize,
-        chunk: usize,
-        dst: u64,
-    ) -> Result<bool, BackendError> {
-        self.hash_into_device(addr, len, chunk, dst)
-    }
-
-    fn copy_and_hash_regions_on_device(
-        &self,
-        regions: &[(u64, u64, usize, u64)],
-        chunk: usize,
-    ) -> Result<bool, BackendError> {
-        Ok(self.copy_hash_regions_into(regions, chunk)? == Some(true))
-    }
-
-    fn hash_regions_into_device(
-        &self,
-        regions: &[(u64, usize, u64)],
-        chunk: usize,
-    ) -> Result<bool, BackendError> {
-        match self.hash_regions_into(regions, chunk)? {
-            Some(done) => Ok(done),
-            // The PTX predates the batched kernel: one launch per region.
-            None => {
-                for &(addr, len, dst) in regions {
-                    if !self.hash_into_device(addr, len, chunk, dst)? {
-                        return Ok(false);
-                    }
-                }
-                Ok(true)
-            }
-        }
-    }
-
-    fn changed_chunks_on_device(
-        &self,
-        addr: u64,
-        len: usize,
-        chunk: usize,
-        expected: u64,
-        dirty_out: &mut [bool],
-    ) -> Result<bool, BackendError> {
-        self.changed_on_device(addr, len, chunk, expected, dirty_out)
-    }
-
-    fn prepare_restore_on_device(&self, jobs: &[DeviceRestore], chunk: usize) {
-        self.prepare_restore(jobs, chunk);
-    }
-
-    fn can_restore_on_device(&self) -> bool {
-        self.kernels().is_some_and(|k| k.restore.is_some())
-    }
-
-    fn restore_changed_on_device(
-        &self,
-        jobs: &[DeviceRestore],
-        chunk: usize,
-        written: &mut [Written],
-    ) -> Result<bool, BackendError> {
-        self.restore_changed(jobs, chunk, written)
-    }
-
-    fn compare_chunks_on_device(
-        &self,
-        a: u64,
-        b: u64,
-        len: usize,
-        chunk: usize,
-        dirty_out: &mut [bool],
-    ) -> Result<bool, BackendError> {
-        self.compare_on_device(a, b, len, chunk, dirty_out)
     }
 }

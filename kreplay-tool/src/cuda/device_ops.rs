@@ -6,8 +6,8 @@
 //! The hash: two NH lanes over the chunk's 32-bit words, keyed from the word's position and a
 //! random per-process seed (see `kernels.cu` and docs/replay-restore.md for the collision
 //! bound, about 2^-64 per changed chunk). Snapshot hashes stay in device memory and a check
-//! compares them there ([`CudaBackend::changed_on_device`]): one flag per chunk comes back. A
-//! device-resident snapshot is restored in one pass (`one_pass`). The kernels' output and the
+//! compares them there (`chunks.rs`, `changed_chunks_on_device`): one flag per chunk comes back.
+//! A device-resident snapshot is restored in one pass (`one_pass`). The kernels' output and the
 //! restore's run table live in buffers kept per context (`kernel_buffers`).
 
 use core::ffi::c_void;
@@ -56,7 +56,7 @@ pub(super) fn hash_seed() -> u64 {
 }
 
 /// Sets each `dirty[i]` from the kernels' one-byte flag `flags[i]` (non-zero: changed).
-fn set_flags(dirty: &mut [bool], flags: &[u8]) {
+pub(super) fn set_flags(dirty: &mut [bool], flags: &[u8]) {
     for (d, f) in dirty.iter_mut().zip(flags) {
         *d = *f != 0;
     }
@@ -65,8 +65,11 @@ fn set_flags(dirty: &mut [bool], flags: &[u8]) {
 /// The loaded kernels of one context.
 #[derive(Clone, Copy)]
 pub struct Kernels {
-    compare: usize,
-    hash: usize,
+    /// The per-chunk exact comparison.
+    pub compare: usize,
+    /// The per-chunk hash of one region.
+    pub hash: usize,
+    /// The run copy.
     copy_runs: usize,
     /// The hash of many regions in one launch (`None`: the PTX predates it; one launch per
     /// region).
@@ -271,7 +274,7 @@ impl CudaBackend<'_> {
     /// Launches one of kreplay's kernels over `blocks` blocks (at most [`MAX_BLOCKS`]; the
     /// kernels stride over the rest) with `params` (every parameter is a 64-bit value), and
     /// waits for it.
-    fn launch(
+    pub(super) fn launch(
         &self,
         kernel: usize,
         call: &'static str,
@@ -331,7 +334,7 @@ impl CudaBackend<'_> {
     /// Runs a per-chunk kernel whose parameters are `inputs` followed by its output buffer
     /// (the context's scratch, grown to at least `reserve` bytes), and reads `out.len()` bytes
     /// of output into `out`.
-    fn run_chunk_kernel(
+    pub(super) fn run_chunk_kernel(
         &self,
         kernel: usize,
         call: &'static str,
@@ -360,7 +363,7 @@ impl CudaBackend<'_> {
     /// The kernels and chunk count of a per-chunk operation over `len` bytes, or what the
     /// operation returns without launching anything: `false` when the kernels are unavailable,
     /// `true` when there is nothing to do (a zero-length call only reports support).
-    fn chunk_job(&self, len: usize, chunk: usize) -> Result<(Kernels, usize), bool> {
+    pub(super) fn chunk_job(&self, len: usize, chunk: usize) -> Result<(Kernels, usize), bool> {
         let k = self.kernels().ok_or(false)?;
         if len == 0 || chunk == 0 {
             return Err(true);
@@ -368,94 +371,10 @@ impl CudaBackend<'_> {
         Ok((k, len.div_ceil(chunk)))
     }
 
-    /// Per-chunk exact comparison of `a` and `b`; `Ok(false)` when the kernels are unavailable.
-    pub fn compare_on_device(
-        &self,
-        a: u64,
-        b: u64,
-        len: usize,
-        chunk: usize,
-        dirty: &mut [bool],
-    ) -> Result<bool, BackendError> {
-        let (k, chunks) = match self.chunk_job(len, chunk) {
-            Ok(job) => job,
-            Err(done) => return Ok(done),
-        };
-        let mut flags = vec![0u8; chunks];
-        self.run_chunk_kernel(
-            k.compare,
-            "cuLaunchKernel(kreplay_compare_chunks)",
-            &[a, b, len as u64, chunk as u64],
-            chunks,
-            &mut flags,
-            0,
-        )?;
-        set_flags(dirty, &flags);
-        Ok(true)
-    }
-
-    /// Per-chunk 128-bit hashes of `[addr, addr + len)`; `Ok(false)` when unavailable.
-    pub fn hash_on_device(
-        &self,
-        addr: u64,
-        len: usize,
-        chunk: usize,
-        out: &mut [[u64; 2]],
-    ) -> Result<bool, BackendError> {
-        let (k, chunks) = match self.chunk_job(len, chunk) {
-            Ok(job) => job,
-            Err(done) => return Ok(done),
-        };
-        if out.len() < chunks {
-            // The kernel writes a hash for every chunk of `len`.
-            return Err(BackendError::Unsupported(
-                "hash output shorter than the chunk count",
-            ));
-        }
-        // Room for `out.len()` chunks in `changed_on_device` too (16 bytes of hash and a flag
-        // each), so a short first call readies the scratch for both.
-        let reserve = out.len() * 17;
-        // SAFETY: the first `chunks` entries of `out` are 16 * chunks initialized bytes, and
-        // every byte pattern is a valid u64 (the device, like the host, is little-endian).
-        let bytes =
-            unsafe { core::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), chunks * 16) };
-        self.run_chunk_kernel(
-            k.hash,
-            "cuLaunchKernel(kreplay_hash_chunks)",
-            &[addr, len as u64, chunk as u64, hash_seed()],
-            chunks,
-            bytes,
-            reserve,
-        )?;
-        Ok(true)
-    }
-
-    /// Per-chunk hashes of `[addr, addr + len)` into device memory at `dst` (16 bytes per
-    /// chunk); `Ok(false)` when the kernels are unavailable.
-    pub fn hash_into_device(
-        &self,
-        addr: u64,
-        len: usize,
-        chunk: usize,
-        dst: u64,
-    ) -> Result<bool, BackendError> {
-        let (k, chunks) = match self.chunk_job(len, chunk) {
-            Ok(job) => job,
-            Err(done) => return Ok(done),
-        };
-        self.launch(
-            k.hash,
-            "cuLaunchKernel(kreplay_hash_chunks)",
-            chunks as u64,
-            &mut [addr, len as u64, chunk as u64, hash_seed(), dst],
-        )?;
-        Ok(true)
-    }
-
-    /// [`Self::hash_into_device`] for every `(addr, len, dst)` of `regions` in one launch of
+    /// [`DeviceChunks::hash_chunks_into_device`] for every `(addr, len, dst)` of `regions` in one launch of
     /// `kreplay_hash_regions` and one wait. `Ok(None)`: the PTX has no such kernel (the caller
     /// hashes region by region); `Ok(Some(false))`: the kernels are unavailable.
-    pub fn hash_regions_into(
+    pub(super) fn hash_regions_into(
         &self,
         regions: &[(u64, usize, u64)],
         chunk: usize,
@@ -468,7 +387,7 @@ impl CudaBackend<'_> {
     /// [`Self::hash_regions_into`] for every `(addr, copy, len, dst)`, copying each region to
     /// `copy` (0: not copied) from the same loads that hash it: a snapshot taken and hashed
     /// in one read of the footprint. The return values are [`Self::hash_regions_into`]'s.
-    pub fn copy_hash_regions_into(
+    pub(super) fn copy_hash_regions_into(
         &self,
         regions: &[(u64, u64, usize, u64)],
         chunk: usize,
@@ -507,50 +426,6 @@ impl CudaBackend<'_> {
             ],
         )?;
         Ok(Some(true))
-    }
-
-    /// Sets `dirty[i]` to whether chunk `i` of `[addr, addr + len)` hashes differently from
-    /// the hashes at `expected` (from [`Self::hash_into_device`]): the hash kernel writes the
-    /// current hashes to the scratch, the comparison kernel compares them 16 bytes per chunk
-    /// with `expected`, and only the flags come back. `Ok(false)` when the kernels are
-    /// unavailable.
-    pub fn changed_on_device(
-        &self,
-        addr: u64,
-        len: usize,
-        chunk: usize,
-        expected: u64,
-        dirty: &mut [bool],
-    ) -> Result<bool, BackendError> {
-        let (k, chunks) = match self.chunk_job(len, chunk) {
-            Ok(job) => job,
-            Err(done) => return Ok(done),
-        };
-        if dirty.len() < chunks {
-            return Err(BackendError::Unsupported(
-                "dirty flags shorter than the chunk count",
-            ));
-        }
-        let (mut all, ctx) = self.scratch()?;
-        let s = &mut all.entry(ctx).or_default().out;
-        self.reserve(s, chunks * 17)?;
-        let (now, flags) = (s.dev, s.dev + chunks as u64 * 16);
-        self.launch_no_wait(
-            k.hash,
-            "cuLaunchKernel(kreplay_hash_chunks)",
-            chunks as u64,
-            &mut [addr, len as u64, chunk as u64, hash_seed(), now],
-        )?;
-        self.launch(
-            k.compare,
-            "cuLaunchKernel(kreplay_compare_chunks)",
-            chunks as u64,
-            &mut [now, expected, chunks as u64 * 16, 16, flags],
-        )?;
-        let mut bytes = vec![0u8; chunks];
-        self.read_back(s, flags, &mut bytes)?;
-        set_flags(dirty, &bytes);
-        Ok(true)
     }
 
     /// Copies every `(dst, src, len)` device range with one kernel launch (runs split into

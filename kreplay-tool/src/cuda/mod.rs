@@ -1,10 +1,12 @@
 //! kreplay-tool on the CUDA driver: the interposition that sees the application's driver calls
 //! ([`interpose`]), what each wrapped call does ([`hooks`], [`launch`]), the real driver loaded at
 //! run time ([`driver`]), module-variable names read from images ([`image`], [`elf`]), and the
-//! engine's backend ([`backend`]). The engine (tracker, snapshot/restore, replay loop) is the
-//! same one HSA uses.
+//! engine's backend ([`backend`], with its device-side abilities in [`chunks`] and
+//! [`one_pass`] over the kernels [`device_ops`] loads and launches). The engine (tracker,
+//! snapshot/restore, replay loop) is the same one HSA uses.
 
 pub mod backend;
+pub mod chunks;
 pub mod device_ops;
 pub mod driver;
 pub mod elf;

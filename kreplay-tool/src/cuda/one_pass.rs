@@ -14,7 +14,7 @@ use super::backend::{CudaBackend, check};
 use super::device_ops::{PUBLISH_CALL, RESTORE_CALL, hash_seed};
 use super::ffi::{ERROR_NOT_READY, SUCCESS};
 use super::kernel_buffers::OnePassBuffers;
-use crate::engine::backend::{BackendError, DeviceRestore, Written};
+use crate::engine::backend::{BackendError, DeviceRestore, OnePassRestore, Written};
 
 /// Words per region in the kernel's table.
 const JOB_WORDS: usize = 7;
@@ -22,12 +22,9 @@ const JOB_WORDS: usize = 7;
 /// from the reference.
 const COUNTERS: usize = 3;
 
-impl CudaBackend<'_> {
-    /// [`Backend::restore_changed_on_device`]: every job restored by one kernel launch, then
-    /// one read of the per-region counters. `Ok(false)` when the kernel is unavailable.
-    ///
-    /// [`Backend::restore_changed_on_device`]: crate::engine::backend::Backend::restore_changed_on_device
-    pub fn restore_changed(
+/// The one-pass restore with `kreplay_restore_regions` (and `kreplay_publish_counts`).
+impl OnePassRestore for CudaBackend<'_> {
+    fn restore_changed_on_device(
         &self,
         jobs: &[DeviceRestore],
         chunk: usize,
@@ -70,11 +67,7 @@ impl CudaBackend<'_> {
         Ok(true)
     }
 
-    /// [`Backend::prepare_restore_on_device`]: the buffers, zeroed counters and job table of
-    /// [`Self::restore_changed`] for `jobs`, ready before the first restore.
-    ///
-    /// [`Backend::prepare_restore_on_device`]: crate::engine::backend::Backend::prepare_restore_on_device
-    pub fn prepare_restore(&self, jobs: &[DeviceRestore], chunk: usize) {
+    fn prepare_restore_on_device(&self, jobs: &[DeviceRestore], chunk: usize) {
         let Some(kernel) = self.kernels().and_then(|k| k.restore) else {
             return;
         };
@@ -97,6 +90,12 @@ impl CudaBackend<'_> {
         }
     }
 
+    fn can_restore_on_device(&self) -> bool {
+        self.kernels().is_some_and(|k| k.restore.is_some())
+    }
+}
+
+impl CudaBackend<'_> {
     /// Makes `b`'s counters known (zeroed when they are not, with the sequence number after
     /// them) and its table `table`; where mapped memory and graphs can be had and `capture`
     /// asks for it, the restore and the publication of its counters captured as one graph for

@@ -60,7 +60,7 @@ pub struct HostBuf {
 // SAFETY: a HostBuf is an owned allocation; nothing else aliases it while the engine holds it.
 unsafe impl Send for HostBuf {}
 
-/// One region of [`Backend::restore_changed_on_device`]: the live bytes, their device-resident
+/// One region of [`OnePassRestore::restore_changed_on_device`]: the live bytes, their device-resident
 /// snapshot copy, and the snapshot's per-chunk hashes in device memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceRestore {
@@ -70,7 +70,7 @@ pub struct DeviceRestore {
     pub copy: u64,
     /// Bytes in the region.
     pub len: usize,
-    /// Device address of the snapshot's hashes ([`Backend::hash_chunks_into_device`]).
+    /// Device address of the snapshot's hashes ([`DeviceChunks::hash_chunks_into_device`]).
     pub expected: u64,
     /// Device address where the live chunks' hashes (as found, before any is written back)
     /// are kept, 16 bytes per chunk: the determinism check of the pass that wrote them reads
@@ -82,7 +82,7 @@ pub struct DeviceRestore {
     pub reference: u64,
 }
 
-/// What [`Backend::restore_changed_on_device`] wrote back in one region.
+/// What [`OnePassRestore::restore_changed_on_device`] wrote back in one region.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Written {
     /// Chunks written back.
@@ -94,8 +94,10 @@ pub struct Written {
     pub differ: u64,
 }
 
-/// The narrow runtime interface of the replay engine.
-pub trait Backend {
+/// The narrow runtime interface of the replay engine: what every backend provides, plus the
+/// device-side abilities a backend may have ([`DeviceChunks`], [`OnePassRestore`], whose
+/// methods report "unsupported" unless implemented).
+pub trait Backend: DeviceChunks + OnePassRestore {
     /// One dispatch as the backend submits it (HSA: the AQL packet and the queue's writer).
     type Dispatch;
 
@@ -164,6 +166,11 @@ pub trait Backend {
         let _ = runs;
         Ok(false)
     }
+}
+
+/// Hashing and comparing device memory chunk by chunk on the device (CUDA's kernels). Every
+/// method defaults to `Ok(false)`: unsupported, and the engine uses the host path.
+pub trait DeviceChunks {
     /// Hashes `[addr, addr + len)` on the device in chunks of `chunk` bytes (the last one
     /// short when `len` is not a multiple), writing one 128-bit hash per chunk into
     /// `out[..len.div_ceil(chunk)]`. `Ok(false)`: unsupported, `out` untouched. A call with
@@ -183,9 +190,9 @@ pub trait Backend {
         let _ = (addr, len, chunk, out);
         Ok(false)
     }
-    /// [`Backend::hash_chunks_on_device`]'s hashes of `[addr, addr + len)`, written to device
+    /// [`DeviceChunks::hash_chunks_on_device`]'s hashes of `[addr, addr + len)`, written to device
     /// memory at `dst` (16 bytes per chunk, from [`Backend::device_alloc`]) instead of host
-    /// memory: the snapshot keeps them there for [`Backend::changed_chunks_on_device`].
+    /// memory: the snapshot keeps them there for [`DeviceChunks::changed_chunks_on_device`].
     /// `Ok(false)`: unsupported.
     fn hash_chunks_into_device(
         &self,
@@ -198,7 +205,7 @@ pub trait Backend {
         Ok(false)
     }
     /// Copies every `(src, copy, len, dst)` of `regions` from `src` to `copy` on the device and
-    /// hashes it per chunk into `dst` as [`Backend::hash_regions_into_device`] does, reading
+    /// hashes it per chunk into `dst` as [`DeviceChunks::hash_regions_into_device`] does, reading
     /// each byte once, in one operation. `Ok(false)`: unsupported, nothing written (the
     /// caller copies, then hashes).
     fn copy_and_hash_regions_on_device(
@@ -209,7 +216,7 @@ pub trait Backend {
         let _ = (regions, chunk);
         Ok(false)
     }
-    /// [`Backend::hash_chunks_into_device`] for every `(addr, len, dst)` of `regions`, in one
+    /// [`DeviceChunks::hash_chunks_into_device`] for every `(addr, len, dst)` of `regions`, in one
     /// operation where the backend can (one launch and one wait for all regions, instead of
     /// one each: with hundreds of small regions the waits cost far more than the hashing).
     /// `Ok(false)`: unsupported, nothing written. The default hashes region by region.
@@ -225,7 +232,7 @@ pub trait Backend {
         }
         Ok(true)
     }
-    /// Hashes `[addr, addr + len)` as [`Backend::hash_chunks_into_device`] did into `expected`
+    /// Hashes `[addr, addr + len)` as [`DeviceChunks::hash_chunks_into_device`] did into `expected`
     /// and sets `dirty_out[i]` to whether chunk `i`'s hash differs, comparing on the device:
     /// only a flag per chunk comes back to the host. `Ok(false)`: unsupported.
     fn changed_chunks_on_device(
@@ -254,8 +261,13 @@ pub trait Backend {
         let _ = (a, b, len, chunk, dirty_out);
         Ok(false)
     }
+}
+
+/// The one-pass restore on the device: hash, compare and copy back every changed chunk of
+/// every region in one call. Defaults: unsupported.
+pub trait OnePassRestore {
     /// Restores, for every job, the chunks of its live region whose hash (as
-    /// [`Backend::hash_chunks_into_device`] computes it) differs from the snapshot's hashes at
+    /// [`DeviceChunks::hash_chunks_into_device`] computes it) differs from the snapshot's hashes at
     /// `expected`, copying them from the job's device copy, in one pass over the live bytes
     /// on the device: no hashes or runs go through the host. A job whose `seen` is set keeps
     /// every live chunk's hash there too; one whose `reference` is set counts the chunks whose
@@ -272,11 +284,11 @@ pub trait Backend {
         let _ = (jobs, chunk, written);
         Ok(false)
     }
-    /// Whether [`Backend::restore_changed_on_device`] is available (it may still fail).
+    /// Whether [`OnePassRestore::restore_changed_on_device`] is available (it may still fail).
     fn can_restore_on_device(&self) -> bool {
         false
     }
-    /// Readies what [`Backend::restore_changed_on_device`] needs for these jobs (buffers, the
+    /// Readies what [`OnePassRestore::restore_changed_on_device`] needs for these jobs (buffers, the
     /// job table) ahead of the first restore, so that restore's time, which decides whether
     /// checking pays, holds no one-time setup. Best effort: a failure is logged and the first
     /// restore does the setup itself.

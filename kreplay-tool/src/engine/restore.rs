@@ -1,7 +1,7 @@
 //! `restore()`: writes a snapshot back — only the chunks whose contents changed, unless the
 //! snapshot's check is `Full`. Regions with a device copy and device-resident hashes are
 //! restored first, all in one backend call that hashes, compares and copies on the device
-//! ([`Backend::restore_changed_on_device`]); the others region by region, check then write.
+//! ([`OnePassRestore::restore_changed_on_device`]); the others region by region, check then write.
 //! Tracked regions are re-validated under the inventory read
 //! lock, held across the copies so a concurrent free cannot slip in between: a region that
 //! was freed, shrunk, or reallocated at the same address (a different generation) since the

@@ -565,3 +565,9 @@ impl super::classify::PointerQuery for HsaBackend {
         gpu
     }
 }
+
+/// HSA has no device-side chunk kernels: the engine hashes and compares through the host.
+impl crate::engine::backend::DeviceChunks for HsaBackend {}
+
+/// No one-pass restore on HSA.
+impl crate::engine::backend::OnePassRestore for HsaBackend {}
