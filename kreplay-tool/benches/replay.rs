@@ -14,11 +14,11 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use kreplay_tool::engine::arena::SnapshotArena;
+use kreplay_tool::engine::capture::{snap, snap_in};
 use kreplay_tool::engine::config::SnapshotPolicy;
 use kreplay_tool::engine::inventory::Inventory;
 use kreplay_tool::engine::replay::{Request, replay};
 use kreplay_tool::engine::restore::restore;
-use kreplay_tool::engine::snapshot::{snap, snap_in};
 use membackend::{AGENT, MemBackend, best_of, regions};
 
 fn row(md: &mut String, what: &str, s: f64, memcpy_s: f64, total: usize) {

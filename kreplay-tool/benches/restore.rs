@@ -13,10 +13,10 @@ mod membackend;
 
 use std::hint::black_box;
 
+use kreplay_tool::engine::capture::snap;
 use kreplay_tool::engine::config::SnapshotPolicy;
 use kreplay_tool::engine::inventory::Inventory;
 use kreplay_tool::engine::restore::restore;
-use kreplay_tool::engine::snapshot::snap;
 use membackend::{AGENT, MemBackend, best_of, regions};
 
 const REGION: usize = 16 << 20;

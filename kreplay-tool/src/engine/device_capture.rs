@@ -6,9 +6,10 @@
 //! by one as before.
 
 use super::backend::Backend;
+use super::capture_region::{capture, hash_captured};
 use super::chunks::chunk_count;
 use super::placement::{Check, Placement, Store};
-use super::snapshot::{SnapFailure, Snapshot, capture, hash_captured};
+use super::snapshot::{SnapFailure, Snapshot};
 use kreplay_common::stream::monotonic_ns as now_ns;
 use kreplay_common::stream::replay_step;
 

@@ -8,7 +8,8 @@ use kreplay_common::stream::{Record, Restore, snapshot_mode};
 use super::backend::Backend;
 use super::config::SnapshotPolicy;
 use super::fake::FakeBackend;
-use super::replay::{Outcome, RECOVERY_ATTEMPTS};
+use super::put_back::RECOVERY_ATTEMPTS;
+use super::replay::Outcome;
 use super::tests::{COUNTER, N, X, Y, floats, run_with, saxpy, setup};
 
 fn restores(recs: &[Record]) -> Vec<Restore> {

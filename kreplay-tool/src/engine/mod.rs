@@ -4,17 +4,23 @@
 
 pub mod arena;
 pub mod backend;
+pub mod capture;
+pub mod capture_region;
 pub mod chunks;
 pub mod config;
 pub mod determinism;
 pub mod device_capture;
 pub mod gate;
 pub mod inventory;
+pub mod pass_check;
 pub mod passes;
 pub mod placement;
+pub mod put_back;
 pub mod replay;
+pub mod request;
 pub mod restore;
 pub mod restore_device;
+pub mod restore_stats;
 pub mod sample;
 pub mod snapshot;
 pub mod snapshot_plan;

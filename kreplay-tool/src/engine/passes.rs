@@ -11,11 +11,13 @@ use kreplay_common::stream::{Record, ReplayPass, replay_step};
 use super::backend::{Backend, BackendError};
 use super::determinism::DeviceCheck;
 use super::inventory::Inventory;
+use super::pass_check::{hash_regions, judge, report_difference};
 use super::placement::Check;
-use super::replay::{
-    Outcome, Request, hash_regions, judge, put_back, report_difference, restore_record,
-};
-use super::restore::{RestoreStats, restore_hashing, restores_in_one_pass};
+use super::put_back::{put_back, restore_record};
+use super::request::{Outcome, Request};
+use super::restore::restore_hashing;
+use super::restore_device::restores_in_one_pass;
+use super::restore_stats::RestoreStats;
 use super::snapshot::Snapshot;
 
 /// The passes of one replay over a complete snapshot.

@@ -6,7 +6,7 @@
 use super::backend::{Backend, DeviceRestore, Written};
 use super::chunks::chunk_count;
 use super::placement::{Check, Store};
-use super::restore::RestoreStats;
+use super::restore_stats::RestoreStats;
 use super::snapshot::Snapshot;
 use kreplay_common::stream::monotonic_ns as now_ns;
 

@@ -7,13 +7,13 @@ use std::sync::atomic::Ordering;
 use kreplay_common::stream::{Record, Restore, Snapshot as SnapRec, snapshot_mode as m};
 
 use super::arena::SnapshotArena;
+use super::capture::snap;
 use super::chunks::chunk_count;
 use super::config::{PlacementPref, SnapshotPolicy};
 use super::fake::{FakeBackend, FakeDispatch};
 use super::inventory::Inventory;
 use super::replay::Outcome;
 use super::restore::restore;
-use super::snapshot::snap;
 use super::tests::{COUNTER, GPU, N, X, Y, run_in, run_with, saxpy, setup};
 
 /// A 1 MiB buffer (16 chunks of 64 KiB) next to setup()'s x, y and counter.

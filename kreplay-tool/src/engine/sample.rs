@@ -13,7 +13,8 @@
 
 use super::backend::{Backend, DeviceRestore, Written};
 use super::placement::Check;
-use super::restore::{RestoreStats, one_pass_jobs};
+use super::restore_device::one_pass_jobs;
+use super::restore_stats::RestoreStats;
 use super::snapshot::Snapshot;
 use kreplay_common::stream::monotonic_ns as now_ns;
 

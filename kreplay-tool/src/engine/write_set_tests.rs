@@ -257,7 +257,7 @@ fn a_restore_limited_to_the_write_set_never_turns_later_restores_into_full_ones(
         adaptive: true,
         ..policy(PlacementPref::Device)
     };
-    let mut snap = super::snapshot::snap_in(&fake, &inv, super::tests::GPU, &pol, None);
+    let mut snap = super::capture::snap_in(&fake, &inv, super::tests::GPU, &pol, None);
     assert!(snap.ok());
     // Copying is made to look free, so checking never pays by the adaptive rule.
     snap.copy_ns = 1;
