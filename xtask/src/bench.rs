@@ -3,6 +3,7 @@
 //!
 //! Timings on shared machines are noisy, so each comparison runs its variants interleaved in
 //! the same run and reports ratios; absolute numbers are for orientation only.
+use crate::numbers::{field, median};
 use std::{fmt::Write as _, path::PathBuf, process::Command};
 
 use anyhow::{Context, Result, bail};
@@ -76,19 +77,6 @@ fn capture(mut c: Command) -> Result<(String, String)> {
         );
     }
     Ok((stdout, stderr))
-}
-
-/// The number after `key` on the first line that starts with it.
-pub(crate) fn field(text: &str, key: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// The middle value (the upper one of an even count).
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// Interleaved rounds of the probe-overhead comparison (medians are reported).

@@ -11,6 +11,7 @@ mod bench_phases;
 mod demo;
 mod fuzz;
 mod gpu;
+mod numbers;
 mod paired;
 mod run;
 mod setup;

@@ -17,7 +17,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench::{field, median};
+use crate::numbers::{field, median};
 use crate::run::say;
 
 /// Pairs per run and calls per arm of a pair: a pair takes a few ms under a probe, short enough

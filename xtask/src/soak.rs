@@ -19,7 +19,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench::field;
+use crate::numbers::field;
 use crate::run::{root, say};
 
 mod judge;

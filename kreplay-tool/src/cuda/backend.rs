@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::ffi::CString;
 
 use super::ffi::*;
-use super::launch::Launch;
+use super::launch_call::Launch;
 use super::state::{CudaTool, ModuleKind};
 use crate::engine::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
 

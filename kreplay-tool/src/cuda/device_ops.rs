@@ -11,12 +11,11 @@
 //! restore's run table live in buffers kept per context (`kernel_buffers`).
 
 use core::ffi::c_void;
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::backend::{CudaBackend, check};
 use super::ffi::*;
-use super::kernel_buffers::Scratch;
+use super::kernel_buffers::Kernels;
 use crate::engine::backend::BackendError;
 
 /// The PTX of `kernels.cu`.
@@ -60,46 +59,6 @@ pub(super) fn set_flags(dirty: &mut [bool], flags: &[u8]) {
     for (d, f) in dirty.iter_mut().zip(flags) {
         *d = *f != 0;
     }
-}
-
-/// The loaded kernels of one context.
-#[derive(Clone, Copy)]
-pub struct Kernels {
-    /// The per-chunk exact comparison.
-    pub compare: usize,
-    /// The per-chunk hash of one region.
-    pub hash: usize,
-    /// The run copy.
-    copy_runs: usize,
-    /// The hash of many regions in one launch (`None`: the PTX predates it; one launch per
-    /// region).
-    hash_regions: Option<usize>,
-    /// The one-pass restore (`None`: the PTX predates it; restores then check and copy in
-    /// separate steps).
-    pub restore: Option<usize>,
-    /// The publication of the one-pass restore's counters into mapped host memory (`None`:
-    /// the PTX predates it; the counters are then copied back).
-    pub publish: Option<usize>,
-}
-
-/// kreplay's kernels and their output buffers, by context.
-#[derive(Default)]
-pub struct KernelCache {
-    /// Loaded kernels (`None`: loading failed there; not retried).
-    loaded: Mutex<HashMap<usize, Option<Kernels>>>,
-    /// Output buffers of the per-chunk kernels, kept between checks: allocating and freeing
-    /// device memory around every check cost about a millisecond on an H200, several times
-    /// the hash kernel itself. The lock also serializes the checks that use them.
-    pub(super) scratch: Mutex<HashMap<usize, Scratch>>,
-    /// Snapshot copies carved from one allocation ([`CudaBackend::device_alloc_pieces`]).
-    slabs: Mutex<Slabs>,
-}
-
-/// Which allocation each carved piece belongs to, and how many pieces of each are live.
-#[derive(Default)]
-struct Slabs {
-    base_of: HashMap<u64, u64>,
-    live: HashMap<u64, usize>,
 }
 
 /// Alignment of each carved piece (what `cuMemAlloc` gives, and the kernels' 16-byte loads

@@ -8,23 +8,11 @@
 use super::backend::{CudaBackend, check};
 use super::driver::GraphEntries;
 use super::ffi::*;
+use super::kernel_buffers::Captured;
 use crate::engine::backend::BackendError;
 
 /// One kernel launch to capture: function, name for errors, blocks, 64-bit parameters.
 pub type Launch = (usize, &'static str, u64, Vec<u64>);
-
-/// An instantiated graph of kreplay's launches and the key it was captured for.
-pub struct Captured {
-    exec: CUgraphExec,
-    graph: CUgraph,
-    /// What the launches were captured with (addresses and sizes): a different key needs a
-    /// new capture.
-    pub key: Vec<u64>,
-}
-
-// SAFETY: the handles are driver objects usable from any thread of the process; the value is
-// only used under the scratch lock.
-unsafe impl Send for Captured {}
 
 impl CudaBackend<'_> {
     /// The driver's graph entries, where it has them all.

@@ -10,7 +10,8 @@ use std::sync::atomic::Ordering;
 
 use super::ffi::*;
 use super::image::globals_of;
-use super::launch::{Launch, on_launch};
+use super::launch::on_launch;
+use super::launch_call::Launch;
 use super::room::with_room;
 use super::state::{LoadedModule, ModuleKind, cuda_tool};
 

@@ -1,15 +1,13 @@
-//! The device and pinned host buffers kreplay's CUDA kernels use, kept per context between
-//! checks and restores (allocating and freeing them around every call cost more than the
-//! kernels): the per-chunk kernels' output and the run-copy kernel's table, grown to a power of
-//! two, and reading results back through the pinned side.
+//! What kreplay's CUDA kernels keep per context between checks and restores: the loaded
+//! kernels, the device and pinned host buffers they use (allocating and freeing them around
+//! every call cost more than the kernels), the graphs captured for the one-pass restore and
+//! the slabs snapshot copies are carved from. Plain data: the code that fills and uses it is
+//! in `buffer_ops.rs`, `device_ops.rs`, `graph.rs` and `one_pass.rs`.
 
-use core::ffi::c_void;
 use std::collections::HashMap;
-use std::sync::MutexGuard;
+use std::sync::Mutex;
 
-use super::backend::{CudaBackend, check};
 use super::ffi::*;
-use crate::engine::backend::BackendError;
 
 /// Buffers kreplay's kernels use in one context, kept for the process's life (a few bytes per
 /// chunk of the largest region checked, 24 bytes per piece of the largest restore).
@@ -67,7 +65,7 @@ pub struct OnePassBuffers {
     /// holds (one word after the counters).
     pub seq: u64,
     /// The restore and the publication captured as one graph, for the current table.
-    pub pair: Option<super::graph::Captured>,
+    pub pair: Option<Captured>,
     /// A restore once finished without its publication: the counters are copied back from
     /// then on.
     pub mapped_broken: bool,
@@ -122,137 +120,59 @@ impl Default for Buffer {
 // SAFETY: `host` is pinned memory owned by this buffer, used only under the scratch lock.
 unsafe impl Send for Buffer {}
 
-impl CudaBackend<'_> {
-    /// The scratch buffers of every context, locked (the lock also serializes the kernels
-    /// that use them), and the current context's key.
-    pub(super) fn scratch(
-        &self,
-    ) -> Result<(MutexGuard<'_, HashMap<usize, Scratch>>, usize), BackendError> {
-        let d = &self.tool().driver;
-        let mut ctx: CUcontext = core::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut ctx) })?;
-        let all = self
-            .tool()
-            .kernels
-            .scratch
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        Ok((all, ctx as usize))
-    }
+/// An instantiated graph of kreplay's launches and the key it was captured for.
+pub struct Captured {
+    /// The instantiated graph.
+    pub(super) exec: CUgraphExec,
+    /// The graph it was instantiated from.
+    pub(super) graph: CUgraph,
+    /// What the launches were captured with (addresses and sizes): a different key needs a
+    /// new capture.
+    pub key: Vec<u64>,
+}
 
-    /// Reads `out.len()` bytes of device memory at `src` into `out`, through `b`'s pinned
-    /// buffer when it has one (at least `out.len()` bytes: the caller reserved them).
-    pub(super) fn read_back(
-        &self,
-        b: &Buffer,
-        src: u64,
-        out: &mut [u8],
-    ) -> Result<(), BackendError> {
-        let d = &self.tool().driver;
-        let dst = if b.host.is_null() {
-            out.as_mut_ptr()
-        } else {
-            b.host
-        };
-        // SAFETY: dst holds at least out.len() bytes (out itself, or the pinned buffer the
-        // caller reserved); src is the caller's device range of that length.
-        check("cuMemcpyDtoH_v2", unsafe {
-            (d.memcpy_dtoh)(dst as *mut c_void, src, out.len())
-        })?;
-        if !b.host.is_null() {
-            // SAFETY: the pinned buffer now holds out.len() initialized bytes; no overlap.
-            unsafe { core::ptr::copy_nonoverlapping(b.host, out.as_mut_ptr(), out.len()) };
-        }
-        Ok(())
-    }
+// SAFETY: the handles are driver objects usable from any thread of the process; the value is
+// only used under the scratch lock.
+unsafe impl Send for Captured {}
 
-    /// Grows `b` to at least `len` bytes (a power of two, so a run of growing regions
-    /// reallocates rarely).
-    pub(super) fn reserve(&self, b: &mut Buffer, len: usize) -> Result<(), BackendError> {
-        if b.cap >= len {
-            return Ok(());
-        }
-        let d = &self.tool().driver;
-        if b.dev != 0 {
-            self.device_free_copy(b.dev);
-        }
-        if !b.host.is_null() {
-            // SAFETY: b.host came from cuMemAllocHost and nothing uses it any more.
-            let _ = unsafe { (d.mem_free_host)(b.host as *mut c_void) };
-        }
-        *b = Buffer::default();
-        let cap = len.next_power_of_two();
-        b.dev = self.device_alloc_copy(cap).ok_or(BackendError::Call {
-            call: "cuMemAlloc_v2(kreplay kernel buffer)",
-            status: ERROR_OUT_OF_MEMORY,
-        })?;
-        let mut host: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid out-pointer; on failure host stays null and pageable memory is used.
-        if unsafe { (d.mem_alloc_host)(&mut host, cap) } == SUCCESS {
-            b.host = host as *mut u8;
-        }
-        b.cap = cap;
-        Ok(())
-    }
+/// The loaded kernels of one context.
+#[derive(Clone, Copy)]
+pub struct Kernels {
+    /// The per-chunk exact comparison.
+    pub compare: usize,
+    /// The per-chunk hash of one region.
+    pub hash: usize,
+    /// The run copy.
+    pub copy_runs: usize,
+    /// The hash of many regions in one launch (`None`: the PTX predates it; one launch per
+    /// region).
+    pub hash_regions: Option<usize>,
+    /// The one-pass restore (`None`: the PTX predates it; restores then check and copy in
+    /// separate steps).
+    pub restore: Option<usize>,
+    /// The publication of the one-pass restore's counters into mapped host memory (`None`:
+    /// the PTX predates it; the counters are then copied back).
+    pub publish: Option<usize>,
+}
 
-    /// Grows `m` to at least `words` zeroed words; false when the driver cannot map pinned
-    /// memory (the caller then copies results back instead).
-    pub(super) fn reserve_mapped(&self, m: &mut Mapped, words: usize) -> bool {
-        if m.words >= words {
-            return true;
-        }
-        let d = &self.tool().driver;
-        let (Some(alloc), Some(dev_ptr)) = (d.mem_host_alloc, d.mem_host_get_device_pointer) else {
-            return false;
-        };
-        if !m.host.is_null() {
-            // SAFETY: m.host came from cuMemHostAlloc and no launch that writes it is pending
-            // (each launch is waited for under the scratch lock).
-            let _ = unsafe { (d.mem_free_host)(m.host as *mut c_void) };
-        }
-        *m = Mapped::default();
-        let cap = words.next_power_of_two();
-        let mut host: *mut c_void = core::ptr::null_mut();
-        let mut dev: CUdeviceptr = 0;
-        // SAFETY: valid out-pointers; `host` is the allocation just made.
-        let ok = unsafe {
-            alloc(&mut host, cap * 8, MEMHOSTALLOC_DEVICEMAP) == SUCCESS
-                && dev_ptr(&mut dev, host, 0) == SUCCESS
-        };
-        if !ok {
-            if !host.is_null() {
-                // SAFETY: host came from cuMemHostAlloc above and was never handed out.
-                let _ = unsafe { (d.mem_free_host)(host) };
-            }
-            tracing::debug!("kreplay: no mapped pinned memory; restore counters are copied back");
-            return false;
-        }
-        // SAFETY: host holds cap * 8 bytes, just allocated.
-        unsafe { core::ptr::write_bytes(host as *mut u8, 0, cap * 8) };
-        *m = Mapped {
-            host: host as *mut u64,
-            dev,
-            words: cap,
-        };
-        true
-    }
+/// kreplay's kernels and their output buffers, by context.
+#[derive(Default)]
+pub struct KernelCache {
+    /// Loaded kernels (`None`: loading failed there; not retried).
+    pub(super) loaded: Mutex<HashMap<usize, Option<Kernels>>>,
+    /// Output buffers of the per-chunk kernels, kept between checks: allocating and freeing
+    /// device memory around every check cost about a millisecond on an H200, several times
+    /// the hash kernel itself. The lock also serializes the checks that use them.
+    pub(super) scratch: Mutex<HashMap<usize, Scratch>>,
+    /// Snapshot copies carved from one allocation ([`CudaBackend::device_alloc_pieces`]).
+    pub(super) slabs: Mutex<Slabs>,
+}
 
-    /// Copies `words` into `b`'s device memory (grown as needed), through its pinned side when
-    /// it has one.
-    pub(super) fn upload(&self, b: &mut Buffer, words: &[u64]) -> Result<(), BackendError> {
-        let bytes = core::mem::size_of_val(words);
-        self.reserve(b, bytes)?;
-        let src = if b.host.is_null() {
-            words.as_ptr() as *const c_void
-        } else {
-            // SAFETY: the pinned buffer holds at least `bytes` bytes; no overlap with `words`.
-            unsafe { core::ptr::copy_nonoverlapping(words.as_ptr().cast::<u8>(), b.host, bytes) };
-            b.host as *const c_void
-        };
-        // SAFETY: b.dev and src hold at least `bytes` bytes.
-        check("cuMemcpyHtoD_v2", unsafe {
-            (self.tool().driver.memcpy_htod)(b.dev, src, bytes)
-        })
-    }
+/// Which allocation each carved piece belongs to, and how many pieces of each are live.
+#[derive(Default)]
+pub(super) struct Slabs {
+    /// The allocation each carved piece belongs to.
+    pub(super) base_of: HashMap<u64, u64>,
+    /// Live pieces per allocation.
+    pub(super) live: HashMap<u64, usize>,
 }

@@ -1,128 +1,21 @@
-//! A kernel launch as the engine replays it, and the launch wrapper's decision: pass through
-//! (replay off, kernel not selected, limit reached), decline with a reason (memory that cannot
-//! be restored is live, the device did not drain), or replay through the engine inside the
-//! device's replay window. A replayed launch is synchronous: it returns after its last pass.
+//! The launch wrapper's decision: pass through (replay off, kernel not selected, limit
+//! reached), decline with a reason (memory that cannot be restored is live, the device did not
+//! drain), or replay through the engine inside the device's replay window. A replayed launch is synchronous: it returns after its last pass.
 
 use kreplay_common::stream::monotonic_ns as now_ns;
 
-use core::ffi::{CStr, c_char, c_uint, c_void};
+use core::ffi::{CStr, c_char};
 
 use kreplay_common::stream::Dispatch;
 
 use super::backend::CudaBackend;
 use super::ffi::*;
+use super::launch_call::Launch;
 use super::state::{CudaTool, cuda_tool};
 use crate::engine::backend::BackendError;
 use crate::engine::gate::DRAIN_LIMIT;
 use crate::engine::replay::{decline, own_window};
 use crate::engine::state::Ran;
-
-/// One launch, with the real entry it was meant for.
-pub enum Launch {
-    /// `cuLaunchKernel`.
-    Kernel {
-        /// Real entry.
-        real: LaunchKernelFn,
-        /// Function (or kernel) handle.
-        f: CUfunction,
-        /// Grid in blocks.
-        grid: [c_uint; 3],
-        /// Block in threads.
-        block: [c_uint; 3],
-        /// Dynamic shared memory.
-        shm: c_uint,
-        /// Stream.
-        stream: CUstream,
-        /// Kernel parameters.
-        params: *mut *mut c_void,
-        /// Extra options.
-        extra: *mut *mut c_void,
-    },
-    /// `cuLaunchKernelEx`.
-    Ex {
-        /// Real entry.
-        real: LaunchKernelExFn,
-        /// Launch configuration.
-        cfg: *const CUlaunchConfig,
-        /// Function (or kernel) handle.
-        f: CUfunction,
-        /// Kernel parameters.
-        params: *mut *mut c_void,
-        /// Extra options.
-        extra: *mut *mut c_void,
-    },
-}
-
-impl Launch {
-    /// Submits the launch once, as the application made it.
-    ///
-    /// # Safety
-    /// The launch's pointers are the application's, valid for the wrapped call's duration.
-    pub unsafe fn submit(&self) -> CUresult {
-        match *self {
-            // SAFETY: caller's contract.
-            Launch::Kernel {
-                real,
-                f,
-                grid,
-                block,
-                shm,
-                stream,
-                params,
-                extra,
-            } => unsafe {
-                real(
-                    f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shm, stream,
-                    params, extra,
-                )
-            },
-            // SAFETY: caller's contract.
-            Launch::Ex {
-                real,
-                cfg,
-                f,
-                params,
-                extra,
-            } => unsafe { real(cfg, f, params, extra) },
-        }
-    }
-
-    fn function(&self) -> CUfunction {
-        match *self {
-            Launch::Kernel { f, .. } | Launch::Ex { f, .. } => f,
-        }
-    }
-
-    /// (grid in threads, block, stream).
-    fn geometry(&self) -> ([u32; 3], [u32; 3], u64) {
-        let (g, b, s) = match *self {
-            Launch::Kernel {
-                grid,
-                block,
-                stream,
-                ..
-            } => (grid, block, stream),
-            Launch::Ex { cfg, .. } => {
-                // SAFETY: cfg was checked non-null by the wrapper and is valid for the call.
-                let c = unsafe { &*cfg };
-                (
-                    [c.grid_dim_x, c.grid_dim_y, c.grid_dim_z],
-                    [c.block_dim_x, c.block_dim_y, c.block_dim_z],
-                    c.h_stream,
-                )
-            }
-        };
-        (
-            [
-                g[0].saturating_mul(b[0]),
-                g[1].saturating_mul(b[1]),
-                g[2].saturating_mul(b[2]),
-            ],
-            b,
-            s as u64,
-        )
-    }
-}
 
 fn kernel_name(t: &CudaTool, f: CUfunction) -> String {
     t.engine.kernel_name(f as u64, || {

@@ -6,6 +6,7 @@
 //! snapshot/restore, replay loop) is the same one HSA uses.
 
 pub mod backend;
+pub mod buffer_ops;
 pub mod chunks;
 pub mod device_ops;
 pub mod driver;
@@ -20,6 +21,7 @@ pub mod image;
 pub mod interpose;
 pub mod kernel_buffers;
 pub mod launch;
+pub mod launch_call;
 pub mod one_pass;
 #[cfg(target_arch = "x86_64")]
 pub mod real_dlsym;

@@ -52,7 +52,7 @@ pub struct CudaTool {
     /// Live memory kreplay does not snapshot (address -> (size, allocator)).
     pub untracked: Mutex<HashMap<u64, (usize, &'static str)>>,
     /// kreplay's own kernels, per context.
-    pub kernels: super::device_ops::KernelCache,
+    pub kernels: super::kernel_buffers::KernelCache,
 }
 
 static CUDA: OnceLock<Option<CudaTool>> = OnceLock::new();

@@ -13,9 +13,9 @@ use super::ffi::{
     hsa_agent_t, hsa_amd_memory_pool_t, hsa_amd_vmem_alloc_handle_t, hsa_region_t, hsa_signal_t,
     hsa_signal_value_t, hsa_status_t, signal_condition, status,
 };
+use super::state::{Tool, tool};
 use crate::amd_next;
 use crate::engine::gate::Gate;
-use crate::hsa::tool::{Tool, tool};
 
 fn track(t: &Tool, ptr: *mut c_void, flags: u32, pool_flags: Option<u32>) {
     if let Class::Tracked { base, size, agent } =

@@ -46,7 +46,7 @@ pub unsafe fn save_next(table: *mut HsaApiTable) -> Option<Next> {
 /// Installs the wrappers; returns how many members were replaced.
 ///
 /// # Safety
-/// `table` must be the runtime's live root table, and [`crate::hsa::tool::tool`] must be set.
+/// `table` must be the runtime's live root table, and [`crate::hsa::state::tool`] must be set.
 pub unsafe fn install(table: *mut HsaApiTable) -> u32 {
     // SAFETY: caller's contract.
     let root = unsafe { &*table };

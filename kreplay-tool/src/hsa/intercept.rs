@@ -21,12 +21,12 @@ use super::ffi::{
     hsa_queue_error_callback, hsa_queue_t, hsa_status_t, packet, status,
 };
 use super::hooks::{Forward, arm_forward};
+use super::state::{Tool, tool};
 use super::submissions::{Bounds, Origin, register};
 use crate::amd_next;
 use crate::engine::gate::DRAIN_LIMIT;
 use crate::engine::replay::decline;
 use crate::engine::state::Ran;
-use crate::hsa::tool::{Tool, tool};
 
 struct QueueCtx {
     agent: u64,

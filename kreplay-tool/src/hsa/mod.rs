@@ -1,6 +1,6 @@
 //! HSA (ROCm) bindings: the raw ABI kreplay-tool uses when loaded through `HSA_TOOLS_LIB`,
 //! the engine's HSA backend, the saved tables, the wrappers and the queue interceptor, and the
-//! `HSA_TOOLS_LIB` entry points with the process-wide state they create ([`tool`]).
+//! `HSA_TOOLS_LIB` entry points ([`tool`]) with the process-wide state they create ([`state`]).
 
 pub mod backend;
 pub mod classify;
@@ -8,6 +8,7 @@ pub mod ffi;
 pub mod hooks;
 pub mod install;
 pub mod intercept;
+pub mod state;
 pub mod submissions;
 pub mod tables;
 pub mod tool;

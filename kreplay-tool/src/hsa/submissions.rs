@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use super::ffi::{hsa_signal_t, hsa_signal_value_t};
-use crate::hsa::tool::tool;
+use super::state::tool;
 
 /// Who rang a doorbell: the thread id and CLOCK_MONOTONIC time of the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! The `HSA_TOOLS_LIB` entry points and the tool's process-wide state.
+//! The `HSA_TOOLS_LIB` entry points (`OnLoad`, `OnUnload`), which create the tool's state
+//! (`state.rs`).
 //!
 //! `OnLoad` validates the `KREPLAY_*` configuration, saves the runtime's original entries,
 //! installs the wrappers once per process (a second library instance finds the wrappers of the
@@ -7,34 +8,15 @@
 
 use core::ffi::{c_char, c_void};
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
+use super::state::{Tool, tool};
 use crate::engine::arena::SnapshotArena;
 use crate::engine::config::ReplayConfig;
 use crate::engine::state::EngineState;
 use crate::hsa::backend::HsaBackend;
 use crate::hsa::ffi::HsaApiTable;
-
-/// Everything the wrappers share, created once in `OnLoad`.
-pub struct Tool {
-    /// The engine's HSA backend (original entries).
-    pub backend: HsaBackend,
-    /// The engine's state: configuration, inventory, replay windows, kernel names.
-    pub engine: EngineState,
-    /// Snapshot buffers kept between replays (the last footprint, reused when it fits).
-    pub arena: SnapshotArena,
-    /// Live vmem mappings that are not in the inventory (not coarse-grained GPU memory), address
-    /// -> size: replay is declined while one is live.
-    pub vmem: Mutex<HashMap<u64, usize>>,
-}
-
-static TOOL: OnceLock<Tool> = OnceLock::new();
-
-/// The tool state, once `OnLoad` installed it.
-pub fn tool() -> Option<&'static Tool> {
-    TOOL.get()
-}
 
 /// Exported marker: a library instance whose wrappers are in the table has this symbol, so a
 /// second instance (another copy of the library) knows not to wrap them again.
@@ -118,7 +100,7 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
             return true; // stay loaded, touch nothing: the application runs normally
         }
     };
-    if TOOL.get().is_some() {
+    if tool().is_some() {
         tracing::warn!(
             "kreplay: OnLoad called again in this library instance; wrappers already installed"
         );
@@ -146,7 +128,7 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
         arena: SnapshotArena::new(),
         vmem: Mutex::new(HashMap::new()),
     };
-    if TOOL.set(t).is_err() {
+    if !super::state::install(t) {
         return true;
     }
     let Some(t) = tool() else { return true };

@@ -9,23 +9,23 @@
 //! exited leaves its buffer with the registry, so its rows are merged before it is freed.
 //! `KREPLAY_PER_THREAD_BUFFER=0` selects the baseline instead: one `Vec` behind one `Mutex`.
 //! Both paths are capped and count what they drop; a flush writes the counts as `Drops`.
-//! The global recorder stops recording in a forked child (see `process_hooks`).
+//! The global recorder stops recording in a forked child (see `sink`).
 
 pub mod block_log;
 mod config;
-mod process_hooks;
 mod recorder;
 mod sink;
 mod thread_buffer;
-mod thread_slot;
 
 #[cfg(test)]
 mod tests;
 
 pub use config::{ENV_OUTPUT_DIR, ENV_PER_THREAD, ENV_PER_THREAD_CAP, RecorderConfig};
-pub use process_hooks::{current_pid, enter_teardown, install_exit_flush};
 pub use recorder::{DROPS_PER_THREAD, DROPS_SHARED, FlushStats, Recorder, RecorderStats};
-pub use sink::{StreamSink, flush_global, global, start_global_flusher};
+pub use sink::{
+    StreamSink, current_pid, enter_teardown, flush_global, global, install_exit_flush,
+    start_global_flusher,
+};
 pub use thread_buffer::current_tid;
 
 /// Locks `m`, recovering from poisoning: every critical section in this module leaves its

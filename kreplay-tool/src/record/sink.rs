@@ -1,10 +1,13 @@
-//! The tool's stream file and the process-wide recorder: where merged rows go, and the
-//! background thread that flushes them on a size threshold or a timer.
+//! The tool's stream file and the process-wide recorder: where merged rows go, the
+//! background thread that flushes them on a size threshold or a timer, and the process
+//! lifecycle hooks that protect them: a last flush at exit, no recording (and no lock taken)
+//! in a forked child, whose inherited locks may be held by threads that do not exist there,
+//! and the cached process id, which a forked child reads afresh.
 
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use kreplay_common::stream::{ProcessName, StreamError, StreamHeader, StreamKind, StreamWriter};
@@ -12,6 +15,7 @@ use kreplay_common::stream::{ProcessName, StreamError, StreamHeader, StreamKind,
 use super::config::{ENV_OUTPUT_DIR, RecorderConfig};
 use super::lock;
 use super::recorder::{FlushStats, Recorder};
+use super::thread_buffer::forget_cached_tid;
 
 /// Writes one recorder's merged rows to `<dir>/tool-<pid>.krs`, creating the file on the
 /// first flush (and a new one if the process forked since).
@@ -68,7 +72,7 @@ impl StreamSink {
                 .into(),
             )?;
             // No tracing during the exit flush: the subscriber's thread-locals may be gone.
-            if !super::process_hooks::exiting() {
+            if !exiting() {
                 tracing::debug!(path = %path.display(), "opened tool stream");
             }
             self.open = Some((pid, w));
@@ -85,7 +89,7 @@ static FLUSHER_STARTED: AtomicBool = AtomicBool::new(false);
 /// The tool's process-wide recorder, configured from the environment on first use.
 pub fn global() -> &'static Recorder {
     GLOBAL.get_or_init(|| {
-        super::process_hooks::install_fork_guard();
+        install_fork_guard();
         Recorder::new(RecorderConfig::from_env())
     })
 }
@@ -132,4 +136,87 @@ pub fn start_global_flusher(interval: Duration) -> std::io::Result<()> {
             Err(e)
         }
     }
+}
+
+/// Registers, once, an `atexit` handler that flushes the global recorder; false if libc
+/// refused it.
+pub fn install_exit_flush() -> bool {
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
+    // SAFETY: `exit_flush` is an `extern "C" fn()` that never unwinds (it catches panics).
+    *INSTALLED.get_or_init(|| unsafe { libc::atexit(exit_flush) } == 0)
+}
+
+/// Set once the exit flush starts: from then on nothing logs through `tracing` (the main
+/// thread's thread-locals, the log subscriber's among them, are destroyed before `atexit`
+/// handlers run, and a log event would panic and abandon the flush).
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Whether the process is in its exit flush (or the tool is unloading).
+pub(super) fn exiting() -> bool {
+    EXITING.load(Ordering::Relaxed)
+}
+
+/// Marks the tool's teardown (`OnUnload`, often called from the application's exit path):
+/// the flushes that follow log nothing through `tracing`.
+pub fn enter_teardown() {
+    EXITING.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn exit_flush() {
+    enter_teardown();
+    let _ = std::panic::catch_unwind(|| {
+        crate::fault::point("exit_flush");
+        crate::warn_once::print_repeated_once();
+        // In a forked child the recorder is disabled: its locks may be held by threads that
+        // were not copied, so touch nothing.
+        if global_if_started().is_some_and(|r| r.is_enabled())
+            && let Err(e) = flush_global()
+        {
+            eprintln!("kreplay: the exit flush of the tool stream failed: {e}");
+        }
+    });
+}
+
+/// Registers, once, a fork handler that disables the global recorder in the child.
+pub(super) fn install_fork_guard() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `in_forked_child` is an `extern "C" fn()` that never unwinds; no prepare or
+        // parent handler is passed.
+        let rc = unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
+        if rc != 0 {
+            tracing::warn!("kreplay: pthread_atfork failed ({rc}); a forked child would record");
+        }
+    });
+}
+
+/// The process id once read (0: not read yet, or forgotten in a forked child).
+static PID: AtomicU32 = AtomicU32::new(0);
+
+/// The calling process's id, cached: `getpid` is a real system call, several times the whole
+/// cost of recording a row (docs/bench/contention.md), and rows carry the pid.
+#[inline]
+pub fn current_pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => read_pid(),
+        pid => pid,
+    }
+}
+
+#[cold]
+fn read_pid() -> u32 {
+    // The fork handler forgets the cached value in a child; install it before caching.
+    install_fork_guard();
+    let pid = std::process::id();
+    PID.store(pid, Ordering::Relaxed);
+    pid
+}
+
+extern "C" fn in_forked_child() {
+    // Only atomics and thread-locals here: the child has one thread and maybe held locks.
+    if let Some(r) = global_if_started() {
+        r.disable();
+    }
+    PID.store(0, Ordering::Relaxed);
+    forget_cached_tid();
 }

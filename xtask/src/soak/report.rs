@@ -215,7 +215,7 @@ pub fn summary_calls(stderr: &str, api: &str) -> Option<u64> {
 /// The trace's counts against the calls the workload made.
 pub fn trace_counts(out: &mut String, stderr: &str, ok: bool, known: u64, render_s: u64) {
     let recorded = summary_calls(stderr, "hipStreamSynchronize");
-    let dropped = crate::bench::field(stderr, "events dropped:").map(|d| d as u64);
+    let dropped = crate::numbers::field(stderr, "events dropped:").map(|d| d as u64);
     let verdict = match (recorded, dropped) {
         (Some(r), Some(d)) if r + d == known => "pass: recorded + dropped = made".to_string(),
         (Some(r), Some(d)) => format!("**FAIL**: recorded + dropped = {}, made {known}", r + d),
