@@ -4,9 +4,10 @@
 //! would change what the application computes. From then on every launch runs once, as
 //! without kreplay.
 //!
-//! For the tests that check this, each guarded region calls [`point`] first. A site panics only when armed: through the environment
-//! variable [`ENV`] (`SITE[,SITE...]`, or `all`) of the process the tool is loaded into, and,
-//! in this crate's unit tests, through [`arm`] for the calling thread. Unarmed, a site costs
+//! For the tests that check this, each guarded region calls [`point`] first. A site panics
+//! only when armed: through the environment variable [`ENV`] (`SITE[,SITE...]`, or `all`) of
+//! the process the tool is loaded into, and, in this crate's unit tests, through `arm` for the
+//! calling thread. Unarmed, a site costs
 //! one relaxed atomic load.
 
 use std::panic::UnwindSafe;

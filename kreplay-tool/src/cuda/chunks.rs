@@ -89,7 +89,7 @@ impl DeviceChunks for CudaBackend<'_> {
         Ok(true)
     }
     /// Sets `dirty[i]` to whether chunk `i` of `[addr, addr + len)` hashes differently from
-    /// the hashes at `expected` (from [`Self::hash_into_device`]): the hash kernel writes the
+    /// the hashes at `expected` (from [`DeviceChunks::hash_chunks_into_device`]): the hash kernel writes the
     /// current hashes to the scratch, the comparison kernel compares them 16 bytes per chunk
     /// with `expected`, and only the flags come back. `Ok(false)` when the kernels are
     /// unavailable.
