@@ -161,8 +161,8 @@ pub struct KernelCache {
     /// Loaded kernels (`None`: loading failed there; not retried).
     pub(super) loaded: Mutex<HashMap<usize, Option<Kernels>>>,
     /// Output buffers of the per-chunk kernels, kept between checks: allocating and freeing
-    /// device memory around every check cost about a millisecond on an H200, several times
-    /// the hash kernel itself. The lock also serializes the checks that use them.
+    /// device memory around every check costs several times the hash kernel itself
+    /// (docs/gpu/h200-restore.md). The lock also serializes the checks that use them.
     pub(super) scratch: Mutex<HashMap<usize, Scratch>>,
     /// Snapshot copies carved from one allocation ([`CudaBackend::device_alloc_pieces`]).
     pub(super) slabs: Mutex<Slabs>,

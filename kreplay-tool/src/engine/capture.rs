@@ -193,8 +193,8 @@ pub fn snap_in<'b, B: Backend>(
     }
     // A device-resident copy whose hashing pass already cost as much as copying the whole
     // footprint: every restore would pay that pass, and writing every byte back costs about
-    // one such copy, so checking cannot pay (measured on the H200: hashing 1 GiB took 1.4 ms,
-    // the device-to-device copy 0.5 ms). Decide now, before the first restore pays it.
+    // one such copy, so checking cannot pay (a slow hash against a fast device-to-device copy:
+    // docs/gpu/h200-restore.md). Decide now, before the first restore pays it.
     if s.adaptive
         && s.check == Check::DeviceHash
         && s.placement == Placement::Device

@@ -44,9 +44,9 @@ pub const MEASURE_MIN: u64 = 1 << 20;
 /// `checked` bytes as one copy per region. Its rate is the faster of the two measured: the
 /// restore's writes (when at least [`MEASURE_MIN`] bytes) and `copy` = (ns, bytes) of the
 /// snapshot's own copies (whole regions, the shape of a full restore; a link moves about as
-/// fast each way). Scattered dirty runs copy slower than one region-sized copy (on an H200,
-/// 43 MB of 16 KiB runs took 130 µs, a quarter of the rate of one 1 GiB copy), so the writes
-/// alone would overestimate a full restore. With neither measured, checking is assumed to pay.
+/// fast each way). Scattered dirty runs copy slower than one region-sized copy (about a
+/// quarter of its rate for 16 KiB runs: docs/gpu/h200-restore.md), so the writes alone would
+/// overestimate a full restore. With neither measured, checking is assumed to pay.
 pub fn check_pays(
     check_ns: u64,
     checked: u64,

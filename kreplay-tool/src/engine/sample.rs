@@ -19,8 +19,8 @@ use super::snapshot::Snapshot;
 use kreplay_common::stream::monotonic_ns as now_ns;
 
 /// Chunks a snapshot must have before its first restore samples: 1 GiB at the default 16 KiB
-/// chunk. The sample costs a launch and a wait (about 50 µs on an H200), which at 256 MiB was
-/// 13% of the mean restore with nothing written, while there the first restore's extra read
+/// chunk. The sample costs a launch and a wait, which at 256 MiB was 13% of the mean
+/// restore with nothing written, while there the first restore's extra read
 /// costs only about 2% of five restores (docs/gpu/h200-restore.md).
 pub const SAMPLE_MIN_CHUNKS: usize = 64 * 1024;
 /// Chunks sampled, about (a fixed number: the decision needs the fraction, not every chunk; a
