@@ -223,7 +223,10 @@ const fn ring_bytes<T>() -> u64 {
 /// registration's handle argument): the string is read straight into the ring buffer, at most
 /// `NAME_BYTES` bytes, so the program's stack stays small.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the values of one record or call, as the caller has them"
+)]
 fn send_name(
     ring: &RingBuf,
     c: Cookie,
@@ -302,7 +305,10 @@ fn arg_at(state: &EntryState, idx: u64) -> u64 {
 /// Keeps ALLOCS in step with successful allocations and frees (return code 0 = success for
 /// every runtime kreplay probes: hsa_status_t, hipError_t and CUresult alike).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the values of one record or call, as the caller has them"
+)]
 fn track_inventory(
     c: Cookie,
     state: &EntryState,

@@ -57,7 +57,6 @@ fn call(tid: u32, api: &str, enter_ns: u64, exit_ns: u64) -> Record {
     .into()
 }
 
-#[allow(clippy::too_many_arguments)]
 fn dispatch(
     tid: u32,
     kernel: &str,

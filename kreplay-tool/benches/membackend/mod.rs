@@ -3,7 +3,7 @@
 //! a memcpy of the same bytes. Host buffers come from the heap zeroed but untouched (like
 //! fresh memory anywhere: faulted in on first write); it counts host bytes held.
 
-#![allow(dead_code)] // each benchmark uses part of it
+#![expect(dead_code, reason = "each benchmark uses part of it")]
 
 use std::cell::Cell;
 

@@ -1,7 +1,7 @@
 //! What the recorder benchmarks share: the record they append, the machine description and
 //! the machine-readable results file (`KREPLAY_BENCH_OUT`).
 
-#![allow(dead_code)] // each benchmark uses part of it
+#![expect(dead_code, reason = "each benchmark uses part of it")]
 
 use std::fmt::Write as _;
 

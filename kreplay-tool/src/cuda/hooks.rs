@@ -19,7 +19,10 @@ use super::state::{LoadedModule, ModuleKind, cuda_tool};
 ///
 /// # Safety
 /// The application's arguments and the real entry.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the values of one record or call, as the caller has them"
+)]
 pub unsafe fn launch_kernel(
     real: LaunchKernelFn,
     f: CUfunction,
@@ -367,7 +370,10 @@ pub unsafe fn module_load_data_ex(
 ///
 /// # Safety
 /// The application's arguments and the real entry.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the values of one record or call, as the caller has them"
+)]
 pub unsafe fn library_load_data(
     real: LibraryLoadDataFn,
     l: *mut CUlibrary,

@@ -80,8 +80,9 @@ pub unsafe extern "C" fn dlsym_hook(handle: *mut c_void, name: *const c_char) ->
 
 /// Whether `p` lies in a library named libcuda.
 fn in_libcuda(p: *mut c_void) -> bool {
-    // SAFETY: dladdr only reads the loader's tables; info is a valid out-struct.
+    // SAFETY: Dl_info is plain data (pointers and integers), for which zero is valid.
     let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables; info is a valid out-struct.
     if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_fname.is_null() {
         return false;
     }

@@ -149,7 +149,7 @@ unsafe fn replay_or_decline(
         .replay_closed(&backend, l, device, corr, Some(&arena), first_start);
     let result = match ran {
         Ran::Replayed => SUCCESS,
-        // SAFETY (both): caller's contract: run once, normally, still inside the window.
+        // SAFETY: caller's contract: run once, normally, still inside the window.
         Ran::Declined => unsafe { l.submit() },
         Ran::Failed => match reason_status(&backend) {
             Some(st) => st,

@@ -48,7 +48,6 @@ impl Launch {
     /// The launch's pointers are the application's, valid for the wrapped call's duration.
     pub unsafe fn submit(&self) -> CUresult {
         match *self {
-            // SAFETY: caller's contract.
             Launch::Kernel {
                 real,
                 f,
@@ -58,20 +57,25 @@ impl Launch {
                 stream,
                 params,
                 extra,
-            } => unsafe {
-                real(
-                    f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shm, stream,
-                    params, extra,
-                )
-            },
-            // SAFETY: caller's contract.
+            } => {
+                // SAFETY: caller's contract.
+                unsafe {
+                    real(
+                        f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shm, stream,
+                        params, extra,
+                    )
+                }
+            }
             Launch::Ex {
                 real,
                 cfg,
                 f,
                 params,
                 extra,
-            } => unsafe { real(cfg, f, params, extra) },
+            } => {
+                // SAFETY: caller's contract.
+                unsafe { real(cfg, f, params, extra) }
+            }
         }
     }
 

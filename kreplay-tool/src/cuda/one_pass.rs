@@ -244,9 +244,11 @@ impl CudaBackend<'_> {
         let Some(query) = self.tool().driver.stream_query else {
             return Ok(false);
         };
-        // SAFETY (both reads): `word` is mapped pinned memory the caller owns, valid for the
-        // whole call; the device writes it, hence the volatile read.
-        let seen = || unsafe { core::ptr::read_volatile(word) } == want;
+        let seen = || {
+            // SAFETY: `word` is mapped pinned memory the caller owns, valid for the whole
+            // call; the device writes it, hence the volatile read.
+            unsafe { core::ptr::read_volatile(word) == want }
+        };
         loop {
             for _ in 0..SPINS {
                 if seen() {

@@ -53,7 +53,10 @@ pub(super) fn restore_record<B: Backend>(
 /// snapshot back, up to [`RECOVERY_ATTEMPTS`] times until no region fails, recording each
 /// attempt as a restore preparing `pass`. A region still refused is logged as an error by
 /// address: the dispatch the caller then runs starts from memory kreplay could not put back.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the values of one record or call, as the caller has them"
+)]
 pub(super) fn put_back<B: Backend>(
     backend: &B,
     inv: &Inventory,

@@ -1,7 +1,10 @@
 //! Raw HSA ABI: handles, constants, AQL packets, `hsa_amd_pointer_info_t` and the API tables a
 //! tool receives in `OnLoad`, laid out exactly as the official ROCm headers (checked by
 //! `tests/tests/hsa_layout.rs` against `/usr/include/hsa` and current ROCR for newer entries).
-#![allow(non_camel_case_types)]
+#![expect(
+    non_camel_case_types,
+    reason = "the C ABI's type names, as in the HSA headers"
+)]
 
 use core::ffi::{c_char, c_int, c_void};
 
@@ -181,7 +184,7 @@ pub struct hsa_barrier_and_packet_t {
 
 /// `hsa_amd_pointer_info_t`; set `size` before the call, check the returned `size` before
 /// reading `global_flags`.
-#[allow(non_snake_case)] // field names as in hsa_ext_amd.h
+#[expect(non_snake_case, reason = "field names as in hsa_ext_amd.h")]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct hsa_amd_pointer_info_t {

@@ -331,7 +331,6 @@ pub fn arm_forward(t: &Tool, fwd: Box<Forward>) -> Result<(), Box<Forward>> {
 ///
 /// # Safety
 /// Called by the runtime (through its table) with the arguments of the wrapped function.
-#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn async_copy(
     dst: *mut c_void,
     dst_agent: hsa_agent_t,

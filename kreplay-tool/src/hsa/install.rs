@@ -30,6 +30,7 @@ pub unsafe fn save_next(table: *mut HsaApiTable) -> Option<Next> {
     let core = unsafe { copy_table::<CoreApiTable>(root.core_) };
     // SAFETY: amd_ext_ points to the runtime's AMD table; its major id picks the layout.
     let amd = match unsafe { (*root.amd_ext_).version.major_id } {
+        // SAFETY: a major-2 table has the current layout.
         2 => AmdTable::V2(unsafe { copy_table::<AmdExtTable>(root.amd_ext_) }),
         // SAFETY: a major-1 table has the ROCm 5.x layout.
         1 => AmdTable::V1(unsafe {

@@ -38,7 +38,6 @@ struct QueueCtx {
 ///
 /// # Safety
 /// Called by the runtime (through its table) with the arguments of the wrapped function.
-#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn queue_create(
     agent: hsa_agent_t,
     size: u32,
@@ -208,7 +207,10 @@ fn kernel_name(t: &Tool, agent: u64, object: u64) -> String {
 
 /// The dispatch's record: submitted by the thread that rang the doorbell, when it rang (the
 /// handler's thread and `submit` when the ring was not seen).
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the values of one record or call, as the caller has them"
+)]
 fn dispatch_record(
     ctx: &QueueCtx,
     p: &hsa_kernel_dispatch_packet_t,

@@ -72,8 +72,9 @@ unsafe fn owned_by_kreplay(f: *const c_void) -> bool {
     if f.is_null() {
         return false;
     }
-    // SAFETY: dladdr only reads the loader's maps; info is a valid out-struct.
+    // SAFETY: Dl_info is plain data (pointers and integers), for which zero is valid.
     let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's maps; info is a valid out-struct.
     if unsafe { libc::dladdr(f, &mut info) } == 0 || info.dli_fname.is_null() {
         return false;
     }
@@ -116,6 +117,7 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
     // SAFETY: next.amd holds the current entry; reading a function address is harmless.
     let current = crate::amd_next!(next, hsa_amd_memory_pool_allocate_fn)
         .map_or(core::ptr::null(), |f| f as *const c_void);
+    // SAFETY: `current` is a code address from the runtime's table, or null.
     if unsafe { owned_by_kreplay(current) } {
         tracing::warn!(
             "kreplay: another kreplay instance already wrapped this runtime; this one stays idle"

@@ -52,7 +52,10 @@ impl<W: Write> TraceWriter<W> {
 
     /// Encodes one TrackEvent packet into the buffer: header, any names it defines on the
     /// sequence, then the event. No heap allocation once the scratch vectors have grown.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the values of one record or call, as the caller has them"
+    )]
     #[inline]
     pub(super) fn event(
         &mut self,

@@ -1,6 +1,5 @@
 //! `AmdExtTable` in its two layouts: current ROCm (table major 2, with vmem) and ROCm 5.x
 //! (major 1). Entries kreplay calls carry real signatures; the rest keep positions only.
-#![allow(non_camel_case_types)]
 
 use super::*;
 

@@ -1,6 +1,5 @@
 //! `CoreApiTable` (hsa_api_trace.h) as a `#[repr(C)]` struct of function pointers, in header
 //! order; entries kreplay calls carry real signatures, the rest are position-keeping placeholders.
-#![allow(non_camel_case_types)]
 
 use super::*;
 
