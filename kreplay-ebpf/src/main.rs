@@ -4,7 +4,10 @@
 //! program saves the argument registers (and stack words or a struct where the API needs
 //! them) in the thread's slot ([`slots`]); the return program turns them into one
 //! [`CallRecord`] in its CPU's ring buffer ([`rings`]), reads the out-pointer, and keeps the
-//! live-allocation inventory. Every record that cannot be delivered is counted in `COUNTERS`.
+//! live-allocation inventory. Every record that cannot be delivered is counted in `COUNTERS`,
+//! and said with its reason through aya-log at debug level. The loader sets `AYA_LOG_LEVEL`:
+//! to debug with `--debug-probes`, else to off, and then the verifier drops those branches as
+//! dead code.
 //!
 //! On the host target (clippy, `cargo check --workspace`) the crate builds as an ordinary
 //! binary with an empty `main`, so the workspace can be linted as a whole.
@@ -23,6 +26,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, RingBuf},
     programs::{ProbeContext, RetProbeContext},
 };
+use aya_log_ebpf::debug;
 use kreplay_common::probe::{
     AllocInfo, AllocKey, CallRecord, Cookie, EXTRA_WORDS, EntryState, FLAG_OUT_VALID, NAME_BYTES,
     NameRecord, counter, mode, role,
@@ -69,6 +73,12 @@ fn try_call_enter(ctx: &ProbeContext) {
     let c = cookie(ctx);
     let tid = bpf_get_current_pid_tgid() as u32;
     let Some(frame) = slots::push(tid, c.api(), enter_ns) else {
+        debug!(
+            ctx,
+            "api {} tid {}: entry not saved (calls nested too deep, or the thread's slot is held by another thread)",
+            c.api(),
+            tid
+        );
         return;
     };
     // SAFETY: `frame` points into this thread's slot of THREADS (see `slots::push`), valid for
@@ -130,6 +140,12 @@ fn try_call_return(ctx: &RetProbeContext) {
     let pid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
     let Some(found) = slots::find(tid, c.api()) else {
+        debug!(
+            ctx,
+            "api {} tid {}: return without a saved entry (the entry was not saved, or the probe was attached while the call ran)",
+            c.api(),
+            tid
+        );
         return;
     };
     // Copied to the stack: the verifier tracks a frame's variable offset in the slot too loosely
@@ -153,7 +169,16 @@ fn try_call_return(ctx: &RetProbeContext) {
                     out = v;
                     flags |= FLAG_OUT_VALID;
                 }
-                Err(_) => bump(counter::READ_FAULTS),
+                Err(_) => {
+                    bump(counter::READ_FAULTS);
+                    debug!(
+                        ctx,
+                        "api {} tid {}: out-pointer {:x} not readable",
+                        c.api(),
+                        tid,
+                        ptr
+                    );
+                }
             }
         }
     }
@@ -177,7 +202,15 @@ fn try_call_return(ctx: &RetProbeContext) {
             });
             entry.submit(wake_flags(ring, &found, ring_bytes::<CallRecord>()));
         }
-        None => bump(counter::RINGBUF_DROPS),
+        None => {
+            bump(counter::RINGBUF_DROPS);
+            debug!(
+                ctx,
+                "api {} tid {}: ring buffer full, record dropped",
+                c.api(),
+                tid
+            );
+        }
     }
     if c.name_plus_one() != 0 && (c.void_ret() || ret as u32 == 0) {
         send_name(ring, c, state, pid, tid, out, flags, exit_ns, &found);

@@ -80,6 +80,11 @@ pub struct TraceArgs {
     /// every probed call) and print it on exit.
     #[arg(long)]
     bpf_stats: bool,
+    /// Print on stderr why the probes skipped a call or lost a record, as it happens (a full
+    /// ring, an entry never saved, an unreadable out-pointer): the reasons behind the
+    /// summary's drop counts. Off, the probes carry no logging code at all.
+    #[arg(long)]
+    debug_probes: bool,
     /// Keep the per-thread stream files next to the trace (in FILE.streams/, or in the fresh
     /// name printed when that was taken).
     #[arg(long)]
@@ -190,6 +195,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    kreplay_cli::probes::debug_log::enable(args.debug_probes);
     let mut probes = Probes::load_with_slots(args.ringbuf_bytes, args.thread_slots)?;
     let cost = if args.bpf_stats {
         ProgramCost::start(Programs::Record)
@@ -361,9 +367,13 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 Event::Data => {
                     intake.drain(&mut |s| col.push(&s));
                 }
-                Event::Stop => break,
+                Event::Stop => {
+                    probes.flush_debug_log();
+                    break;
+                }
                 Event::Tick => {
                     intake.drain(&mut |s| col.push(&s));
+                    probes.flush_debug_log();
                     let c = probes.counters()?;
                     mark_losses(&mut col.capture, &c, &mut reported)?;
                     match &targets {

@@ -22,6 +22,9 @@ use kreplay_common::probe::{
 
 use super::rings::RingLayout;
 
+/// aya-log's level global in the BPF object (`aya_log_ebpf`'s `AYA_LOG_LEVEL`).
+const LOG_LEVEL_GLOBAL: &str = "AYA_LOG_LEVEL";
+
 /// Each ring's size when a mode does not say (the object's default).
 const DEFAULT_EVENTS_BYTES: u32 = 1 << 22;
 
@@ -143,6 +146,8 @@ impl Counters {
 /// The loaded probes.
 pub struct Probes {
     bpf: Ebpf,
+    /// The programs' debug messages (`--debug-probes`), when on.
+    debug_log: Option<super::debug_log::DebugLog>,
     attached: HashSet<(String, u64, Scope, Programs)>,
     rings: RingLayout,
 }
@@ -200,7 +205,11 @@ impl Probes {
             loader.map_max_entries(name, bytes);
         }
         loader.override_global(RING_COUNT_GLOBAL, &rings.count, true);
+        // Off, the verifier sees the level as a constant and drops the programs' log calls.
+        let level = super::debug_log::level();
+        loader.override_global(LOG_LEVEL_GLOBAL, &level, true);
         let mut bpf = loader.load(BPF_OBJECT)?;
+        let debug_log = super::debug_log::DebugLog::start(&mut bpf);
         for name in Programs::ALL.iter().flat_map(|p| p.names()) {
             let prog: &mut UProbe = bpf
                 .program_mut(name)
@@ -220,9 +229,18 @@ impl Probes {
         }
         Ok(Probes {
             bpf,
+            debug_log,
             attached: HashSet::new(),
             rings,
         })
+    }
+
+    /// Prints the programs' debug messages written since the last call (`--debug-probes`;
+    /// nothing when they are off).
+    pub fn flush_debug_log(&mut self) {
+        if let Some(l) = self.debug_log.as_mut() {
+            l.flush();
+        }
     }
 
     /// Attaches the recording entry and return probes at `offset` of `library` for `scope`.

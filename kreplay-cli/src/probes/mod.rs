@@ -1,5 +1,6 @@
 //! The BPF side seen from userspace: loading, attaching, symbol resolution and record intake.
 pub mod cost;
+pub mod debug_log;
 pub mod elf;
 pub mod intake;
 pub mod loader;

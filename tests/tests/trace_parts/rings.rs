@@ -132,3 +132,49 @@ fn a_thread_moving_between_cpus_keeps_its_slices_in_order() {
         );
     }
 }
+
+#[test]
+fn debug_probes_says_why_each_record_was_lost_and_says_nothing_otherwise() {
+    require_root!();
+    let exe = build_callloop();
+    let run = |debug: bool| {
+        let out = out_path(&format!("debug-probes-{debug}"));
+        let mut args = vec![
+            "trace",
+            "--ringbuf-bytes",
+            "4096",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        if debug {
+            args.push("--debug-probes");
+        }
+        // Four threads of idle hipStreamSynchronize calls fill a 4 KiB ring whatever the
+        // host's speed.
+        let o = Command::new(kreplay_bin())
+            .args(&args)
+            .arg("--")
+            .arg(&exe)
+            .args(["4", "200000"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{stderr}");
+        stderr
+    };
+    let quiet = run(false);
+    assert!(events_dropped(&quiet) > 0, "{quiet}");
+    assert!(!quiet.contains("kreplay: probe:"), "{quiet}");
+    let said = run(true);
+    let dropped = events_dropped(&said);
+    let full: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("kreplay: probe: hipStreamSynchronize tid "))
+        .filter(|l| l.ends_with(": ring buffer full, record dropped"))
+        .collect();
+    // Each message is one drop, named by its API; the messages' own ring may lose some when
+    // drops come faster than kreplay reads them, never more than there were drops.
+    assert!(dropped > 0, "{said}");
+    assert!(!full.is_empty(), "no message for {dropped} drops: {said}");
+    assert!(full.len() as u64 <= dropped, "{} > {dropped}", full.len());
+}
