@@ -46,10 +46,10 @@ use kreplay_cli::output;
     was.")]
 pub struct ReplayArgs {
     /// Passes per replayed dispatch (at least 1; with 1 every dispatch runs once, unreplayed).
-    #[arg(long, default_value_t = 2, value_parser = contract::parse_passes)]
+    #[arg(long, default_value_t = 2)]
     passes: u32,
     /// Replay only kernels whose name matches this regex.
-    #[arg(long, value_name = "REGEX", value_parser = contract::parse_kernel)]
+    #[arg(long, value_name = "REGEX")]
     kernel: Option<String>,
     /// Replay at most this many dispatches.
     #[arg(long, value_name = "M", value_parser = contract::parse_count)]
@@ -133,6 +133,23 @@ impl ReplayArgs {
             progress: progress.map(Path::to_owned),
         }
     }
+
+    /// Refuses, before anything runs, what the tool would refuse and no flag's parser did
+    /// (`--passes 0`, a `--kernel` that is not a regex), with the tool's reason, on one line.
+    fn check(&self) -> Result<()> {
+        match ReplaySettings::decode(self.settings(Path::new(""), None).encode()) {
+            Ok(_) => Ok(()),
+            Err(contract::ConfigError::Bad {
+                setting,
+                value,
+                why,
+            }) => bail!(
+                "{} {value:?}: {why}",
+                setting.flag().unwrap_or(setting.var())
+            ),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 /// Where the tool library is: `KREPLAY_TOOL_LIB`, or next to the kreplay binary.
@@ -158,6 +175,7 @@ fn tool_lib() -> Result<PathBuf> {
 
 /// Runs `kreplay replay`.
 pub fn run(args: ReplayArgs) -> Result<u8> {
+    args.check()?;
     if args.probes {
         // Checked here, not left to the `kreplay trace` that would attach them: its failure
         // would otherwise read as a command that never used a GPU runtime.
@@ -437,18 +455,26 @@ mod tests {
 
     #[test]
     fn bad_flags_are_refused_with_the_tools_reasons() {
+        // What only the tool's decoder refuses: one line, a run error (exit 1).
+        let check = |flags: &[&str]| parse(flags).unwrap().check().unwrap_err().to_string();
+        assert_eq!(
+            check(&["--passes", "0"]),
+            r#"--passes "0": not an integer >= 1"#
+        );
+        assert_eq!(
+            check(&["--kernel", "("]),
+            r#"--kernel "(": not a valid regex: regex parse error:     (     ^ error: unclosed group"#
+        );
+        assert!(
+            parse(&["--passes", "1", "--kernel", "^gemm$"])
+                .unwrap()
+                .check()
+                .is_ok()
+        );
+        // What a flag's parser refuses: clap's usage error, with the tool's reason.
         for (flags, message) in [
             (
-                &["--passes", "0"][..],
-                "invalid value '0' for '--passes <PASSES>': not an integer >= 1",
-            ),
-            (
-                &["--kernel", "("],
-                "invalid value '(' for '--kernel <REGEX>': not a valid regex: regex parse \
-                 error:     (     ^ error: unclosed group",
-            ),
-            (
-                &["--chunk-size", "3000"],
+                &["--chunk-size", "3000"][..],
                 "invalid value '3000' for '--chunk-size <SIZE>': not a power of two from 4K \
                  to 1G",
             ),
