@@ -71,7 +71,7 @@ pub fn default_budget() -> u64 {
     (pages as u64).saturating_mul(size as u64) / 2
 }
 
-/// The replay settings.
+/// The replay policy the tool runs with: the decoded settings over the tool's defaults.
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
     /// Passes per replayed dispatch.
