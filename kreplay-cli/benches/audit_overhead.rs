@@ -315,7 +315,7 @@ fn main() {
     memory_section(&mut mem);
     print!("{mem}");
     out.push_str(&mem);
-    if let Some(path) = std::env::var_os("KREPLAY_BENCH_OUT") {
+    if let Some(path) = std::env::var_os(kreplay_common::replay_config::BENCH_OUT) {
         std::fs::write(&path, &out).expect("write KREPLAY_BENCH_OUT");
     }
     std::thread::sleep(Duration::from_millis(1));

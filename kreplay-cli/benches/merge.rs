@@ -276,7 +276,7 @@ fn main() {
         let _ = std::fs::remove_dir_all(&root);
     }
     print!("{md}");
-    if let Some(out) = std::env::var_os("KREPLAY_BENCH_OUT") {
+    if let Some(out) = std::env::var_os(kreplay_common::replay_config::BENCH_OUT) {
         std::fs::write(&out, &md).expect("write KREPLAY_BENCH_OUT");
     }
 }

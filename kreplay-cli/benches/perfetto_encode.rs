@@ -292,7 +292,7 @@ fn main() {
     }
     let table = render(&rows);
     println!("{table}");
-    if let Some(path) = std::env::var_os("KREPLAY_BENCH_OUT") {
+    if let Some(path) = std::env::var_os(kreplay_common::replay_config::BENCH_OUT) {
         let header = format!(
             "## Perfetto encoding ({}, {} cores, {})\n\n",
             cpu_model(),

@@ -14,6 +14,8 @@ pub mod color;
 pub mod probe;
 pub mod progress;
 #[cfg(feature = "std")]
+pub mod replay_config;
+#[cfg(feature = "std")]
 pub mod size;
 #[cfg(feature = "std")]
 pub mod stream;

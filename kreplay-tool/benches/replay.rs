@@ -161,7 +161,7 @@ fn main() {
         );
     }
     print!("{md}");
-    if let Some(p) = std::env::var_os("KREPLAY_BENCH_OUT") {
+    if let Some(p) = std::env::var_os(kreplay_common::replay_config::BENCH_OUT) {
         let _ = std::fs::write(p, &md);
     }
 }

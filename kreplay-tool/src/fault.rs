@@ -14,7 +14,7 @@ use std::panic::UnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// The environment variable naming the sites to panic at (comma-separated, or `all`).
-pub const ENV: &str = "KREPLAY_FORCE_PANIC";
+pub const ENV: &str = kreplay_common::replay_config::FORCE_PANIC;
 
 /// Every site, by the entry (or entries) it sits in.
 pub const SITES: &[&str] = &[

@@ -7,7 +7,8 @@ pub fn init_logging() {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::{EnvFilter, Layer as _};
-    let filter = EnvFilter::try_from_env("KREPLAY_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_env(kreplay_common::replay_config::LOG)
+        .unwrap_or_else(|_| EnvFilter::new("warn"));
     let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(kreplay_common::color::stderr_wants_color())
         .with_writer(std::io::stderr)

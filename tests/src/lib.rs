@@ -25,7 +25,7 @@ pub fn target_dir() -> PathBuf {
 
 /// The `kreplay` binary under test: `$KREPLAY_BIN`, else `target/debug/kreplay`.
 pub fn kreplay_bin() -> PathBuf {
-    let path = std::env::var_os("KREPLAY_BIN")
+    let path = std::env::var_os(kreplay_common::replay_config::BIN)
         .map(PathBuf::from)
         .unwrap_or_else(|| target_dir().join("debug").join("kreplay"));
     assert!(

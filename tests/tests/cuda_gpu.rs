@@ -20,7 +20,7 @@ fn cuda_replay_scenarios_on_a_real_gpu() {
     let out = Command::new("bash")
         .arg("tests/gpu/replay.sh")
         .current_dir(workspace_root())
-        .env("KREPLAY_BIN", kreplay_bin())
+        .env(kreplay_common::replay_config::BIN, kreplay_bin())
         .output()
         .expect("run tests/gpu/replay.sh");
     let text = String::from_utf8_lossy(&out.stdout);

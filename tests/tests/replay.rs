@@ -350,7 +350,10 @@ fn footprint_restores_exactly_the_chunks_its_kernels_wrote() {
         "footprint",
         &args,
         &["--passes", "3", "--restore", "dirty"],
-        &[("KREPLAY_CHECK_DETERMINISM", "0")],
+        &[(
+            kreplay_common::replay_config::Setting::CheckDeterminism.var(),
+            "0",
+        )],
     );
     assert_eq!(app_lines(&out), plain_lines("footprint", &args));
     assert!(out.contains("written_bytes: 1024\n"), "{out}");

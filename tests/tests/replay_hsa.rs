@@ -75,7 +75,10 @@ fn submissions_batched_behind_a_busy_interceptor_are_replayed_one_by_one() {
         &exe,
         &args,
         &["--passes", "3"],
-        &[("KREPLAY_LOG", "kreplay_tool::hsa::intercept=debug")],
+        &[(
+            kreplay_common::replay_config::LOG,
+            "kreplay_tool::hsa::intercept=debug",
+        )],
     );
     assert_eq!(app_lines(&out), plain_lines(&exe, &args, &[]));
     assert!(out.contains("bumps: 4\n"), "{out}");
@@ -337,7 +340,12 @@ fn a_tool_library_loaded_twice_wraps_once_and_records_once() {
     let once_records = records_written(&once_err);
     // Debug logging on: the flushes at unload and exit (after the logger's thread-locals are
     // gone) still write every record.
-    let (_, out, err) = replayed(&exe, &args, &["--passes", "5"], &[("KREPLAY_LOG", "debug")]);
+    let (_, out, err) = replayed(
+        &exe,
+        &args,
+        &["--passes", "5"],
+        &[(kreplay_common::replay_config::LOG, "debug")],
+    );
     assert_eq!(table(&out), expected_rows);
     assert_eq!(records_written(&err), once_records, "{err}");
     assert!(!err.contains("panicked"), "{err}");

@@ -336,7 +336,7 @@ fn cargo_benches(out: &mut String, only: &[String]) -> Result<()> {
         say("bench", &format!("cargo bench -p {pkg} --bench {bench}"));
         let mut c = cmd("cargo");
         c.args(["bench", "-q", "-p", pkg, "--bench", bench])
-            .env("KREPLAY_BENCH_OUT", &result);
+            .env(kreplay_common::replay_config::BENCH_OUT, &result);
         let status = c
             .status()
             .with_context(|| format!("running bench {bench}"))?;

@@ -28,7 +28,7 @@ pub fn run() -> Result<()> {
         "kreplay-ebpf",
         "--no-fail-fast",
     ])
-    .env("KREPLAY_BIN", &bin);
+    .env(kreplay_common::replay_config::BIN, &bin);
     check("test", test)?;
     crate::fuzz::short_run()?;
     say("test", "all checks passed");

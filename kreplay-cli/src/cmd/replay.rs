@@ -9,6 +9,10 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use kreplay_common::replay_config::{
+    self as contract, DeviceCheck, ReplaySettings, RestoreMode, SnapshotPlacement,
+};
 use kreplay_common::stream::StreamReader;
 
 use super::replay_progress;
@@ -48,25 +52,37 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "REGEX")]
     kernel: Option<String>,
     /// Replay at most this many dispatches.
-    #[arg(long, value_name = "M")]
+    #[arg(long, value_name = "M", value_parser = contract::parse_count)]
     max_dispatches: Option<u64>,
     /// Chunk size of the dirty check (`64K`, `1M`; a power of two from 4K to 1G).
-    #[arg(long, value_name = "SIZE", value_parser = chunk_size)]
-    chunk_size: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = contract::parse_chunk_size)]
+    chunk_size: Option<u64>,
     /// `auto` (default): restore only changed chunks while checking pays; `dirty`: always
     /// restore only changed chunks; `full`: restore every byte.
-    #[arg(long, value_name = "MODE", value_parser = ["auto", "dirty", "full"])]
-    restore: Option<String>,
+    #[arg(
+        long,
+        value_name = "MODE",
+        value_parser = choice::<RestoreMode>(RestoreMode::NAMES)
+    )]
+    restore: Option<RestoreMode>,
     /// Decline replay when the snapshot footprint exceeds this (`512M`, `8G`, bytes).
-    #[arg(long, value_name = "SIZE", value_parser = size)]
-    snapshot_budget: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = contract::parse_size)]
+    snapshot_budget: Option<u64>,
     /// Where snapshot copies live.
-    #[arg(long, value_name = "WHERE", value_parser = ["auto", "device", "pinned", "pageable"])]
-    snapshot_placement: Option<String>,
+    #[arg(
+        long,
+        value_name = "WHERE",
+        value_parser = choice::<SnapshotPlacement>(SnapshotPlacement::NAMES)
+    )]
+    snapshot_placement: Option<SnapshotPlacement>,
     /// How changed chunks of a device-resident snapshot are found: `hash` (default: 128-bit
     /// chunk hashes on the device, one read of the footprint) or `compare` (exact, two reads).
-    #[arg(long, value_name = "HOW", value_parser = ["hash", "compare"])]
-    device_check: Option<String>,
+    #[arg(
+        long,
+        value_name = "HOW",
+        value_parser = choice::<DeviceCheck>(DeviceCheck::NAMES)
+    )]
+    device_check: Option<DeviceCheck>,
     /// Also write the per-kernel table as JSON lines to FILE (schema `kreplay-replay/1`,
     /// docs/replay-json.md).
     #[arg(long, value_name = "FILE")]
@@ -90,22 +106,55 @@ pub struct ReplayArgs {
     command: Vec<String>,
 }
 
-fn size(v: &str) -> Result<String, String> {
-    kreplay_common::size::parse(v)
-        .map(|_| v.to_owned())
-        .ok_or_else(|| format!("{v:?} is not a size (bytes, or with K/M/G)"))
+/// A flag taking one of `names` (listed in `--help` and in clap's error), parsed as the tool
+/// parses its variable.
+fn choice<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: std::str::FromStr<Err = String> + Clone + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names).try_map(|v| v.parse::<T>())
 }
 
-fn chunk_size(v: &str) -> Result<String, String> {
-    match kreplay_common::size::parse(v) {
-        Some(n) if n.is_power_of_two() && (4096..=1 << 30).contains(&n) => Ok(v.to_owned()),
-        _ => Err(format!("{v:?} is not a power of two from 4K to 1G")),
+impl ReplayArgs {
+    /// What the tool is told: these flags, the run's directory `dir` and its progress file.
+    fn settings(&self, dir: &Path, progress: Option<&Path>) -> ReplaySettings {
+        ReplaySettings {
+            passes: Some(self.passes),
+            kernel: self.kernel.clone(),
+            max_dispatches: self.max_dispatches,
+            // No flag: what the environment around `kreplay replay` says reaches the tool.
+            check_determinism: None,
+            chunk_size: self.chunk_size,
+            restore: self.restore,
+            snapshot_budget: self.snapshot_budget,
+            snapshot_placement: self.snapshot_placement,
+            device_check: self.device_check,
+            output_dir: Some(dir.to_owned()),
+            progress: progress.map(Path::to_owned),
+        }
+    }
+
+    /// Refuses, before anything runs, what the tool would refuse and no flag's parser did
+    /// (`--passes 0`, a `--kernel` that is not a regex), with the tool's reason, on one line.
+    fn check(&self) -> Result<()> {
+        match ReplaySettings::decode(self.settings(Path::new(""), None).encode()) {
+            Ok(_) => Ok(()),
+            Err(contract::ConfigError::Bad {
+                setting,
+                value,
+                why,
+            }) => bail!(
+                "{} {value:?}: {why}",
+                setting.flag().unwrap_or(setting.var())
+            ),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
 /// Where the tool library is: `KREPLAY_TOOL_LIB`, or next to the kreplay binary.
 fn tool_lib() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("KREPLAY_TOOL_LIB") {
+    if let Some(p) = std::env::var_os(contract::TOOL_LIB) {
         return Ok(PathBuf::from(p));
     }
     let exe = std::env::current_exe().context("cannot locate the kreplay binary")?;
@@ -126,17 +175,7 @@ fn tool_lib() -> Result<PathBuf> {
 
 /// Runs `kreplay replay`.
 pub fn run(args: ReplayArgs) -> Result<u8> {
-    if args.passes == 0 {
-        bail!("--passes must be at least 1");
-    }
-    if let Some(k) = &args.kernel {
-        regex::Regex::new(k).map_err(|e| {
-            anyhow::anyhow!(
-                "--kernel {k:?} is not a valid regex: {}",
-                e.to_string().replace('\n', " ")
-            )
-        })?;
-    }
+    args.check()?;
     if args.probes {
         // Checked here, not left to the `kreplay trace` that would attach them: its failure
         // would otherwise read as a command that never used a GPU runtime.
@@ -214,30 +253,11 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
         c.args(&args.command[1..]).env("LD_PRELOAD", preload);
         c
     };
-    cmd.env("HSA_TOOLS_LIB", tools)
-        .env("KREPLAY_PASSES", args.passes.to_string())
-        .env("KREPLAY_OUTPUT_DIR", dir);
-    if let Some(k) = &args.kernel {
-        cmd.env("KREPLAY_KERNEL", k);
-    }
-    if let Some(m) = args.max_dispatches {
-        cmd.env("KREPLAY_MAX_DISPATCHES", m.to_string());
-    }
-    for (var, v) in [
-        ("KREPLAY_CHUNK_SIZE", &args.chunk_size),
-        ("KREPLAY_RESTORE", &args.restore),
-        ("KREPLAY_SNAPSHOT_BUDGET", &args.snapshot_budget),
-        ("KREPLAY_SNAPSHOT_PLACEMENT", &args.snapshot_placement),
-        ("KREPLAY_DEVICE_CHECK", &args.device_check),
-    ] {
-        if let Some(v) = v {
-            cmd.env(var, v);
-        }
-    }
     let progress = replay_progress::Progress::create(dir);
-    if let Some(p) = &progress {
-        cmd.env(replay_progress::ENV, p.path());
-    }
+    cmd.env("HSA_TOOLS_LIB", tools).envs(
+        args.settings(dir, progress.as_ref().map(|p| p.path()))
+            .encode(),
+    );
     let started = std::time::Instant::now();
     let status = cmd
         .spawn()
@@ -313,7 +333,7 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
         kernel_filter: args
             .kernel
             .as_deref()
-            .and_then(|k| regex::Regex::new(k).ok()),
+            .and_then(|k| contract::kernel_regex(k).ok()),
         max_dispatches: args.max_dispatches,
         passes: args.passes,
     };
@@ -344,4 +364,155 @@ fn probe_streams(dir: &Path) -> Vec<PathBuf> {
         );
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ReplayArgs,
+    }
+
+    fn parse(flags: &[&str]) -> Result<ReplayArgs, clap::Error> {
+        let argv = ["replay"].iter().chain(flags).chain(&["--", "app"]);
+        Cli::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn flags_become_the_settings_the_tool_decodes() {
+        let args = parse(&[
+            "--passes",
+            "5",
+            "--kernel",
+            "^gemm",
+            "--max-dispatches",
+            "20",
+            "--chunk-size",
+            "64K",
+            "--restore",
+            "dirty",
+            "--snapshot-budget",
+            "40960",
+            "--snapshot-placement",
+            "pinned",
+            "--device-check",
+            "compare",
+        ])
+        .unwrap();
+        let s = args.settings(Path::new("/tmp/run"), Some(Path::new("/tmp/run/progress")));
+        assert_eq!(
+            s,
+            ReplaySettings {
+                passes: Some(5),
+                kernel: Some("^gemm".into()),
+                max_dispatches: Some(20),
+                check_determinism: None,
+                chunk_size: Some(65536),
+                restore: Some(RestoreMode::Dirty),
+                snapshot_budget: Some(40960),
+                snapshot_placement: Some(SnapshotPlacement::Pinned),
+                device_check: Some(DeviceCheck::Compare),
+                output_dir: Some("/tmp/run".into()),
+                progress: Some("/tmp/run/progress".into()),
+            }
+        );
+        let env: Vec<(&str, String)> = s
+            .encode()
+            .into_iter()
+            .map(|(k, v)| (k, v.into_string().unwrap()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                ("KREPLAY_PASSES", "5"),
+                ("KREPLAY_KERNEL", "^gemm"),
+                ("KREPLAY_MAX_DISPATCHES", "20"),
+                ("KREPLAY_CHUNK_SIZE", "64K"),
+                ("KREPLAY_RESTORE", "dirty"),
+                ("KREPLAY_SNAPSHOT_BUDGET", "40K"),
+                ("KREPLAY_SNAPSHOT_PLACEMENT", "pinned"),
+                ("KREPLAY_DEVICE_CHECK", "compare"),
+                ("KREPLAY_OUTPUT_DIR", "/tmp/run"),
+                ("KREPLAY_PROGRESS", "/tmp/run/progress"),
+            ]
+            .map(|(k, v)| (k, v.to_owned()))
+        );
+        assert_eq!(ReplaySettings::decode(s.encode()), Ok(s));
+        // Unset flags are not passed: the tool's defaults (or the caller's environment) apply.
+        let s = parse(&[]).unwrap().settings(Path::new("/d"), None);
+        assert_eq!(
+            s.encode(),
+            [
+                ("KREPLAY_PASSES", "2".into()),
+                ("KREPLAY_OUTPUT_DIR", "/d".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_flags_are_refused_with_the_tools_reasons() {
+        // What only the tool's decoder refuses: one line, a run error (exit 1).
+        let check = |flags: &[&str]| parse(flags).unwrap().check().unwrap_err().to_string();
+        assert_eq!(
+            check(&["--passes", "0"]),
+            r#"--passes "0": not an integer >= 1"#
+        );
+        assert_eq!(
+            check(&["--kernel", "("]),
+            r#"--kernel "(": not a valid regex: regex parse error:     (     ^ error: unclosed group"#
+        );
+        assert!(
+            parse(&["--passes", "1", "--kernel", "^gemm$"])
+                .unwrap()
+                .check()
+                .is_ok()
+        );
+        // What a flag's parser refuses: clap's usage error, with the tool's reason.
+        for (flags, message) in [
+            (
+                &["--chunk-size", "3000"][..],
+                "invalid value '3000' for '--chunk-size <SIZE>': not a power of two from 4K \
+                 to 1G",
+            ),
+            (
+                &["--snapshot-budget", "lots"],
+                "invalid value 'lots' for '--snapshot-budget <SIZE>': not a size (bytes, or \
+                 with K/M/G)",
+            ),
+            (
+                &["--restore", "some"],
+                "invalid value 'some' for '--restore <MODE>'\n  \
+                 [possible values: auto, dirty, full]",
+            ),
+            (
+                &["--snapshot-placement", "gpu"],
+                "invalid value 'gpu' for '--snapshot-placement <WHERE>'\n  \
+                 [possible values: auto, device, pinned, pageable]",
+            ),
+            (
+                &["--device-check", "bytes"],
+                "invalid value 'bytes' for '--device-check <HOW>'\n  \
+                 [possible values: hash, compare]",
+            ),
+        ] {
+            let e = parse(flags).unwrap_err();
+            // The tool's parsers validate; clap itself checks a choice's name.
+            let kind = if message.contains("possible values") {
+                clap::error::ErrorKind::InvalidValue
+            } else {
+                clap::error::ErrorKind::ValueValidation
+            };
+            assert_eq!(e.kind(), kind, "{flags:?}");
+            let text = e.to_string();
+            let first = text.lines().take(3).collect::<Vec<_>>().join("\n");
+            assert!(
+                first.starts_with(&format!("error: {message}")),
+                "{flags:?}: {text}"
+            );
+        }
+    }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
 use std::time::Duration;
 
-pub use kreplay_common::progress::{ENV, LEN};
+pub use kreplay_common::progress::LEN;
 /// File name in the run's directory.
 pub const FILE: &str = "progress";
 

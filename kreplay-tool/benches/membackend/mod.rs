@@ -3,8 +3,6 @@
 //! a memcpy of the same bytes. Host buffers come from the heap zeroed but untouched (like
 //! fresh memory anywhere: faulted in on first write); it counts host bytes held.
 
-#![expect(dead_code, reason = "each benchmark uses part of it")]
-
 use std::cell::Cell;
 
 use kreplay_tool::engine::backend::{Backend, BackendError, HostBuf, ModuleVar};

@@ -148,7 +148,7 @@ impl Json {
 
 /// Writes `results` to the path in `KREPLAY_BENCH_OUT`, if set.
 pub fn write_results(report: &Report, results: &Json) {
-    if let Some(path) = std::env::var_os("KREPLAY_BENCH_OUT") {
+    if let Some(path) = std::env::var_os(kreplay_common::replay_config::BENCH_OUT) {
         let text = format!("{}\n```json\n{}\n```\n", report.0, results.render());
         match std::fs::write(&path, text) {
             Ok(()) => println!("results written to {}", path.to_string_lossy()),

@@ -1,101 +1,29 @@
-//! Replay configuration from the environment (`kreplay replay` sets it). An unknown
-//! `KREPLAY_*` variable or a bad value is an error: the tool then logs it and disables replay.
+//! The tool's replay policy, derived from the settings `kreplay replay` passes in the
+//! environment ([`ReplaySettings`], decoded in `kreplay-common`): the defaults for what the CLI
+//! left unset, the compiled `--kernel` regex, and the snapshot policy the engine runs with. An
+//! unknown `KREPLAY_*` variable or a bad value is an error: the tool then logs it and disables
+//! replay.
 
+use kreplay_common::replay_config::{DeviceCheck, ReplaySettings, RestoreMode, Setting};
 use regex::Regex;
 
-/// Passes per replayed dispatch (N >= 1).
-pub const ENV_PASSES: &str = "KREPLAY_PASSES";
-/// Regex on the kernel name; only matching kernels are replayed.
-pub const ENV_KERNEL: &str = "KREPLAY_KERNEL";
-/// Most dispatches replayed per process.
-pub const ENV_MAX_DISPATCHES: &str = "KREPLAY_MAX_DISPATCHES";
-/// `0` turns the per-pass determinism check off (default on).
-pub const ENV_CHECK_DETERMINISM: &str = "KREPLAY_CHECK_DETERMINISM";
-
-/// Chunk size of the dirty check, in bytes (suffix K/M/G allowed; a power of two >= 4 KiB).
-pub const ENV_CHUNK_SIZE: &str = "KREPLAY_CHUNK_SIZE";
-/// `auto` (default): restore only chunks that changed, unless measuring shows the check costs
-/// more than it saves; `dirty`: always restore only changed chunks; `full`: every byte.
-pub const ENV_RESTORE: &str = "KREPLAY_RESTORE";
-/// Largest snapshot footprint admitted, in bytes (suffix K/M/G); larger ones are declined.
-pub const ENV_SNAPSHOT_BUDGET: &str = "KREPLAY_SNAPSHOT_BUDGET";
-/// Where snapshot copies live: `auto` (default: device, else pinned, else pageable),
-/// `device`, `pinned` or `pageable` (only that one; failing to allocate it declines).
-pub const ENV_SNAPSHOT_PLACEMENT: &str = "KREPLAY_SNAPSHOT_PLACEMENT";
-
-/// How a device-resident snapshot finds changed chunks: `hash` (default: the backend's
-/// 128-bit chunk hashes, taken at snapshot time and again before each restore, reading the
-/// footprint once) or `compare` (exact byte comparison with the device copy: no collision at
-/// all, but it reads the footprint twice — as much traffic as copying all of it back).
-pub const ENV_DEVICE_CHECK: &str = "KREPLAY_DEVICE_CHECK";
+pub use kreplay_common::replay_config::ConfigError;
+/// Where the engine may put snapshot copies (`--snapshot-placement`).
+pub use kreplay_common::replay_config::SnapshotPlacement as PlacementPref;
 
 /// Default chunk size: 16 KiB, from the `restore` bench (docs/bench/restore.md): the
 /// check costs the same from 4 KiB to 1 MiB chunks (it reads every byte either way), while
 /// scattered writes restore bytes in proportion to the chunk (4x at 64 KiB, 16x at 256 KiB);
 /// 16 KiB restores 4x 4 KiB's bytes with a quarter of its hash metadata (16 bytes per chunk:
 /// 0.1% of the footprint) and a quarter of the copy calls per dirty byte. Backends with a
-/// large per-copy cost (GPU copy calls) may want more: KREPLAY_CHUNK_SIZE.
+/// large per-copy cost (GPU copy calls) may want more: `--chunk-size`.
 pub const DEFAULT_CHUNK: usize = 16 << 10;
-/// Smallest chunk size accepted.
-pub const MIN_CHUNK: usize = 4 << 10;
-
-/// Every `KREPLAY_*` variable the tool (or the CLI around it) knows.
-pub const KNOWN: &[&str] = &[
-    ENV_PASSES,
-    ENV_KERNEL,
-    ENV_MAX_DISPATCHES,
-    ENV_CHECK_DETERMINISM,
-    ENV_CHUNK_SIZE,
-    ENV_RESTORE,
-    ENV_SNAPSHOT_BUDGET,
-    ENV_SNAPSHOT_PLACEMENT,
-    ENV_DEVICE_CHECK,
-    crate::record::ENV_OUTPUT_DIR,
-    crate::record::ENV_PER_THREAD,
-    crate::record::ENV_PER_THREAD_CAP,
-    kreplay_common::progress::ENV,
-    crate::fault::ENV,
-    "KREPLAY_TOOL_LIB",
-    "KREPLAY_BIN",
-    "KREPLAY_BENCH_OUT",
-    "KREPLAY_LOG",
-];
-
-/// A configuration the tool refuses.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ConfigError {
-    /// An unknown `KREPLAY_*` variable.
-    #[error("unknown environment variable {0}")]
-    Unknown(String),
-    /// A value that does not parse.
-    #[error("{name}={value:?}: {why}")]
-    Bad {
-        /// Variable.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong.
-        why: String,
-    },
-}
-
-/// Where the engine may put snapshot copies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlacementPref {
-    /// Device memory if the backend can allocate it, else pinned host, else pageable host.
-    Auto,
-    /// Device memory only.
-    Device,
-    /// Pinned host memory only.
-    Pinned,
-    /// Pageable host memory only.
-    Pageable,
-}
 
 /// How snapshots are taken and restored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotPolicy {
-    /// Chunk size of the dirty check (a power of two >= [`MIN_CHUNK`]).
+    /// Chunk size of the dirty check (a power of two from
+    /// [`kreplay_common::replay_config::MIN_CHUNK`] to `MAX_CHUNK`).
     pub chunk: usize,
     /// Restore only chunks whose contents changed (else every byte).
     pub dirty_only: bool,
@@ -143,7 +71,7 @@ pub fn default_budget() -> u64 {
     (pages as u64).saturating_mul(size as u64) / 2
 }
 
-/// The replay settings.
+/// The replay policy the tool runs with: the decoded settings over the tool's defaults.
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
     /// Passes per replayed dispatch.
@@ -173,87 +101,52 @@ impl Default for ReplayConfig {
 impl ReplayConfig {
     /// From the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_vars(
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-        )
+        Self::from_settings(&ReplaySettings::from_env()?)
     }
 
-    /// From `(name, value)` pairs (only `KREPLAY_*` ones are looked at).
+    /// From `(name, value)` pairs ([`ReplaySettings::decode`]).
     pub fn from_vars(
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
+        Self::from_settings(&ReplaySettings::decode(vars)?)
+    }
+
+    /// The tool's defaults, overridden by what `s` sets.
+    pub fn from_settings(s: &ReplaySettings) -> Result<Self, ConfigError> {
         let mut c = Self::default();
-        for (k, v) in vars {
-            if !k.starts_with("KREPLAY_") {
-                continue;
-            }
-            let bad = |name, why: String| ConfigError::Bad {
-                name,
-                value: v.clone(),
+        if let Some(n) = s.passes {
+            c.passes = n;
+        }
+        if let Some(k) = &s.kernel {
+            let r = kreplay_common::replay_config::kernel_regex(k);
+            c.kernel = Some(r.map_err(|why| ConfigError::Bad {
+                setting: Setting::Kernel,
+                value: k.clone(),
                 why,
-            };
-            match k.as_str() {
-                ENV_PASSES => match v.trim().parse::<u32>() {
-                    Ok(n) if n >= 1 => c.passes = n,
-                    _ => return Err(bad(ENV_PASSES, "passes must be an integer >= 1".into())),
-                },
-                ENV_KERNEL => match Regex::new(&v) {
-                    Ok(r) => c.kernel = Some(r),
-                    Err(e) => return Err(bad(ENV_KERNEL, format!("bad regex: {e}"))),
-                },
-                ENV_MAX_DISPATCHES => match v.trim().parse::<u64>() {
-                    Ok(n) => c.max_dispatches = Some(n),
-                    _ => return Err(bad(ENV_MAX_DISPATCHES, "not a count".into())),
-                },
-                ENV_CHECK_DETERMINISM => match v.trim() {
-                    "0" => c.check_determinism = false,
-                    "1" => c.check_determinism = true,
-                    _ => return Err(bad(ENV_CHECK_DETERMINISM, "must be 0 or 1".into())),
-                },
-                ENV_CHUNK_SIZE => match kreplay_common::size::parse(&v) {
-                    Some(n) if n.is_power_of_two() && n >= MIN_CHUNK as u64 && n <= 1 << 30 => {
-                        c.snapshot.chunk = n as usize
-                    }
-                    _ => {
-                        return Err(bad(
-                            ENV_CHUNK_SIZE,
-                            "chunk size must be a power of two from 4K to 1G".into(),
-                        ));
-                    }
-                },
-                ENV_RESTORE => match v.trim() {
-                    "auto" => (c.snapshot.dirty_only, c.snapshot.adaptive) = (true, true),
-                    "dirty" => (c.snapshot.dirty_only, c.snapshot.adaptive) = (true, false),
-                    "full" => c.snapshot.dirty_only = false,
-                    _ => return Err(bad(ENV_RESTORE, "must be auto, dirty or full".into())),
-                },
-                ENV_DEVICE_CHECK => match v.trim() {
-                    "hash" => c.snapshot.exact_device_check = false,
-                    "compare" => c.snapshot.exact_device_check = true,
-                    _ => return Err(bad(ENV_DEVICE_CHECK, "must be hash or compare".into())),
-                },
-                ENV_SNAPSHOT_BUDGET => match kreplay_common::size::parse(&v) {
-                    Some(n) => c.snapshot.budget = n,
-                    None => return Err(bad(ENV_SNAPSHOT_BUDGET, "not a size".into())),
-                },
-                ENV_SNAPSHOT_PLACEMENT => {
-                    c.snapshot.placement = match v.trim() {
-                        "auto" => PlacementPref::Auto,
-                        "device" => PlacementPref::Device,
-                        "pinned" => PlacementPref::Pinned,
-                        "pageable" => PlacementPref::Pageable,
-                        _ => {
-                            return Err(bad(
-                                ENV_SNAPSHOT_PLACEMENT,
-                                "must be auto, device, pinned or pageable".into(),
-                            ));
-                        }
-                    }
-                }
-                other if KNOWN.contains(&other) => {}
-                other => return Err(ConfigError::Unknown(other.to_owned())),
-            }
+            })?);
+        }
+        c.max_dispatches = s.max_dispatches;
+        if let Some(b) = s.check_determinism {
+            c.check_determinism = b;
+        }
+        let p = &mut c.snapshot;
+        if let Some(n) = s.chunk_size {
+            p.chunk = n as usize;
+        }
+        match s.restore {
+            Some(RestoreMode::Auto) => (p.dirty_only, p.adaptive) = (true, true),
+            Some(RestoreMode::Dirty) => (p.dirty_only, p.adaptive) = (true, false),
+            Some(RestoreMode::Full) => p.dirty_only = false,
+            None => {}
+        }
+        if let Some(b) = s.snapshot_budget {
+            p.budget = b;
+        }
+        if let Some(pl) = s.snapshot_placement {
+            p.placement = pl;
+        }
+        if let Some(d) = s.device_check {
+            p.exact_device_check = d == DeviceCheck::Compare;
         }
         Ok(c)
     }
@@ -272,6 +165,14 @@ mod tests {
         ReplayConfig::from_vars(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
     }
 
+    /// The setting a refusal names.
+    fn refused(pairs: &[(&str, &str)]) -> Option<Setting> {
+        match cfg(pairs) {
+            Err(ConfigError::Bad { setting, .. }) => Some(setting),
+            _ => None,
+        }
+    }
+
     #[test]
     fn values_parse_and_errors_name_the_variable() {
         let c = cfg(&[
@@ -283,20 +184,8 @@ mod tests {
         .unwrap();
         assert_eq!((c.passes, c.max_dispatches), (5, Some(3)));
         assert!(c.selects("saxpy") && !c.selects("fill"));
-        assert!(matches!(
-            cfg(&[("KREPLAY_PASSES", "0")]),
-            Err(ConfigError::Bad {
-                name: ENV_PASSES,
-                ..
-            })
-        ));
-        assert!(matches!(
-            cfg(&[("KREPLAY_KERNEL", "(")]),
-            Err(ConfigError::Bad {
-                name: ENV_KERNEL,
-                ..
-            })
-        ));
+        assert_eq!(refused(&[("KREPLAY_PASSES", "0")]), Some(Setting::Passes));
+        assert_eq!(refused(&[("KREPLAY_KERNEL", "(")]), Some(Setting::Kernel));
         let c = cfg(&[
             ("KREPLAY_CHUNK_SIZE", "16K"),
             ("KREPLAY_RESTORE", "full"),
@@ -317,22 +206,73 @@ mod tests {
                 pass_hashes: false,
             }
         );
-        for (name, value) in [
-            (ENV_CHUNK_SIZE, "3000"),
-            (ENV_CHUNK_SIZE, "1K"),
-            (ENV_RESTORE, "some"),
-            (ENV_SNAPSHOT_BUDGET, "lots"),
-            (ENV_SNAPSHOT_PLACEMENT, "gpu"),
-            (ENV_DEVICE_CHECK, "bytes"),
+        for (setting, value) in [
+            (Setting::ChunkSize, "3000"),
+            (Setting::ChunkSize, "1K"),
+            (Setting::Restore, "some"),
+            (Setting::SnapshotBudget, "lots"),
+            (Setting::SnapshotPlacement, "gpu"),
+            (Setting::DeviceCheck, "bytes"),
         ] {
-            assert!(
-                matches!(cfg(&[(name, value)]), Err(ConfigError::Bad { name: n, .. }) if n == name),
-                "{name}={value}"
+            assert_eq!(
+                refused(&[(setting.var(), value)]),
+                Some(setting),
+                "{setting:?}={value}"
             );
         }
         assert_eq!(
             cfg(&[("KREPLAY_PASES", "2")]).unwrap_err(),
             ConfigError::Unknown("KREPLAY_PASES".into())
+        );
+    }
+
+    #[test]
+    fn unset_settings_keep_the_tools_defaults_and_modes_map_to_the_policy() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(
+            (
+                c.passes,
+                c.kernel.is_none(),
+                c.max_dispatches,
+                c.check_determinism
+            ),
+            (1, true, None, true)
+        );
+        assert_eq!(c.snapshot, SnapshotPolicy::default());
+        assert_eq!(c.snapshot.chunk, DEFAULT_CHUNK);
+        assert_eq!(c.snapshot.budget, default_budget());
+        let mode = |v: &str| {
+            let p = cfg(&[("KREPLAY_RESTORE", v)]).unwrap().snapshot;
+            (p.dirty_only, p.adaptive)
+        };
+        assert_eq!(
+            [mode("auto"), mode("dirty"), mode("full")],
+            [(true, true), (true, false), (false, true)]
+        );
+        let c = cfg(&[
+            ("KREPLAY_CHECK_DETERMINISM", "0"),
+            ("KREPLAY_DEVICE_CHECK", "hash"),
+            ("KREPLAY_SNAPSHOT_PLACEMENT", "device"),
+        ])
+        .unwrap();
+        assert!(!c.check_determinism);
+        assert!(!c.snapshot.exact_device_check);
+        assert_eq!(c.snapshot.placement, PlacementPref::Device);
+        // What the CLI encodes is what the tool runs with.
+        let s = ReplaySettings {
+            passes: Some(4),
+            chunk_size: Some(64 << 10),
+            snapshot_budget: Some(40 << 10),
+            ..ReplaySettings::default()
+        };
+        let pairs = s
+            .encode()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.into_string().unwrap()));
+        let c = ReplayConfig::from_vars(pairs).unwrap();
+        assert_eq!(
+            (c.passes, c.snapshot.chunk, c.snapshot.budget),
+            (4, 64 << 10, 40 << 10)
         );
     }
 }

@@ -1,11 +1,13 @@
 //! Recorder settings and their environment variables.
 
+use kreplay_common::replay_config::{self as contract, Setting};
+
 /// Selects the path: `0` the shared-mutex baseline, `1` (default) per-thread buffers.
-pub const ENV_PER_THREAD: &str = "KREPLAY_PER_THREAD_BUFFER";
+pub const ENV_PER_THREAD: &str = contract::PER_THREAD_BUFFER;
 /// Most undrained records per thread buffer (rows and correlations each), default 16384.
-pub const ENV_PER_THREAD_CAP: &str = "KREPLAY_PER_THREAD_CAP";
-/// Directory the tool's stream file `tool-<pid>.krs` goes to.
-pub const ENV_OUTPUT_DIR: &str = "KREPLAY_OUTPUT_DIR";
+pub const ENV_PER_THREAD_CAP: &str = contract::PER_THREAD_CAP;
+/// Directory the tool's stream file `tool-<pid>.krs` goes to (set by `kreplay replay`).
+pub const ENV_OUTPUT_DIR: &str = Setting::OutputDir.var();
 
 /// How a [`super::Recorder`] buffers.
 #[derive(Clone, Debug, PartialEq, Eq)]
