@@ -89,9 +89,34 @@ pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
     Ok(l)
 }
 
-/// Serves `body()` at `/metrics`, at most `cap` connections at once ([`connection_cap`]),
+/// The `/metrics` text being served: the audit replaces it, each scrape takes the current one.
+/// Either holds the lock only to swap or copy one pointer, never while the text is built.
+#[derive(Clone, Debug, Default)]
+pub struct Published(Arc<Mutex<Arc<str>>>);
+
+impl Published {
+    /// Starts with `text`.
+    pub fn new(text: String) -> Published {
+        Published(Arc::new(Mutex::new(text.into())))
+    }
+
+    /// Replaces the text (built by the caller, outside the lock).
+    pub fn set(&self, text: String) {
+        let text: Arc<str> = text.into();
+        if let Ok(mut t) = self.0.lock() {
+            *t = text;
+        }
+    }
+
+    /// The current text.
+    pub fn get(&self) -> Arc<str> {
+        self.0.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
+
+/// Serves `body` at `/metrics`, at most `cap` connections at once ([`connection_cap`]),
 /// until the task is dropped.
-pub async fn serve(listener: TcpListener, body: Arc<Mutex<String>>, cap: usize) {
+pub async fn serve(listener: TcpListener, body: Published, cap: usize) {
     let slots = Arc::new(tokio::sync::Semaphore::new(cap.max(1)));
     let mut backoff = BACKOFF.0;
     loop {
@@ -123,7 +148,7 @@ pub async fn serve(listener: TcpListener, body: Arc<Mutex<String>>, cap: usize) 
     }
 }
 
-async fn handle(mut stream: TcpStream, body: &Mutex<String>) -> std::io::Result<()> {
+async fn handle(mut stream: TcpStream, body: &Published) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     let read = tokio::time::timeout(REQUEST_TIMEOUT, async {
@@ -153,13 +178,13 @@ async fn handle(mut stream: TcpStream, body: &Mutex<String>) -> std::io::Result<
         ("GET" | "HEAD", "/metrics") => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
-            body.lock().map(|b| b.clone()).unwrap_or_default(),
+            body.get(),
         ),
-        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_string()),
+        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", Arc::from("try /metrics\n")),
         _ => (
             "405 Method Not Allowed",
             "text/plain",
-            "GET only\n".to_string(),
+            Arc::from("GET only\n"),
         ),
     };
     let mut resp = format!(
@@ -213,7 +238,7 @@ mod tests {
         use std::io::{Read, Write};
         let std_l = bind(parse_addr("0").unwrap()).unwrap();
         let addr = std_l.local_addr().unwrap();
-        let body = Arc::new(Mutex::new("m 1\n".to_string()));
+        let body = Published::new("m 1\n".to_string());
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
