@@ -148,6 +148,57 @@ pub async fn serve(listener: TcpListener, body: Published, cap: usize) {
     }
 }
 
+/// The `/metrics` endpoint on a thread of its own, with a runtime of its own: nothing the
+/// audit's loop does (rescanning `/proc`, attaching probes, reading the kernel maps) delays an
+/// answer. Stops, and its thread ends, when dropped.
+pub struct Endpoint {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Endpoint {
+    /// Starts serving `body` on `listener` ([`bind`]'s), at most `cap` connections at once.
+    pub fn start(
+        listener: std::net::TcpListener,
+        body: Published,
+        cap: usize,
+    ) -> std::io::Result<Endpoint> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let listener = {
+            let _in_runtime = rt.enter();
+            TcpListener::from_std(listener)?
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("kreplay-metrics".into())
+            .spawn(move || {
+                rt.block_on(async {
+                    tokio::select! {
+                        _ = serve(listener, body, cap) => {}
+                        _ = stopped => {}
+                    }
+                });
+            })?;
+        Ok(Endpoint {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 async fn handle(mut stream: TcpStream, body: &Published) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
