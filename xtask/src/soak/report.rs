@@ -5,25 +5,24 @@ use std::{fmt::Write as _, time::Duration};
 use anyhow::Result;
 
 use super::{
-    Options, judge,
+    judge,
     prom::Prometheus,
     sample::{Sample, Series},
     trace_check::TraceCheck,
 };
-use crate::bench::{machine, today};
 
-/// The results file's opening: machine, date, command, the rules.
-pub fn header(opts: &Options) -> String {
+/// The results file's opening: what the soaks do and the rules (each section says when and
+/// how it was run).
+pub fn header() -> String {
     format!(
-        "# kreplay soak\n\nMachine: {}\n\nDate: {}\n\nProduced by `cargo xtask soak {}` (as root, \
-         not in CI). The trace and the audit soaks run side by side, each in a PID namespace of \
-         its own (`unshare --pid --mount-proc`) with its own workload: `trace --all` and the \
-         audit see, and rescan, only those processes, and their workloads load different copies \
-         of the simulated runtime. The replay soak runs afterwards. Memory and descriptors are read from `/proc/PID/status` \
+        "# kreplay soak\n\nProduced by `cargo xtask soak` (as root, not in CI); each section \
+         says when, with which arguments and on which machine it was run, and a run with \
+         `--only` replaces only the sections of the soaks it ran. The trace and the audit soaks \
+         run side by side, each in a PID namespace of its own (`unshare --pid --mount-proc`) \
+         with its own workload: `trace --all` and the audit see, and rescan, only those \
+         processes, and their workloads load different copies of the simulated runtime. The \
+         replay soak runs afterwards. Memory and descriptors are read from `/proc/PID/status` \
          (VmRSS, VmHWM) and `/proc/PID/fd`.\n\n{}\n\n",
-        machine(),
-        today(),
-        opts.args().join(" "),
         judge::RULES
     )
 }
