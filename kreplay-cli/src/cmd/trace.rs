@@ -87,6 +87,10 @@ pub struct TraceArgs {
     /// --probes` prints the application's own after its merge, kreplay's calls left out.
     #[arg(long, hide = true)]
     no_summary: bool,
+    /// Print nothing when interrupted again while ending: `kreplay replay --probes` runs this
+    /// command and says what its whole run left.
+    #[arg(long, hide = true)]
+    silent_interrupt: bool,
     /// Set KEY=VALUE in the started command's environment only, not kreplay's (repeatable),
     /// e.g. `--env LD_PRELOAD=./libtool.so` for a library that must not load into the tracer.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = env_pair, requires = "command")]
@@ -185,6 +189,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         .with_context(|| format!("cannot write trace to {}", output.display()))?;
     preflight::check(&HostPaths::default())?;
     preflight::raise_memlock();
+    if args.silent_interrupt {
+        quick_exit::silence();
+    }
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
