@@ -285,27 +285,17 @@ mod tests {
     }
 
     #[test]
-    fn serves_metrics_and_404() {
+    fn serves_the_latest_metrics_and_404_until_dropped() {
         use std::io::{Read, Write};
         let std_l = bind(parse_addr("0").unwrap()).unwrap();
         let addr = std_l.local_addr().unwrap();
         let body = Published::new("m 1\n".to_string());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let server =
-            rt.spawn(async move { serve(TcpListener::from_std(std_l).unwrap(), body, 4).await });
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let driver = std::thread::spawn(move || {
-            rt.block_on(async {
-                let _ = stopped.await;
-            })
-        });
+        let endpoint = Endpoint::start(std_l, body.clone(), 4).unwrap();
+        body.set("m 2\n".to_string());
         for (path, want) in [
             (
                 "/metrics",
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: 4\r\nConnection: close\r\n\r\nm 1\n",
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: 4\r\nConnection: close\r\n\r\nm 2\n",
             ),
             (
                 "/",
@@ -324,8 +314,8 @@ mod tests {
             busy,
             format!("--prometheus {addr}: cannot listen: Address already in use (os error 98)")
         );
-        server.abort();
-        stop.send(()).unwrap();
-        driver.join().unwrap();
+        // Dropped, the endpoint stops and closes its listener: the port is free again.
+        drop(endpoint);
+        drop(bind(addr).unwrap());
     }
 }
