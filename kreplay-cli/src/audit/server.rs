@@ -148,9 +148,10 @@ pub async fn serve(listener: TcpListener, body: Published, cap: usize) {
     }
 }
 
-/// The `/metrics` endpoint on a thread of its own, with a runtime of its own: nothing the
-/// audit's loop does (rescanning `/proc`, attaching probes, reading the kernel maps) delays an
-/// answer. Stops, and its thread ends, when dropped.
+/// The `/metrics` endpoint on a thread of its own (`kreplay-metrics`, at the trace reader's
+/// raised priority when kreplay may set it), with a runtime of its own: nothing the audit's
+/// loop does (rescanning `/proc`, attaching probes, reading the kernel maps) delays an answer.
+/// Stops, and its thread ends, when dropped.
 pub struct Endpoint {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -174,6 +175,12 @@ impl Endpoint {
         let thread = std::thread::Builder::new()
             .name("kreplay-metrics".into())
             .spawn(move || {
+                // A few milliseconds of work a second: with root it asks for the reader
+                // thread's priority, so that busy cores delay its answers as little as they can.
+                match crate::probes::priority::raise_current_thread() {
+                    Ok(nice) => tracing::debug!("metrics thread runs at nice {nice}"),
+                    Err(e) => tracing::debug!("metrics thread keeps its priority: {e}"),
+                }
                 rt.block_on(async {
                     tokio::select! {
                         _ = serve(listener, body, cap) => {}
@@ -314,6 +321,28 @@ mod tests {
             busy,
             format!("--prometheus {addr}: cannot listen: Address already in use (os error 98)")
         );
+        // Its thread runs at the raised priority where kreplay may set it (root).
+        let nice = std::fs::read_dir("/proc/self/task").unwrap().find_map(|t| {
+            let t = t.unwrap().path();
+            let comm = std::fs::read_to_string(t.join("comm")).unwrap();
+            let stat = std::fs::read_to_string(t.join("stat")).unwrap();
+            // The nice value is the 19th field, the 17th after the command's closing ')'.
+            (comm == "kreplay-metrics\n").then(|| {
+                let rest = &stat[stat.rfind(')').unwrap() + 2..];
+                rest.split_whitespace()
+                    .nth(16)
+                    .unwrap()
+                    .parse::<i32>()
+                    .unwrap()
+            })
+        });
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root {
+            assert_eq!(nice, Some(crate::probes::priority::READER_NICE));
+        } else {
+            assert!(nice.is_some(), "no kreplay-metrics thread");
+        }
         // Dropped, the endpoint stops and closes its listener: the port is free again.
         drop(endpoint);
         drop(bind(addr).unwrap());
