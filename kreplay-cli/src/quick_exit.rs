@@ -6,13 +6,26 @@
 //! the last reference to the probes' descriptors, also on exit. [`detach_in_child`] leaves
 //! that last reference to a child process, so that after [`arm`] an interrupt can end kreplay
 //! at once while the child finishes the teardown in the background.
-use std::sync::atomic::{AtomicPtr, Ordering};
+//!
+//! `kreplay replay --probes` runs `kreplay trace` as a child and waits for it: there
+//! [`arm_after_first`] lets the first interrupt (which stops the command and the probes' trace)
+//! pass and ends kreplay at the next, as [`arm`] does; the child, told to [`silence`] its note,
+//! exits at the same interrupt, leaving the note to its parent, which knows every file the run
+//! left.
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 /// The note printed by the handler (a leaked buffer; null: none).
 static NOTE: AtomicPtr<Vec<u8>> = AtomicPtr::new(std::ptr::null_mut());
 /// The temporary file of a trace being written, which the handler removes (a leaked C string;
 /// null: none).
 static PENDING: AtomicPtr<std::ffi::CString> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The line [`arm_after_first`]'s first interrupt prints (a leaked buffer; null: none).
+static FIRST_NOTE: AtomicPtr<Vec<u8>> = AtomicPtr::new(std::ptr::null_mut());
+/// Whether the first interrupt after [`arm_after_first`] has come.
+static FIRST_SEEN: AtomicBool = AtomicBool::new(false);
+/// Whether the exit on an interrupt prints nothing ([`silence`]).
+static SILENT: AtomicBool = AtomicBool::new(false);
 
 /// Names the temporary file an exit from the handler must remove (`None`: none now).
 pub fn set_pending(tmp: Option<&std::path::Path>) {
@@ -24,26 +37,65 @@ pub fn set_pending(tmp: Option<&std::path::Path>) {
     PENDING.store(ptr, Ordering::Release);
 }
 
+/// A line (newline added) in a buffer the handlers may read at any time: leaked, never freed.
+fn leaked_line(text: &str) -> *mut Vec<u8> {
+    // The previous one is leaked too, not freed: a handler may be reading it. A few short
+    // lines per run.
+    Box::leak(Box::new(format!("{text}\n").into_bytes()))
+}
+
 /// Sets the note the handler prints (a line, newline added) before exiting.
 pub fn set_note(note: &str) {
-    let bytes = Box::leak(Box::new(format!("{note}\n").into_bytes()));
-    // The previous note is leaked, not freed: the handler may be reading it. A few short
-    // lines per run.
-    NOTE.store(bytes, Ordering::Release);
+    NOTE.store(leaked_line(note), Ordering::Release);
+}
+
+/// From now on the exit on an interrupt prints no note: a parent kreplay that runs this one
+/// says what the run left.
+pub fn silence() {
+    SILENT.store(true, Ordering::Release);
 }
 
 /// From now on SIGINT and SIGTERM remove the file of [`set_pending`], print the note of
 /// [`set_note`] and exit with 128 + the signal's number.
 pub fn arm(note: &str) {
     set_note(note);
+    install(on_signal);
+}
+
+/// From now on the first SIGINT or SIGTERM only prints `first` (a line; the interrupt goes on
+/// to stop what it stops, such as a child in the same process group), and any later one ends
+/// kreplay as after [`arm`], printing `note`. [`arm`] afterwards makes the next one end it.
+pub fn arm_after_first(first: &str, note: &str) {
+    FIRST_NOTE.store(leaked_line(first), Ordering::Release);
+    set_note(note);
+    install(on_first_signal);
+}
+
+/// Installs `handler` for SIGINT and SIGTERM.
+fn install(handler: extern "C" fn(libc::c_int)) {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: `on_signal` calls only async-signal-safe functions (see there); the sigaction
-        // struct is fully initialized (zeroed, then the handler and an empty mask).
+        // SAFETY: both handlers call only async-signal-safe functions (see them); the
+        // sigaction struct is fully initialized (zeroed, then the handler and an empty mask).
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            sa.sa_sigaction = handler as *const () as libc::sighandler_t;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn on_first_signal(sig: libc::c_int) {
+    if FIRST_SEEN.swap(true, Ordering::AcqRel) {
+        on_signal(sig);
+    }
+    // SAFETY: write is async-signal-safe; the line is leaked, never freed, so the pointer
+    // stays valid.
+    unsafe {
+        let first = FIRST_NOTE.load(Ordering::Acquire);
+        if !first.is_null() {
+            let b = &*first;
+            libc::write(2, b.as_ptr().cast(), b.len());
         }
     }
 }
@@ -57,7 +109,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
             libc::unlink((*pending).as_ptr());
         }
         let note = NOTE.load(Ordering::Acquire);
-        if !note.is_null() {
+        if !note.is_null() && !SILENT.load(Ordering::Acquire) {
             let b = &*note;
             libc::write(2, b.as_ptr().cast(), b.len());
         }

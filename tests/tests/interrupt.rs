@@ -305,3 +305,149 @@ fn a_command_left_running_by_an_interrupted_trace_is_named() {
     );
     assert!(Path::new(&out).exists());
 }
+
+/// The `*.krs` files directly in `dir`.
+fn streams_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "krs"))
+        })
+        .count()
+    })
+}
+
+#[test]
+fn a_second_interrupt_ends_replay_with_probes_at_once() {
+    use std::os::unix::process::CommandExt;
+    require_root!();
+    kreplay_tests::make_sim(&[]);
+    let tmp = scratch("interrupt-replay");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = tmp.join("replayed.pftrace");
+    // One thread launching kernels until it is interrupted (two of them replayed), in a
+    // process group of its own, which the test signals as a terminal's Ctrl-C does.
+    let mut kreplay = Command::new(kreplay_bin())
+        .args([
+            "replay",
+            "--probes",
+            "--passes",
+            "2",
+            "--max-dispatches",
+            "2",
+        ])
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .arg(kreplay_tests::workload("high_qps"))
+        .args(["1", "1000000000"])
+        .env("TMPDIR", &tmp)
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let group = kreplay.id();
+    let ctrl_c = || {
+        // SAFETY: plain signal send to the process group this test started.
+        assert_eq!(unsafe { libc::kill(-(group as i32), libc::SIGINT) }, 0);
+    };
+    let mut lines = Lines::new(&mut kreplay);
+    let dir = tmp.join(format!("kreplay-replay-{}", kreplay.id()));
+    let probe_dir = dir.join("probes.pftrace.streams");
+    // Under the tool and the probes once both have written a stream file and the tool has
+    // replayed both dispatches (its progress counters: dispatches replayed first).
+    let replayed = || {
+        std::fs::read(dir.join("progress"))
+            .ok()
+            .and_then(|b| Some(u64::from_le_bytes(b.get(..8)?.try_into().ok()?)))
+    };
+    let t0 = Instant::now();
+    while streams_in(&dir) == 0 || streams_in(&probe_dir) == 0 || replayed() != Some(2) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no streams in {dir:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // kreplay's one child is the probes' `kreplay trace`, whose one child is the command.
+    let [tracer] = children(kreplay.id())[..] else {
+        panic!("children {:?}", children(kreplay.id()))
+    };
+    let [command] = children(tracer)[..] else {
+        panic!("children {:?}", children(tracer))
+    };
+    ctrl_c();
+    let stopping = lines.wait_for("kreplay: stopping:");
+    assert_eq!(
+        stopping,
+        "kreplay: stopping: the trace is written once the command and the probes' trace end \
+         (detaching the probes takes a few seconds); Ctrl-C again to exit at once"
+    );
+    // The tracer forks its teardown child once its streams are complete.
+    let t0 = Instant::now();
+    let helper = loop {
+        if let Some(&c) = children(tracer).iter().find(|&&c| c != command) {
+            break c;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no teardown child");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    ctrl_c();
+    let (code, took) = exit_of(&mut kreplay, Duration::from_secs(60));
+    let detaching = alive(helper);
+    let stderr = lines.finish();
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(took < Duration::from_secs(1), "{took:?}: {stderr}");
+    assert!(detaching, "the teardown child was already gone: {stderr}");
+    assert!(!alive(tracer) && !alive(command), "{stderr}");
+    let merge = format!(
+        "kreplay merge {} {} -o {}",
+        dir.display(),
+        probe_dir.display(),
+        out.display()
+    );
+    // The one note is kreplay's: the tracer it ran, interrupted too, says nothing.
+    assert!(
+        stderr.ends_with(&format!(
+            "\nkreplay: interrupted again: exiting now, the probes detach in the background; the \
+             stream files are kept in {}: `{merge}` renders them\n",
+            dir.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("interrupted").count(), 1, "{stderr}");
+    let t0 = Instant::now();
+    while alive(helper) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "the teardown never ends"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // No trace and no temporary file of one; the streams render with the command named.
+    let mut left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [format!("kreplay-replay-{}", kreplay.id())]);
+    let merged = Command::new(kreplay_bin())
+        .args(merge.split(' ').skip(1))
+        .output()
+        .unwrap();
+    assert!(merged.status.success(), "{merged:?}");
+    let d = decode_trace(&out);
+    // Both replayed dispatches are in it, each with its snapshot, and nothing is malformed.
+    let snapshots: usize = d["slices"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|v| v.as_array().unwrap())
+        .filter(|s| s["name"] == "snapshot")
+        .count();
+    assert_eq!(snapshots, 2);
+    assert_eq!(d["errors"], serde_json::json!([]));
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

@@ -11,7 +11,6 @@
 //! probes only its own command and runs outside a namespace (`kreplay trace -- CMD` attaches
 //! by pid, which must be the kernel's).
 use std::{
-    fmt::Write as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -22,6 +21,7 @@ use anyhow::{Context, Result, bail};
 use crate::numbers::field;
 use crate::run::{root, say};
 
+mod file;
 mod judge;
 mod long;
 mod prom;
@@ -87,7 +87,8 @@ fn kreplay() -> PathBuf {
 }
 
 /// The outer half: builds, then runs each soak in a fresh PID namespace of its own (trace
-/// and audit side by side, then replay) and writes `docs/bench/soak.md` from their sections.
+/// and audit side by side, then replay) and replaces their sections of `docs/bench/soak.md`
+/// ([`file::update`]: the sections of soaks not run are kept).
 pub fn run(opts: &Options) -> Result<()> {
     if !kreplay_tests::is_root() {
         bail!("the soak loads BPF programs: run it as root");
@@ -103,8 +104,11 @@ pub fn run(opts: &Options) -> Result<()> {
             .trim_end_matches(" (deleted)")
             .to_string(),
     );
-    let mut out = report::header(opts);
-    let _ = writeln!(out, "{}\n", report::load_line("at the start"));
+    let run = file::run_line(
+        &crate::bench::today(),
+        &opts.args().join(" "),
+        &crate::bench::machine(),
+    );
     let spawn = |s: Soak| -> Result<Child> {
         let _ = std::fs::remove_file(section(s));
         say("soak", &format!("{s:?}: in a PID namespace of its own"));
@@ -126,29 +130,40 @@ pub fn run(opts: &Options) -> Result<()> {
     {
         running.push((s, spawn(s)?));
     }
+    let mut sections = vec![];
     for (s, mut child) in running {
         let status = child.wait()?;
-        match std::fs::read_to_string(section(s)) {
-            Ok(text) if status.success() => out.push_str(&text),
+        let text = match std::fs::read_to_string(section(s)) {
+            Ok(text) if status.success() => text,
             _ => {
-                let _ = writeln!(out, "## {s:?}\n\n**The soak failed** ({status}).\n");
                 failed.push(s);
+                file::failed(s, &status.to_string())
             }
-        }
+        };
+        sections.push((s, file::with_run_line(&text, &run)));
     }
     // Replay probes only its own command: it runs here, where its pids are the kernel's.
-    if opts.wants(Soak::Replay)
-        && let Err(e) = replay::soak(&kreplay(), &mut out)
-    {
-        let _ = writeln!(out, "## Replay\n\n**The soak failed**: {e:#}.\n");
-        failed.push(Soak::Replay);
+    if opts.wants(Soak::Replay) {
+        let mut text = String::new();
+        if let Err(e) = replay::soak(&kreplay(), &mut text) {
+            text = file::failed(Soak::Replay, &format!("{e:#}"));
+            failed.push(Soak::Replay);
+        }
+        sections.push((Soak::Replay, file::with_run_line(&text, &run)));
     }
-    let _ = writeln!(out, "{}", report::load_line("at the end"));
     let dir = root().join("docs").join("bench");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("soak.md");
-    std::fs::write(&path, out)?;
-    say("soak", &format!("results written to {}", path.display()));
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    std::fs::write(&path, file::update(&old, &report::header(), &sections))?;
+    say(
+        "soak",
+        &format!(
+            "results written to {} (the sections of {:?}; the others kept)",
+            path.display(),
+            sections.iter().map(|(s, _)| *s).collect::<Vec<_>>()
+        ),
+    );
     if !failed.is_empty() {
         bail!("soaks failed: {failed:?}");
     }

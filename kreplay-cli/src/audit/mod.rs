@@ -4,5 +4,6 @@ pub mod maps;
 pub mod prometheus;
 pub mod render;
 pub mod report;
+pub mod schedule;
 pub mod server;
 pub mod session;

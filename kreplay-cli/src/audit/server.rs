@@ -89,9 +89,34 @@ pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
     Ok(l)
 }
 
-/// Serves `body()` at `/metrics`, at most `cap` connections at once ([`connection_cap`]),
+/// The `/metrics` text being served: the audit replaces it, each scrape takes the current one.
+/// Either holds the lock only to swap or copy one pointer, never while the text is built.
+#[derive(Clone, Debug, Default)]
+pub struct Published(Arc<Mutex<Arc<str>>>);
+
+impl Published {
+    /// Starts with `text`.
+    pub fn new(text: String) -> Published {
+        Published(Arc::new(Mutex::new(text.into())))
+    }
+
+    /// Replaces the text (built by the caller, outside the lock).
+    pub fn set(&self, text: String) {
+        let text: Arc<str> = text.into();
+        if let Ok(mut t) = self.0.lock() {
+            *t = text;
+        }
+    }
+
+    /// The current text.
+    pub fn get(&self) -> Arc<str> {
+        self.0.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
+
+/// Serves `body` at `/metrics`, at most `cap` connections at once ([`connection_cap`]),
 /// until the task is dropped.
-pub async fn serve(listener: TcpListener, body: Arc<Mutex<String>>, cap: usize) {
+pub async fn serve(listener: TcpListener, body: Published, cap: usize) {
     let slots = Arc::new(tokio::sync::Semaphore::new(cap.max(1)));
     let mut backoff = BACKOFF.0;
     loop {
@@ -123,7 +148,65 @@ pub async fn serve(listener: TcpListener, body: Arc<Mutex<String>>, cap: usize) 
     }
 }
 
-async fn handle(mut stream: TcpStream, body: &Mutex<String>) -> std::io::Result<()> {
+/// The `/metrics` endpoint on a thread of its own (`kreplay-metrics`, at the trace reader's
+/// raised priority when kreplay may set it), with a runtime of its own: nothing the audit's
+/// loop does (rescanning `/proc`, attaching probes, reading the kernel maps) delays an answer.
+/// Stops, and its thread ends, when dropped.
+pub struct Endpoint {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Endpoint {
+    /// Starts serving `body` on `listener` ([`bind`]'s), at most `cap` connections at once.
+    pub fn start(
+        listener: std::net::TcpListener,
+        body: Published,
+        cap: usize,
+    ) -> std::io::Result<Endpoint> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let listener = {
+            let _in_runtime = rt.enter();
+            TcpListener::from_std(listener)?
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("kreplay-metrics".into())
+            .spawn(move || {
+                // A few milliseconds of work a second: with root it asks for the reader
+                // thread's priority, so that busy cores delay its answers as little as they can.
+                match crate::probes::priority::raise_current_thread() {
+                    Ok(nice) => tracing::debug!("metrics thread runs at nice {nice}"),
+                    Err(e) => tracing::debug!("metrics thread keeps its priority: {e}"),
+                }
+                rt.block_on(async {
+                    tokio::select! {
+                        _ = serve(listener, body, cap) => {}
+                        _ = stopped => {}
+                    }
+                });
+            })?;
+        Ok(Endpoint {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn handle(mut stream: TcpStream, body: &Published) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     let read = tokio::time::timeout(REQUEST_TIMEOUT, async {
@@ -153,13 +236,13 @@ async fn handle(mut stream: TcpStream, body: &Mutex<String>) -> std::io::Result<
         ("GET" | "HEAD", "/metrics") => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
-            body.lock().map(|b| b.clone()).unwrap_or_default(),
+            body.get(),
         ),
-        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_string()),
+        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", Arc::from("try /metrics\n")),
         _ => (
             "405 Method Not Allowed",
             "text/plain",
-            "GET only\n".to_string(),
+            Arc::from("GET only\n"),
         ),
     };
     let mut resp = format!(
@@ -209,27 +292,17 @@ mod tests {
     }
 
     #[test]
-    fn serves_metrics_and_404() {
+    fn serves_the_latest_metrics_and_404_until_dropped() {
         use std::io::{Read, Write};
         let std_l = bind(parse_addr("0").unwrap()).unwrap();
         let addr = std_l.local_addr().unwrap();
-        let body = Arc::new(Mutex::new("m 1\n".to_string()));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let server =
-            rt.spawn(async move { serve(TcpListener::from_std(std_l).unwrap(), body, 4).await });
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let driver = std::thread::spawn(move || {
-            rt.block_on(async {
-                let _ = stopped.await;
-            })
-        });
+        let body = Published::new("m 1\n".to_string());
+        let endpoint = Endpoint::start(std_l, body.clone(), 4).unwrap();
+        body.set("m 2\n".to_string());
         for (path, want) in [
             (
                 "/metrics",
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: 4\r\nConnection: close\r\n\r\nm 1\n",
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: 4\r\nConnection: close\r\n\r\nm 2\n",
             ),
             (
                 "/",
@@ -248,8 +321,30 @@ mod tests {
             busy,
             format!("--prometheus {addr}: cannot listen: Address already in use (os error 98)")
         );
-        server.abort();
-        stop.send(()).unwrap();
-        driver.join().unwrap();
+        // Its thread runs at the raised priority where kreplay may set it (root).
+        let nice = std::fs::read_dir("/proc/self/task").unwrap().find_map(|t| {
+            let t = t.unwrap().path();
+            let comm = std::fs::read_to_string(t.join("comm")).unwrap();
+            let stat = std::fs::read_to_string(t.join("stat")).unwrap();
+            // The nice value is the 19th field, the 17th after the command's closing ')'.
+            (comm == "kreplay-metrics\n").then(|| {
+                let rest = &stat[stat.rfind(')').unwrap() + 2..];
+                rest.split_whitespace()
+                    .nth(16)
+                    .unwrap()
+                    .parse::<i32>()
+                    .unwrap()
+            })
+        });
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root {
+            assert_eq!(nice, Some(crate::probes::priority::READER_NICE));
+        } else {
+            assert!(nice.is_some(), "no kreplay-metrics thread");
+        }
+        // Dropped, the endpoint stops and closes its listener: the port is free again.
+        drop(endpoint);
+        drop(bind(addr).unwrap());
     }
 }

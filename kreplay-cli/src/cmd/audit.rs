@@ -3,8 +3,7 @@
 use std::{
     io::Write,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Result, bail};
@@ -15,14 +14,18 @@ use kreplay_cli::{
         prometheus::LabelCap,
         render,
         report::ReportKind,
-        server::{self, parse_addr},
+        schedule::{self, End, Schedule, Work},
+        server::{self, Published, parse_addr},
         session::Session,
     },
     duration,
     preflight::{self, HostPaths},
     probes::loader::{Probes, Programs, Scope},
     quick_exit,
-    trace::{attach::Attacher, discover},
+    trace::{
+        attach::Attacher,
+        discover::{self, RuntimeLib},
+    },
 };
 use kreplay_common::probe::{ALLOCS_MAP, EVENTS_MAP, THREADS_MAP};
 
@@ -110,10 +113,20 @@ pub fn run(args: AuditArgs) -> Result<u8> {
             }
         }
     }
-    let mut session = Session::new(probes.ebpf(), stats_fd.is_some(), args.top);
-    let host = hostname();
-    let mut cap = LabelCap::new(args.max_pids);
-    let metrics = Arc::new(Mutex::new(session.exposition(&mut cap)));
+    let session = Session::new(probes.ebpf(), stats_fd.is_some(), args.top);
+    let mut audit = Audit {
+        probes: &mut probes,
+        attacher,
+        session,
+        cap: LabelCap::new(args.max_pids),
+        targets: &targets,
+        json: args.json,
+        host: hostname(),
+    };
+    let endpoint = listener.map(|l| {
+        let text = audit.session.exposition(&mut audit.cap);
+        (l, Published::new(text))
+    });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -129,73 +142,36 @@ pub fn run(args: AuditArgs) -> Result<u8> {
     };
     eprintln!(
         "kreplay: audit running ({} probe attachments{}); Ctrl-C to stop",
-        probes.attachments(),
-        match &listener {
-            Some(l) => format!(
+        audit.probes.attachments(),
+        match &endpoint {
+            Some((l, _)) => format!(
                 ", metrics at http://{}/metrics",
                 l.local_addr().map(|a| a.to_string()).unwrap_or_default()
             ),
             None => String::new(),
         }
     );
-
-    let emit = |session: &mut Session, kind: ReportKind| {
-        let r = session.report(kind);
-        let text = if args.json {
-            render::json(&r, &host) + "\n"
-        } else {
-            render::table(&r)
-        };
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
+    let schedule = Schedule {
+        refresh: REFRESH,
+        report: args.interval,
+        duration: args.duration,
     };
-    let signalled = rt.block_on(async {
-        let _server = match listener {
-            Some(l) => Some(AbortOnDrop(tokio::spawn(server::serve(
-                tokio::net::TcpListener::from_std(l)?,
-                metrics.clone(),
-                server::connection_cap(),
-            )))),
-            None => None,
-        };
-        let started = Instant::now();
-        let mut refresh = tokio::time::interval_at((started + REFRESH).into(), REFRESH);
-        let mut report = tokio::time::interval_at((started + args.interval).into(), args.interval);
-        let far = started + Duration::from_secs(365 * 24 * 3600);
-        let deadline = args.duration.map_or(far, |d| started + d);
-        let signalled = loop {
-            tokio::select! {
-                _ = tokio::time::sleep_until(deadline.into()) => break false,
-                _ = int.recv() => break true,
-                _ = term.recv() => break true,
-                _ = report.tick() => {
-                    session.refresh(probes.ebpf_mut())?;
-                    emit(&mut session, ReportKind::Interval);
-                }
-                _ = refresh.tick() => {
-                    if targets.is_empty() {
-                        attacher.rescan_all(&mut probes);
-                    } else {
-                        if targets.iter().all(|(p, _)| !Path::new(&format!("/proc/{p}")).exists()) {
-                            break false;
-                        }
-                        for (pid, _) in &targets {
-                            attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid));
-                        }
-                    }
-                    session.refresh(probes.ebpf_mut())?;
-                    let text = session.exposition(&mut cap);
-                    if let Ok(mut m) = metrics.lock() {
-                        *m = text;
-                    }
-                }
-            }
-        };
-        anyhow::Ok(signalled)
-    })?;
+    let stop = async {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    };
+    let end = schedule::drive(&rt, &schedule, endpoint, stop, &mut audit)?;
+    let signalled = end == End::Stopped;
+    let Audit {
+        mut session,
+        json,
+        host,
+        ..
+    } = audit;
     session.refresh(probes.ebpf_mut())?;
-    emit(&mut session, ReportKind::Final);
+    emit(&mut session, ReportKind::Final, json, &host);
     drop(stats_fd);
     // Detaching takes the kernel seconds; the report is already out, so an interrupt from
     // here on ends kreplay at once.
@@ -210,11 +186,60 @@ pub fn run(args: AuditArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// Stops the metrics server when the audit loop ends.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+/// The audit's side of the loop: its probes, what it attached, its books.
+struct Audit<'a> {
+    probes: &'a mut Probes,
+    attacher: Attacher,
+    session: Session,
+    cap: LabelCap,
+    /// The `--pid` targets (empty: every process).
+    targets: &'a [(u32, Vec<RuntimeLib>)],
+    json: bool,
+    host: String,
+}
 
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+impl Work for Audit<'_> {
+    fn refresh(&mut self) -> Result<Option<String>> {
+        if self.targets.is_empty() {
+            self.attacher.rescan_all(self.probes);
+        } else {
+            if self
+                .targets
+                .iter()
+                .all(|(p, _)| !Path::new(&format!("/proc/{p}")).exists())
+            {
+                return Ok(None);
+            }
+            for (pid, _) in self.targets {
+                self.attacher
+                    .rescan_pid(self.probes, *pid, Scope::Pid(*pid));
+            }
+        }
+        self.session.refresh(self.probes.ebpf_mut())?;
+        Ok(Some(self.session.exposition(&mut self.cap)))
     }
+
+    fn report(&mut self) -> Result<()> {
+        self.session.refresh(self.probes.ebpf_mut())?;
+        emit(
+            &mut self.session,
+            ReportKind::Interval,
+            self.json,
+            &self.host,
+        );
+        Ok(())
+    }
+}
+
+/// Prints `session`'s report of `kind` on stdout, as a table or a JSON line.
+fn emit(session: &mut Session, kind: ReportKind, json: bool, host: &str) {
+    let r = session.report(kind);
+    let text = if json {
+        render::json(&r, host) + "\n"
+    } else {
+        render::table(&r)
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
 }

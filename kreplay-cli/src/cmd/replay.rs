@@ -21,6 +21,8 @@ use super::replay_table::{self, RunTotals};
 use kreplay_cli::merge::render::{OWN_TRACK, layer_name};
 use kreplay_cli::merge::stats::{late_windows_warning, own_calls_line};
 use kreplay_cli::output;
+use kreplay_cli::quick_exit;
+use kreplay_cli::trace::ending::shell_word;
 
 /// Arguments of `kreplay replay`.
 #[derive(Args, Debug)]
@@ -240,6 +242,7 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
             "--quiet",
             "--keep-streams",
             "--no-summary",
+            "--silent-interrupt",
             "--env",
         ])
         .arg(format!("LD_PRELOAD={preload}"))
@@ -258,11 +261,33 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
         args.settings(dir, progress.as_ref().map(|p| p.path()))
             .encode(),
     );
+    // With probes, as with `kreplay trace`: the first interrupt (Ctrl-C reaches the command
+    // and the probes' trace too) stops the run, which then writes its trace; the next one ends
+    // kreplay at once and says where the streams are.
+    let kept = format!(
+        "the stream files are kept in {}: `{}` renders them",
+        dir.display(),
+        merge_all_command(dir, &args.output)
+    );
+    if args.probes {
+        quick_exit::arm_after_first(
+            STOPPING,
+            &format!(
+                "kreplay: interrupted again: exiting now, the probes detach in the background; \
+                 {kept}"
+            ),
+        );
+    }
     let started = std::time::Instant::now();
     let status = cmd
         .spawn()
         .and_then(|mut child| replay_progress::wait(&mut child, progress.as_ref()))
         .with_context(|| format!("cannot run {}", args.command[0]))?;
+    if args.probes {
+        // The command and the probes' trace have ended, their probes detached: an interrupt
+        // from here on ends kreplay at once (the merge's temporary file removed).
+        quick_exit::arm(&format!("kreplay: interrupted: exiting now; {kept}"));
+    }
     let wall_ns = started.elapsed().as_nanos() as u64;
     let files = krs_files(dir);
     let mut summary = Summary::new();
@@ -283,13 +308,21 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
             Vec::new()
         };
         let inputs: Vec<PathBuf> = files.iter().chain(&probe_files).cloned().collect();
-        output::catch_interrupts();
+        if !args.probes {
+            output::catch_interrupts();
+        }
         let report = if args.probes {
             kreplay_cli::merge::merge_summarizing(&inputs, &args.output)
         } else {
             kreplay_cli::merge::merge(&inputs, &args.output)
         }
         .with_context(|| format!("rendering the trace (streams kept in {})", dir.display()))?;
+        if args.probes {
+            quick_exit::set_note(&format!(
+                "kreplay: interrupted: exiting now; {} is written",
+                args.output.display()
+            ));
+        }
         for w in report.warnings() {
             eprintln!("{w}");
         }
@@ -352,6 +385,21 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
         write().with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(status.code().map_or(1, |c| c as u8))
+}
+
+/// What the first interrupt of `replay --probes` prints.
+const STOPPING: &str = "kreplay: stopping: the trace is written once the command and the \
+    probes' trace end (detaching the probes takes a few seconds); Ctrl-C again to exit at once";
+
+/// The command that renders the tool's streams in `dir` and the probes' beside them into
+/// `output`.
+fn merge_all_command(dir: &Path, output: &Path) -> String {
+    format!(
+        "kreplay merge {} {} -o {}",
+        shell_word(dir),
+        shell_word(&dir.join("probes.pftrace.streams")),
+        shell_word(output)
+    )
 }
 
 /// The stream files `kreplay trace --keep-streams` left in `dir` (none when it could not run).

@@ -15,7 +15,7 @@ use kreplay_cli::{
     probes::{
         cost::{ProgramCost, reader_cpu_line, reader_cpu_ns},
         intake::Intake,
-        loader::{Counters, Probes, Programs, Scope},
+        loader::{Probes, Programs, Scope},
         rings::rings_line,
     },
     quick_exit,
@@ -28,10 +28,9 @@ use kreplay_cli::{
         summary::Summary,
     },
 };
-use kreplay_common::{
-    api::{ApiKind, NO_ARG, spec_of},
-    probe::{CallRecord, NameRecord, Sample},
-};
+use kreplay_common::api::spec_of;
+
+use super::trace_collect::{Collector, Event, mark_losses};
 
 /// Arguments of `kreplay trace`.
 #[derive(Args, Debug)]
@@ -93,6 +92,10 @@ pub struct TraceArgs {
     /// --probes` prints the application's own after its merge, kreplay's calls left out.
     #[arg(long, hide = true)]
     no_summary: bool,
+    /// Print nothing when interrupted again while ending: `kreplay replay --probes` runs this
+    /// command and says what its whole run left.
+    #[arg(long, hide = true)]
+    silent_interrupt: bool,
     /// Set KEY=VALUE in the started command's environment only, not kreplay's (repeatable),
     /// e.g. `--env LD_PRELOAD=./libtool.so` for a library that must not load into the tracer.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = env_pair, requires = "command")]
@@ -191,6 +194,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         .with_context(|| format!("cannot write trace to {}", output.display()))?;
     preflight::check(&HostPaths::default())?;
     preflight::raise_memlock();
+    if args.silent_interrupt {
+        quick_exit::silence();
+    }
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -558,87 +564,6 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     );
     let _ = detach.join();
     Ok(exit_code)
-}
-
-/// Writes a drop marker for each cause whose count grew since the last call.
-fn mark_losses(
-    capture: &mut Capture,
-    c: &Counters,
-    reported: &mut [u64; 4],
-) -> Result<(), kreplay_common::stream::StreamError> {
-    for (i, (source, n)) in c.losses().into_iter().enumerate() {
-        if n > reported[i] {
-            capture.drops(
-                kreplay_common::stream::monotonic_ns(),
-                source,
-                n - reported[i],
-            )?;
-            reported[i] = n;
-        }
-    }
-    Ok(())
-}
-
-/// What woke the trace loop.
-enum Event {
-    Data,
-    Tick,
-    Stop,
-}
-
-/// Where ring-buffer records go: the per-thread streams, the kernel names and the summary.
-struct Collector {
-    capture: Capture,
-    summary: Summary,
-    kernels: KernelNames,
-    /// Processes seen so far (checked for every record: foldhash, not SipHash).
-    pids: std::collections::HashSet<u32, foldhash::fast::RandomState>,
-    /// The pid of the previous record (0: none yet): records come in runs of one process, so
-    /// most skip the set.
-    last_pid: u32,
-    io_error: Option<anyhow::Error>,
-}
-
-impl Collector {
-    fn push(&mut self, s: &Sample) {
-        let r = match s {
-            Sample::Call(r) => self.call(r),
-            Sample::Name(n) => self.name(n),
-        };
-        if let Err(e) = r {
-            self.io_error.get_or_insert_with(|| e.into());
-        }
-    }
-
-    fn call(&mut self, r: &CallRecord) -> Result<(), kreplay_common::stream::StreamError> {
-        if r.pid != self.last_pid && self.pids.insert(r.pid) {
-            // First sight of a process (--all): its mappings while it is surely alive.
-            self.kernels.remember(r.pid);
-        }
-        self.last_pid = r.pid;
-        self.summary.add(r);
-        let Some(spec) = spec_of(r.api) else {
-            return self.capture.push(r);
-        };
-        let named = match spec.kind {
-            ApiKind::Launch if spec.kernel_arg != NO_ARG => {
-                let k = self.kernels.launch(r);
-                self.summary.add_launch(k.name.as_deref());
-                k.new_record
-            }
-            ApiKind::Symbol => self.kernels.alias(r),
-            _ => None,
-        };
-        if let Some(rec) = named {
-            self.capture.kernel_name(r.tid, rec)?;
-        }
-        self.capture.push(r)
-    }
-
-    fn name(&mut self, n: &NameRecord) -> Result<(), kreplay_common::stream::StreamError> {
-        let rec = self.kernels.named(n);
-        self.capture.kernel_name(n.tid, rec)
-    }
 }
 
 #[cfg(test)]

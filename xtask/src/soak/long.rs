@@ -156,7 +156,7 @@ pub fn audit(opts: &Options, out: &mut String) -> Result<()> {
     say("soak", &format!("audit: {secs} s paced at {}/s", opts.rate));
     let (n, paced_rate, runs) = paced_for(secs, opts.rate, Some(&libs_dir))?;
     known += n;
-    let series = sampler.finish();
+    let (series, descriptors) = sampler.finish_with_descriptors();
     let _ = writeln!(
         out,
         "## `kreplay audit`, {} min, scraped every second by Prometheus\n\n{}\n\n\
@@ -169,6 +169,7 @@ pub fn audit(opts: &Options, out: &mut String) -> Result<()> {
         opts.rate
     );
     report::series_table(out, &series, PERIOD);
+    report::descriptor_changes(out, &descriptors);
     report::scrapes(out, &prometheus, ready.elapsed().as_secs())?;
     let report_file = audit.stdout.clone();
     let (_, ok) = audit.stop(Duration::from_secs(60))?;

@@ -1,29 +1,29 @@
 //! The soak's results file: header, sampled series with their verdicts, the trace's counts and
 //! validity, Prometheus's scrape record.
-use std::{fmt::Write as _, time::Duration};
+use std::{collections::BTreeMap, fmt::Write as _, time::Duration};
 
 use anyhow::Result;
 
 use super::{
-    Options, judge,
+    judge,
     prom::Prometheus,
-    sample::{Sample, Series},
+    sample::{Descriptors, Sample, Series},
     trace_check::TraceCheck,
 };
-use crate::bench::{machine, today};
 
-/// The results file's opening: machine, date, command, the rules.
-pub fn header(opts: &Options) -> String {
+/// The results file's opening: what the soaks do and the rules (each section says when and
+/// how it was run).
+pub fn header() -> String {
     format!(
-        "# kreplay soak\n\nMachine: {}\n\nDate: {}\n\nProduced by `cargo xtask soak {}` (as root, \
-         not in CI). The trace and the audit soaks run side by side, each in a PID namespace of \
-         its own (`unshare --pid --mount-proc`) with its own workload: `trace --all` and the \
-         audit see, and rescan, only those processes, and their workloads load different copies \
-         of the simulated runtime. The replay soak runs afterwards. Memory and descriptors are read from `/proc/PID/status` \
-         (VmRSS, VmHWM) and `/proc/PID/fd`.\n\n{}\n\n",
-        machine(),
-        today(),
-        opts.args().join(" "),
+        "# kreplay soak\n\nProduced by `cargo xtask soak` (as root, not in CI); each section \
+         says when, with which arguments and on which machine it was run, and a run with \
+         `--only` replaces only the sections of the soaks it ran. The trace and the audit soaks \
+         run side by side, each in a PID namespace of its own (`unshare --pid --mount-proc`) \
+         with its own workload: `trace --all` and the audit see, and rescan, only those \
+         processes, and their workloads load different copies of the simulated runtime. The \
+         replay soak runs afterwards. Memory and descriptors are read from `/proc/PID/status` \
+         (VmRSS, VmHWM) and `/proc/PID/fd`; for the audit, also what each descriptor is open \
+         on (its link there), so that one that stays open is told from one open for a moment.\n\n{}\n\n",
         judge::RULES
     )
 }
@@ -106,6 +106,65 @@ pub fn peaks_table(out: &mut String, short: &Series, after: &Series, during: &Se
         );
     }
     let _ = writeln!(out);
+}
+
+/// Per process, what its descriptors were open on: at the first judged sample (after the
+/// warm-up) and at the last, what the last had that the first did not (what stayed open), and
+/// what some samples had beyond the first (open for a moment: a scrape's connection, a `/proc`
+/// file being read), with the number of samples that saw each.
+pub fn descriptor_changes(out: &mut String, descriptors: &Descriptors) {
+    for (role, samples) in descriptors {
+        let skip = samples.len() * judge::WARMUP_PERCENT / 100;
+        let (Some(start), Some(end)) = (samples.get(skip), samples.last()) else {
+            continue;
+        };
+        let stayed = beyond(end, start);
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for s in &samples[skip..] {
+            let mut extra = beyond(s, start);
+            extra.dedup();
+            for k in extra {
+                *seen.entry(k).or_default() += 1;
+            }
+        }
+        let list = |v: Vec<String>| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "Descriptors of {role}, by what they are open on: {} at the first judged sample, {} at \
+             the last; open at the last and not at the first: {}; beyond the first's in some \
+             samples: {}.\n",
+            start.len(),
+            end.len(),
+            list(stayed.iter().map(|k| format!("`{k}`")).collect()),
+            list(
+                seen.iter()
+                    .map(|(k, n)| format!("`{k}` in {n} of {} samples", samples.len() - skip))
+                    .collect()
+            )
+        );
+    }
+}
+
+/// The kinds `a` holds more often than `b` (both sorted), once per extra one.
+fn beyond<'a>(a: &'a [String], b: &[String]) -> Vec<&'a str> {
+    let mut left: BTreeMap<&str, usize> = BTreeMap::new();
+    for k in b {
+        *left.entry(k).or_default() += 1;
+    }
+    let mut extra = vec![];
+    for k in a {
+        match left.get_mut(k.as_str()) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => extra.push(k.as_str()),
+        }
+    }
+    extra
 }
 
 /// A table row: the sampled columns and the thirds' verdicts.
@@ -273,7 +332,28 @@ pub fn trace_validity(out: &mut String, check: &Result<TraceCheck>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{audit_whole_calls, summary_calls};
+    use super::{Descriptors, audit_whole_calls, descriptor_changes, summary_calls};
+
+    #[test]
+    fn descriptors_that_stay_and_that_pass_are_told_apart() {
+        let v = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // 10 samples: the first is warm-up; judged from the second (two sockets).
+        let mut samples = vec![v(&["pipe"]), v(&["socket", "socket"])];
+        samples.extend((0..5).map(|_| v(&["socket", "socket"])));
+        samples.push(v(&["/proc/N/maps", "socket", "socket", "socket"]));
+        samples.push(v(&["socket", "socket", "socket"]));
+        samples.push(v(&["anon_inode:bpf-map", "socket", "socket"]));
+        let d = Descriptors::from([("kreplay audit".to_string(), samples)]);
+        let mut out = String::new();
+        descriptor_changes(&mut out, &d);
+        assert_eq!(
+            out,
+            "Descriptors of kreplay audit, by what they are open on: 2 at the first judged sample, \
+             3 at the last; open at the last and not at the first: `anon_inode:bpf-map`; beyond \
+             the first's in some samples: `/proc/N/maps` in 1 of 9 samples, \
+             `anon_inode:bpf-map` in 1 of 9 samples, `socket` in 2 of 9 samples.\n\n"
+        );
+    }
 
     #[test]
     fn summary_rows_are_read_by_api_name() {

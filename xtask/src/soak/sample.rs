@@ -43,6 +43,43 @@ pub fn read(pid: u32, t_s: u64) -> Option<Sample> {
     })
 }
 
+/// What process `pid`'s descriptors are open on, sorted, each named by kind: `socket`, `pipe`,
+/// `anon_inode:…`, or the path (digits after `/proc/` as `N`). Empty once it is gone.
+pub fn descriptor_kinds(pid: u32) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return vec![];
+    };
+    let mut kinds: Vec<String> = dir
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|t| kind_of(&t.to_string_lossy()))
+        .collect();
+    kinds.sort();
+    kinds
+}
+
+/// A descriptor's link target as a kind ([`descriptor_kinds`]).
+pub fn kind_of(target: &str) -> String {
+    if let Some((kind, inode)) = target.split_once(":[")
+        && inode
+            .strip_suffix(']')
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return kind.to_string();
+    }
+    match target.strip_prefix("/proc/") {
+        Some(rest) => {
+            let after = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+            if after.len() < rest.len() {
+                format!("/proc/N{after}")
+            } else {
+                target.to_string()
+            }
+        }
+        None => target.to_string(),
+    }
+}
+
 /// A process's `comm`, `None` once it is gone.
 pub fn comm(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -72,10 +109,13 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 /// Series by role name, filled by a [`Sampler`].
 pub type Series = BTreeMap<String, Vec<Sample>>;
 
+/// Per role, each sample's [`descriptor_kinds`], beside the [`Series`].
+pub type Descriptors = BTreeMap<String, Vec<Vec<String>>>;
+
 /// A background thread that samples the processes `find` names, every `period`.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    series: Arc<Mutex<Series>>,
+    series: Arc<Mutex<(Series, Descriptors)>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -86,7 +126,7 @@ impl Sampler {
         F: Fn() -> Vec<(String, u32)> + Send + 'static,
     {
         let stop = Arc::new(AtomicBool::new(false));
-        let series = Arc::new(Mutex::new(Series::new()));
+        let series = Arc::new(Mutex::new((Series::new(), Descriptors::new())));
         let (s, out) = (stop.clone(), series.clone());
         let thread = std::thread::spawn(move || {
             let t0 = Instant::now();
@@ -95,8 +135,10 @@ impl Sampler {
                 let t_s = t0.elapsed().as_secs();
                 for (role, pid) in find() {
                     if let Some(sample) = read(pid, t_s) {
+                        let kinds = descriptor_kinds(pid);
                         let mut map = out.lock().unwrap_or_else(|e| e.into_inner());
-                        map.entry(role).or_default().push(sample);
+                        map.0.entry(role.clone()).or_default().push(sample);
+                        map.1.entry(role).or_default().push(kinds);
                     }
                 }
                 next += period;
@@ -113,7 +155,12 @@ impl Sampler {
     }
 
     /// Stops the thread and returns what it sampled.
-    pub fn finish(mut self) -> Series {
+    pub fn finish(self) -> Series {
+        self.finish_with_descriptors().0
+    }
+
+    /// Stops the thread and returns what it sampled, with what the descriptors were.
+    pub fn finish_with_descriptors(mut self) -> (Series, Descriptors) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -147,6 +194,20 @@ mod tests {
         let _ = child.wait();
         assert!(found);
         assert_eq!(name.as_deref(), Some("sleep"));
+    }
+
+    #[test]
+    fn descriptors_are_named_by_kind() {
+        assert_eq!(kind_of("socket:[48213]"), "socket");
+        assert_eq!(kind_of("pipe:[77]"), "pipe");
+        assert_eq!(kind_of("anon_inode:bpf-map"), "anon_inode:bpf-map");
+        assert_eq!(
+            kind_of("anon_inode:[perf_event]"),
+            "anon_inode:[perf_event]"
+        );
+        assert_eq!(kind_of("/proc/4242/maps"), "/proc/N/maps");
+        assert_eq!(kind_of("/proc/self/fd"), "/proc/self/fd");
+        assert_eq!(kind_of("/dev/null"), "/dev/null");
     }
 
     #[test]
