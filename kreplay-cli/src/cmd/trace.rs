@@ -25,12 +25,13 @@ use kreplay_cli::{
         discover::{self, RuntimeLib},
         ending::{kept_streams, merge_command, running},
         kernels::KernelNames,
+        session::{Next, Session, Target as Targets, Wake},
         summary::Summary,
     },
 };
 use kreplay_common::api::spec_of;
 
-use super::trace_collect::{Collector, Event, mark_losses};
+use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
 
 /// Arguments of `kreplay trace`.
 #[derive(Args, Debug)]
@@ -105,9 +106,6 @@ pub struct TraceArgs {
     command: Vec<String>,
 }
 
-/// How often the streams of threads that made no call since the last time are closed.
-const CLOSE_IDLE_EVERY: Duration = Duration::from_secs(5);
-
 /// Most `--thread-slots` accepted: 113 MiB of kernel memory.
 const MAX_THREAD_SLOTS: u32 = 1 << 18;
 
@@ -151,12 +149,6 @@ fn streams_dir(output: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     output.with_file_name(format!("{name}.streams"))
-}
-
-enum Targets {
-    Pids(Vec<u32>),
-    All,
-    Command(u32),
 }
 
 /// Runs `kreplay trace`; returns the exit code.
@@ -342,9 +334,10 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let tty = std::io::stderr().is_terminal();
     // Per cause (`Counters::losses`): what the trace's drop markers already say.
     let mut reported = [0u64; 4];
+    let mut session = Session::new(targets, status.then_some(tty), started);
     let (exit_code, signalled) = rt.block_on(async {
-        let mut waiter = match targets {
-            Targets::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
+        let mut waiter = match session.target() {
+            &Targets::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
             _ => None,
         };
         let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -353,76 +346,41 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
         let mut code = 0u8;
         let mut signalled = false;
-        let mut last_events = 0u64;
-        let mut last_tick = Instant::now();
-        let mut last_close = Instant::now();
+        let alive = |p: u32| Path::new(&format!("/proc/{p}")).exists();
         loop {
-            let event = tokio::select! {
-                r = intake.readable() => { r?; Event::Data }
-                _ = drain_tick.tick() => Event::Data,
-                _ = tokio::time::sleep_until(deadline.unwrap_or(far).into()) => Event::Stop,
-                _ = int.recv() => { signalled = true; Event::Stop }
-                _ = term.recv() => { signalled = true; Event::Stop }
+            let wake = tokio::select! {
+                r = intake.readable() => { r?; Wake::Data }
+                _ = drain_tick.tick() => Wake::Data,
+                _ = tokio::time::sleep_until(deadline.unwrap_or(far).into()) => Wake::Stop,
+                _ = int.recv() => { signalled = true; Wake::Stop }
+                _ = term.recv() => { signalled = true; Wake::Stop }
                 res = async { waiter.as_mut().expect("guarded").await }, if waiter.is_some() => {
                     code = res.context("waiting for the command")??.clamp(0, 255) as u8;
-                    Event::Stop
+                    Wake::Stop
                 }
-                _ = tick.tick() => Event::Tick,
+                _ = tick.tick() => Wake::Tick,
             };
-            match event {
-                Event::Data => {
-                    intake.drain(&mut |s| col.push(&s));
+            let mut live = LiveProbes {
+                probes: &mut probes,
+                attacher: &mut attacher,
+            };
+            let mut rec = LiveRecording {
+                intake: &mut intake,
+                col: &mut col,
+                reported: &mut reported,
+            };
+            let (next, line) = session.on(wake, Instant::now(), &mut live, &mut rec, &alive)?;
+            if let Some(st) = line {
+                // On a terminal the status line updates in place; into a file or pipe, one
+                // line at a time.
+                if st.in_place {
+                    eprint!("\r{}\x1b[K", st.text);
+                } else {
+                    eprintln!("{}", st.text);
                 }
-                Event::Stop => {
-                    probes.flush_debug_log();
-                    break;
-                }
-                Event::Tick => {
-                    intake.drain(&mut |s| col.push(&s));
-                    probes.flush_debug_log();
-                    let c = probes.counters()?;
-                    mark_losses(&mut col.capture, &c, &mut reported)?;
-                    match &targets {
-                        Targets::Pids(pids) => {
-                            if pids.iter().all(|p| !Path::new(&format!("/proc/{p}")).exists()) {
-                                break;
-                            }
-                            for &pid in pids {
-                                attacher.rescan_pid(&mut probes, pid, Scope::Pid(pid));
-                                col.kernels.remember(pid);
-                            }
-                        }
-                        Targets::All => attacher.rescan_all(&mut probes),
-                        Targets::Command(pid) => {
-                            attacher.rescan_pid(&mut probes, *pid, Scope::Pid(*pid));
-                            col.kernels.remember(*pid);
-                        }
-                    }
-                    col.kernels
-                        .forget_exited(|p| Path::new(&format!("/proc/{p}")).exists());
-                    if last_close.elapsed() >= CLOSE_IDLE_EVERY {
-                        last_close = Instant::now();
-                        if let Err(e) = col.capture.close_idle() {
-                            col.io_error.get_or_insert_with(|| e.into());
-                        }
-                    }
-                    // On a terminal the status line updates in place every tick; into a file
-                        // or pipe, one line every five seconds.
-                    if status && (tty || last_tick.elapsed() >= Duration::from_secs(5)) {
-                        let now = Instant::now();
-                        let events = col.capture.records;
-                        let rate = (events - last_events) as f64 / now.duration_since(last_tick).as_secs_f64();
-                        last_events = events;
-                        last_tick = now;
-                        let line = format!(
-                            "kreplay: {:>6.1}s  {events} events  {rate:.0} events/s  {} dropped  {} threads",
-                            started.elapsed().as_secs_f64(),
-                            c.lost(),
-                            col.capture.threads()
-                        );
-                        if tty { eprint!("\r{line}\x1b[K"); } else { eprintln!("{line}"); }
-                    }
-                }
+            }
+            if next == Next::Finish {
+                break;
             }
         }
         intake.finish(&mut |s| col.push(&s));
@@ -545,7 +503,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             args.command[0]
         );
     }
-    if let Targets::Command(pid) = targets
+    if let &Targets::Command(pid) = session.target()
         && running(pid)
     {
         let _ = writeln!(

@@ -1,8 +1,18 @@
 //! Where `kreplay trace`'s ring-buffer records go while it records: the per-thread streams,
-//! the kernel names and the summary; drop markers; what woke the loop.
+//! the kernel names and the summary; drop markers; and the real probes and intake as the
+//! recording loop's [`Session`] drives them.
 use kreplay_cli::{
-    probes::loader::Counters,
-    trace::{capture::Capture, kernels::KernelNames, summary::Summary},
+    probes::{
+        intake::Intake,
+        loader::{Counters, Probes, Scope},
+    },
+    trace::{
+        attach::Attacher,
+        capture::Capture,
+        kernels::KernelNames,
+        session::{Probed, Recording},
+        summary::Summary,
+    },
 };
 use kreplay_common::{
     api::{ApiKind, NO_ARG, spec_of},
@@ -26,13 +36,6 @@ pub(super) fn mark_losses(
         }
     }
     Ok(())
-}
-
-/// What woke the trace loop.
-pub(super) enum Event {
-    Data,
-    Tick,
-    Stop,
 }
 
 /// Where ring-buffer records go: the per-thread streams, the kernel names and the summary.
@@ -92,5 +95,74 @@ impl Collector {
     fn name(&mut self, n: &NameRecord) -> Result<(), kreplay_common::stream::StreamError> {
         let rec = self.kernels.named(n);
         self.capture.kernel_name(n.tid, rec)
+    }
+}
+
+/// The loaded probes and their attacher, as the recording loop drives them.
+pub(super) struct LiveProbes<'a> {
+    /// The probes.
+    pub(super) probes: &'a mut Probes,
+    /// What is attached where.
+    pub(super) attacher: &'a mut Attacher,
+}
+
+impl Probed for LiveProbes<'_> {
+    fn counters(&mut self) -> anyhow::Result<Counters> {
+        Ok(self.probes.counters()?)
+    }
+
+    fn rescan_pid(&mut self, pid: u32) {
+        self.attacher.rescan_pid(self.probes, pid, Scope::Pid(pid));
+    }
+
+    fn rescan_all(&mut self) {
+        self.attacher.rescan_all(self.probes);
+    }
+
+    fn flush_debug_log(&mut self) {
+        self.probes.flush_debug_log();
+    }
+}
+
+/// The rings' intake and the collector, as the recording loop drives them.
+pub(super) struct LiveRecording<'a> {
+    /// The rings.
+    pub(super) intake: &'a mut Intake,
+    /// Where their records go.
+    pub(super) col: &'a mut Collector,
+    /// Losses already marked in the trace, per cause (`Counters::losses`).
+    pub(super) reported: &'a mut [u64; 4],
+}
+
+impl Recording for LiveRecording<'_> {
+    fn drain(&mut self) {
+        let col = &mut *self.col;
+        self.intake.drain(&mut |s| col.push(&s));
+    }
+
+    fn mark_losses(&mut self, c: &Counters) -> anyhow::Result<()> {
+        Ok(mark_losses(&mut self.col.capture, c, self.reported)?)
+    }
+
+    fn remember(&mut self, pid: u32) {
+        self.col.kernels.remember(pid);
+    }
+
+    fn forget_exited(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.col.kernels.forget_exited(alive);
+    }
+
+    fn close_idle(&mut self) {
+        if let Err(e) = self.col.capture.close_idle() {
+            self.col.io_error.get_or_insert_with(|| e.into());
+        }
+    }
+
+    fn records(&self) -> u64 {
+        self.col.capture.records
+    }
+
+    fn threads(&self) -> usize {
+        self.col.capture.threads()
     }
 }

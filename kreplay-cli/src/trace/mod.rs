@@ -6,4 +6,5 @@ pub mod discover;
 pub mod ending;
 pub mod histogram;
 pub mod kernels;
+pub mod session;
 pub mod summary;
