@@ -8,4 +8,5 @@ pub mod perfetto;
 pub mod preflight;
 pub mod probes;
 pub mod quick_exit;
+pub mod replay_plan;
 pub mod trace;

@@ -217,47 +217,25 @@ fn krs_files(dir: &Path) -> Vec<PathBuf> {
 
 /// `kreplay replay` with its streams in `dir`, a directory this run created.
 fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
-    let tools = match std::env::var("HSA_TOOLS_LIB") {
-        Ok(v) if !v.trim().is_empty() => format!("{v} {}", lib.display()),
-        _ => lib.display().to_string(),
-    };
-    // CUDA: the tool must be in front of the process's symbol lookups (see
-    // kreplay-tool/src/cuda/interpose.rs); on ROCm the same, already loaded, library is what
-    // the runtime finds through HSA_TOOLS_LIB.
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(v) if !v.trim().is_empty() => format!("{} {v}", lib.display()),
-        _ => lib.display().to_string(),
-    };
     // With probes, `kreplay trace` starts the command (with this environment) and keeps the
     // probes' streams next to its own trace, in this run's directory.
     let probe_trace = dir.join("probes.pftrace");
-    let mut cmd = if args.probes {
-        let exe = std::env::current_exe().context("cannot locate the kreplay binary")?;
-        let mut c = Command::new(exe);
-        // The preload goes to the command only: in the tracer it would load the tool too.
-        // The tracer's summary would count kreplay's own calls as the application's: this
-        // command prints the application's after the merge instead.
-        c.args([
-            "trace",
-            "--quiet",
-            "--keep-streams",
-            "--no-summary",
-            "--silent-interrupt",
-            "--env",
-        ])
-        .arg(format!("LD_PRELOAD={preload}"))
-        .arg("-o")
-        .arg(&probe_trace)
-        .arg("--")
-        .args(&args.command);
-        c
+    let kreplay = if args.probes {
+        Some(std::env::current_exe().context("cannot locate the kreplay binary")?)
     } else {
-        let mut c = Command::new(&args.command[0]);
-        c.args(&args.command[1..]).env("LD_PRELOAD", preload);
-        c
+        None
     };
+    let plan = kreplay_cli::replay_plan::plan(
+        &args.command,
+        lib,
+        std::env::var("HSA_TOOLS_LIB").ok().as_deref(),
+        std::env::var("LD_PRELOAD").ok().as_deref(),
+        kreplay.as_deref().map(|k| (k, probe_trace.as_path())),
+    );
+    let mut cmd = Command::new(&plan.program);
+    cmd.args(&plan.args).envs(plan.env);
     let progress = replay_progress::Progress::create(dir);
-    cmd.env("HSA_TOOLS_LIB", tools).envs(
+    cmd.envs(
         args.settings(dir, progress.as_ref().map(|p| p.path()))
             .encode(),
     );
