@@ -121,12 +121,14 @@ unsafe fn replay_or_decline(
 ) -> CUresult {
     if let Some(reason) = t.unrestorable() {
         decline(corr, reason);
+        t.engine.give_back();
         // SAFETY: caller's contract.
         return unsafe { l.submit() };
     }
     let gate = t.engine.gate(device);
     if !gate.close(DRAIN_LIMIT, &|_| false) {
         decline(corr, "the device did not drain".into());
+        t.engine.give_back();
         // SAFETY: caller's contract.
         return unsafe { l.submit() };
     }
@@ -138,6 +140,7 @@ unsafe fn replay_or_decline(
     if let Err(e) = synced {
         gate.open();
         decline(corr, format!("{e}"));
+        t.engine.give_back();
         // SAFETY: caller's contract.
         return unsafe { l.submit() };
     }

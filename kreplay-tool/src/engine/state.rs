@@ -82,16 +82,26 @@ impl EngineState {
     }
 
     /// Whether a dispatch of `kernel` is to be replayed: replay is on, `--kernel` selects it
-    /// and `--max-dispatches` is not reached.
+    /// and one of `--max-dispatches`' slots is free, which it then takes (in one atomic step,
+    /// so dispatches of several threads never take more than there are). A dispatch declined
+    /// before its window closes gives its slot back ([`Self::give_back`]).
     pub fn wants(&self, kernel: &str) -> bool {
-        self.replaying() && self.config.selects(kernel) && self.under_limit()
+        if !self.replaying() || !self.config.selects(kernel) {
+            return false;
+        }
+        let take = |n: u64| match self.config.max_dispatches {
+            Some(m) if n >= m => None,
+            _ => Some(n + 1),
+        };
+        self.replayed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, take)
+            .is_ok()
     }
 
-    /// Whether another dispatch may still be replayed (`--max-dispatches`).
-    pub fn under_limit(&self) -> bool {
-        self.config
-            .max_dispatches
-            .is_none_or(|m| self.replayed.load(Ordering::Relaxed) < m)
+    /// Gives back the slot a dispatch took in [`Self::wants`], when it was declined before its
+    /// window closed (it does not count against `--max-dispatches`).
+    pub fn give_back(&self) {
+        self.replayed.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The name of the kernel with handle `handle`: cached, else `resolve`'s (cached when it
@@ -117,8 +127,9 @@ impl EngineState {
         }
     }
 
-    /// Replays `dispatch` on `device`, whose window the caller has closed (nothing else runs
-    /// on it), recording every step in the tool's stream; `first_start` gets the first pass's
+    /// Replays `dispatch` on `device` (a dispatch [`Self::wants`] took a slot for), whose
+    /// window the caller has closed (nothing else runs on it), recording every step in the
+    /// tool's stream; `first_start` gets the first pass's
     /// start. A dispatch not replayed is declined with its reason here; the caller then runs
     /// it once ([`Ran`]) and opens the window.
     pub fn replay_closed<B: Backend>(
@@ -130,7 +141,6 @@ impl EngineState {
         arena: Option<&SnapshotArena>,
         first_start: &mut u64,
     ) -> Ran {
-        self.replayed.fetch_add(1, Ordering::Relaxed);
         let rec = crate::record::global();
         let mut emit = |r: Record| {
             if let Record::ReplayPass(rp) = &r
@@ -190,11 +200,27 @@ mod tests {
     }
 
     #[test]
+    fn threads_racing_for_the_last_slots_never_take_more_than_there_are() {
+        let s = std::sync::Arc::new(state(Some(3)));
+        let taken: u32 = (0..8)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || (0..1000).filter(|_| s.wants("k")).count() as u32)
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .sum();
+        assert_eq!(taken, 3);
+    }
+
+    #[test]
     fn the_dispatch_limit_counts_replays_and_correlations_increase() {
         let s = state(Some(1));
         assert!(s.wants("any"));
-        s.replayed.fetch_add(1, Ordering::Relaxed);
-        assert!(!s.wants("any"));
+        assert!(!s.wants("any"), "the one slot is taken");
+        s.give_back();
+        assert!(s.wants("any"), "a declined dispatch's slot is free again");
         assert_eq!((s.next_correlation(), s.next_correlation()), (1, 2));
         let g = s.gate(7);
         assert!(Arc::ptr_eq(&g, &s.gate(7)));

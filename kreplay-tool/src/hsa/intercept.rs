@@ -321,12 +321,14 @@ fn replay_one(
                 "vmem-mapped memory that cannot be snapshotted is live ({live_vmem} mappings of fine-grained, host or unknown memory)"
             ),
         );
+        t.engine.give_back();
         pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
         return;
     }
     let gate = t.engine.gate(ctx.agent);
     if !gate.close(DRAIN_LIMIT, &|deps| super::hooks::deps_blocked(t, deps)) {
         decline(corr, "the agent did not drain".into());
+        t.engine.give_back();
         pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
         return;
     }
