@@ -148,21 +148,32 @@ fn a_difference_inside_the_write_set_turns_restores_back_to_every_region() {
     assert_eq!(fake.read(B + 2 * CHUNK as u64, 1), [1]);
 }
 
-#[test]
-fn without_the_determinism_check_every_restore_looks_everywhere() {
-    let (fake, inv) = device();
-    let d = writes_b_and_once(u32::MAX, 0);
+/// A replay of `d` over `passes` with the determinism check off.
+fn run_unchecked(
+    fake: &FakeBackend,
+    inv: &super::inventory::Inventory,
+    d: &FakeDispatch,
+    passes: u32,
+) -> (Outcome, Vec<Record>) {
     let mut recs = Vec::new();
     let req = super::replay::Request {
         agent: super::tests::GPU,
-        dispatch: &d,
-        passes: 4,
+        dispatch: d,
+        passes,
         check_determinism: false,
         correlation: 9,
         policy: policy(PlacementPref::Device),
         arena: None,
     };
-    let out = super::replay::replay(&fake, &inv, &req, &mut |r| recs.push(r));
+    let out = super::replay::replay(fake, inv, &req, &mut |r| recs.push(r));
+    (out, recs)
+}
+
+#[test]
+fn without_the_determinism_check_restores_still_look_only_at_the_write_set() {
+    let (fake, inv) = device();
+    let d = writes_b_and_once(u32::MAX, 0);
+    let (out, recs) = run_unchecked(&fake, &inv, &d, 4);
     assert_eq!(
         out,
         Outcome::Replayed {
@@ -170,7 +181,46 @@ fn without_the_determinism_check_every_restore_looks_everywhere() {
             nondeterministic: false
         }
     );
-    assert_eq!(checked(&recs), [FOOTPRINT; 3]);
+    // The passes are hashed on the device all the same (the last one over every region),
+    // which is what limits the restores after the first to B.
+    let b = B_LEN as u64;
+    assert_eq!(checked(&recs), [FOOTPRINT, b, b]);
+    assert_eq!(steps(&recs, replay_step::HASH_PASS), [0, 3]);
+}
+
+#[test]
+fn without_the_determinism_check_a_stray_write_is_put_right_and_not_reported() {
+    let (fake, inv) = device();
+    let x_before = fake.read(X, 16);
+    // Pass 2 also writes X, outside the write set: found by the last pass's hash, the
+    // dispatch runs once more from a full restore, and nothing is reported.
+    let d = writes_b_and_once(2, X + 5);
+    let (out, recs) = run_unchecked(&fake, &inv, &d, 5);
+    assert_eq!(
+        out,
+        Outcome::Replayed {
+            passes: 6,
+            nondeterministic: false
+        }
+    );
+    assert!(
+        !recs
+            .iter()
+            .any(|r| matches!(r, Record::Nondeterministic(_))),
+        "nothing reported"
+    );
+    assert_eq!(fake.read(X, 16), x_before);
+    assert_eq!(fake.read(B + 2 * CHUNK as u64, 1), [1]);
+}
+
+#[test]
+fn without_the_determinism_check_two_passes_hash_nothing() {
+    let (fake, inv) = device();
+    let d = writes_b_and_once(u32::MAX, 0);
+    let (_, recs) = run_unchecked(&fake, &inv, &d, 2);
+    // One restore, of everything; no pass hashed (no later restore to limit).
+    assert_eq!(checked(&recs), [FOOTPRINT]);
+    assert!(steps(&recs, replay_step::HASH_PASS).is_empty());
 }
 
 #[test]
