@@ -23,11 +23,19 @@ pub struct Apis {
     memset: u16,
 }
 
+/// The format version of the generated streams: 3, the newest the base build reads (version 4
+/// packs `ApiCall`s), so both binaries merge the same files.
+pub const VERSION: u16 = 3;
+
 /// Writes stream `t` of `n` records: thread `1000 + t` of process 4242.
 pub fn write_stream(path: &Path, t: u32, n: u64, apis: &Apis) {
     let pid = 4242;
     let tid = 1000 + t;
-    let mut w = StreamWriter::create(path, &StreamHeader::new(StreamKind::Probes, pid))
+    let header = StreamHeader {
+        version: VERSION,
+        ..StreamHeader::new(StreamKind::Probes, pid)
+    };
+    let mut w = StreamWriter::create(path, &header)
         .expect("create stream")
         .with_chunk_threshold(64 * 1024);
     w.push(&Record::ProcessName(ProcessName {
