@@ -28,6 +28,7 @@ mod prom;
 mod replay;
 mod report;
 mod sample;
+mod splice;
 mod trace_check;
 
 use sample::Series;
@@ -147,6 +148,12 @@ pub fn run(opts: &Options) -> Result<()> {
     let dir = root().join("docs").join("bench");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("soak.md");
+    // `--only` reruns some soaks: the others' sections stay, each naming its run.
+    if !opts.only.is_empty()
+        && let Ok(old) = std::fs::read_to_string(&path)
+    {
+        out = splice::splice(&old, &out);
+    }
     std::fs::write(&path, out)?;
     say("soak", &format!("results written to {}", path.display()));
     if !failed.is_empty() {

@@ -20,7 +20,8 @@ pub fn header(opts: &Options) -> String {
          its own (`unshare --pid --mount-proc`) with its own workload: `trace --all` and the \
          audit see, and rescan, only those processes, and their workloads load different copies \
          of the simulated runtime. The replay soak runs afterwards. Memory and descriptors are read from `/proc/PID/status` \
-         (VmRSS, VmHWM) and `/proc/PID/fd`.\n\n{}\n\n",
+         (VmRSS, VmHWM) and `/proc/PID/fd`. Each section names the run it comes from: \
+         `--only` reruns some soaks and keeps the others' sections.\n\n{}\n\n",
         machine(),
         today(),
         opts.args().join(" "),
@@ -234,6 +235,22 @@ pub fn trace_counts(out: &mut String, stderr: &str, ok: bool, known: u64, render
             .filter(|l| !l.starts_with("kreplay: tracing") && !l.contains("events/s"))
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// Disk per recorded call: the stream files as the paced run ended (`streams`) and the
+/// rendered trace (`trace`), over the calls the summary in `stderr` recorded.
+pub fn disk_per_call(out: &mut String, streams: u64, trace: u64, stderr: &str) {
+    let Some(recorded) = summary_calls(stderr, "hipStreamSynchronize").filter(|&r| r > 0) else {
+        return;
+    };
+    let per = |b: u64| b as f64 / recorded as f64;
+    let _ = writeln!(
+        out,
+        "Disk per recorded call: the stream files held {streams} bytes as the paced run ended          ({:.1} bytes per call, `ApiCall` packed: `docs/stream-format.md`), the trace {trace}          bytes ({:.1} per call): {:.1} bytes per call on disk while the trace renders.\n",
+        per(streams),
+        per(trace),
+        per(streams + trace)
     );
 }
 
