@@ -9,3 +9,4 @@ pub mod preflight;
 pub mod probes;
 pub mod quick_exit;
 pub mod trace;
+pub mod trace_file;

@@ -43,6 +43,9 @@ pub const OWN_TRACK: &str = "kreplay (replay)";
 /// The key of that child track under its thread track.
 const OWN_TRACK_KEY: u64 = 0x6b72_6570_6c61_7900;
 
+/// A launch's grid and block dimensions, and their `AxBxC` labels.
+type Geometry3 = (([u64; 3], [u64; 3]), String, String);
+
 struct Names {
     ret: AnnotationName,
     size: AnnotationName,
@@ -85,6 +88,9 @@ pub struct Renderer<W: Write> {
     api_names: Vec<Option<EventName>>,
     /// Kernel names by (pid, handle), from `KernelName` records: launch slices carry them.
     kernel_names: FastMap<(u32, u64), Rc<str>>,
+    /// The last launch's grid and block, and their labels: a program launches with the same
+    /// geometry again and again, and formatting the labels per launch showed in the profile.
+    dims: Option<Geometry3>,
     /// What rendering did so far.
     pub stats: RenderStats,
 }
@@ -134,6 +140,7 @@ impl<W: Write> Renderer<W> {
             externals_age: VecDeque::new(),
             api_names: Vec::new(),
             kernel_names: FastMap::default(),
+            dims: None,
             stats: RenderStats::default(),
         }
     }
@@ -322,11 +329,10 @@ impl<W: Write> Renderer<W> {
 
     /// Writes the held calls whose turn has come.
     fn write_ready(&mut self) -> Result<(), WriterError> {
-        let mut ready = self.hold.take_ready();
-        if ready.is_empty() {
-            self.hold.recycle(ready);
+        if !self.hold.has_ready() {
             return Ok(());
         }
+        let mut ready = self.hold.take_ready();
         for HeldCall {
             seq,
             call,
@@ -430,10 +436,7 @@ impl<W: Write> Renderer<W> {
                     .cloned()
             })
             .flatten();
-        let mut ann = Annotations::new(Annotation {
-            name: n.ret,
-            value: Value::Uint(0),
-        });
+        let mut ann = Annotations::new();
         if let Some(k) = &kernel {
             ann.push(Annotation {
                 name: n.kernel,
@@ -462,15 +465,20 @@ impl<W: Write> Renderer<W> {
                 ))
             }
         };
-        let dims = geometry.map(|(g, b)| (Dim3::new(g), Dim3::new(b)));
-        if let Some((g, b)) = &dims {
+        if let Some(key) = geometry
+            && self.dims.as_ref().is_none_or(|d| d.0 != key)
+        {
+            let label = |v| Dim3::new(v).as_str().to_owned();
+            self.dims = Some((key, label(key.0), label(key.1)));
+        }
+        if let Some((_, g, b)) = geometry.and(self.dims.as_ref()) {
             ann.push(Annotation {
                 name: n.grid,
-                value: Value::Str(g.as_str()),
+                value: Value::Str(g),
             });
             ann.push(Annotation {
                 name: n.block,
-                value: Value::Str(b.as_str()),
+                value: Value::Str(b),
             });
         }
         if spec.library == Library::User {
