@@ -68,8 +68,10 @@ pub struct Renderer<W: Write> {
     process_names: FastMap<u32, String>,
     thread_names: FastMap<(u32, u32), String>,
     threads: FastMap<(u32, u32), Track>,
-    seqs: FastMap<usize, Sequence>,
-    late_seqs: FastMap<usize, Sequence>,
+    /// Each input stream's sequence, and its sequence for late records, by stream index
+    /// (made at the stream's first such record).
+    seqs: Vec<Option<Sequence>>,
+    late_seqs: Vec<Option<Sequence>>,
     counter_seq: Sequence,
     live: LiveBytes,
     pub(super) own: OwnCalls,
@@ -127,8 +129,8 @@ impl<W: Write> Renderer<W> {
             process_names: FastMap::default(),
             thread_names: FastMap::default(),
             threads: FastMap::default(),
-            seqs: FastMap::default(),
-            late_seqs: FastMap::default(),
+            seqs: Vec::new(),
+            late_seqs: Vec::new(),
             counter_seq,
             live: LiveBytes::default(),
             own: OwnCalls::default(),
@@ -170,10 +172,10 @@ impl<W: Write> Renderer<W> {
                 let seq = if late {
                     self.stats.late += 1;
                     let w = &mut self.w;
-                    *self.late_seqs.entry(stream).or_insert_with(|| w.sequence())
+                    *stream_slot(&mut self.late_seqs, stream).get_or_insert_with(|| w.sequence())
                 } else {
                     let w = &mut self.w;
-                    *self.seqs.entry(stream).or_insert_with(|| w.sequence())
+                    *stream_slot(&mut self.seqs, stream).get_or_insert_with(|| w.sequence())
                 };
                 let spec = spec_of(c.api);
                 let launch = spec.is_some_and(|s| s.kind == ApiKind::Launch);
@@ -564,6 +566,14 @@ impl<W: Write> Renderer<W> {
     pub fn live_bytes(&self) -> &FastMap<(u32, Library), i64> {
         self.live.totals()
     }
+}
+
+/// Stream `i`'s entry of `v`, which grows to hold it.
+fn stream_slot<T>(v: &mut Vec<Option<T>>, i: usize) -> &mut Option<T> {
+    if v.len() <= i {
+        v.resize_with(i + 1, || None);
+    }
+    &mut v[i]
 }
 
 /// The name a runtime layer's counter carries.
