@@ -72,6 +72,8 @@ pub struct Renderer<W: Write> {
     /// (made at the stream's first such record).
     seqs: Vec<Option<Sequence>>,
     late_seqs: Vec<Option<Sequence>>,
+    /// The thread track of each sequence's last call, by `trusted_id`.
+    last_track: Vec<Option<(u32, u32, Track)>>,
     counter_seq: Sequence,
     live: LiveBytes,
     pub(super) own: OwnCalls,
@@ -131,6 +133,7 @@ impl<W: Write> Renderer<W> {
             threads: FastMap::default(),
             seqs: Vec::new(),
             late_seqs: Vec::new(),
+            last_track: Vec::new(),
             counter_seq,
             live: LiveBytes::default(),
             own: OwnCalls::default(),
@@ -402,7 +405,16 @@ impl<W: Write> Renderer<W> {
         external: Option<u64>,
         own: bool,
     ) -> Result<(), WriterError> {
-        let mut track = self.thread_track(c.pid, c.tid)?;
+        // A sequence's calls are mostly one thread's: its last track, before the map.
+        let last = stream_slot(&mut self.last_track, seq.trusted_id() as usize);
+        let mut track = match *last {
+            Some((pid, tid, t)) if (pid, tid) == (c.pid, c.tid) => t,
+            _ => {
+                let t = self.thread_track(c.pid, c.tid)?;
+                self.last_track[seq.trusted_id() as usize] = Some((c.pid, c.tid, t));
+                t
+            }
+        };
         if own {
             track = self.w.child_track(track, OWN_TRACK_KEY, OWN_TRACK)?;
         }
@@ -568,7 +580,7 @@ impl<W: Write> Renderer<W> {
     }
 }
 
-/// Stream `i`'s entry of `v`, which grows to hold it.
+/// Entry `i` of `v` (a stream's or a sequence's), which grows to hold it.
 fn stream_slot<T>(v: &mut Vec<Option<T>>, i: usize) -> &mut Option<T> {
     if v.len() <= i {
         v.resize_with(i + 1, || None);
