@@ -247,7 +247,9 @@ pub fn disk_per_call(out: &mut String, streams: u64, trace: u64, stderr: &str) {
     let per = |b: u64| b as f64 / recorded as f64;
     let _ = writeln!(
         out,
-        "Disk per recorded call: the stream files held {streams} bytes as the paced run ended          ({:.1} bytes per call, `ApiCall` packed: `docs/stream-format.md`), the trace {trace}          bytes ({:.1} per call): {:.1} bytes per call on disk while the trace renders.\n",
+        "Disk per recorded call: the stream files held {streams} bytes as the paced run ended \
+         ({:.1} bytes per call, `ApiCall` packed: `docs/stream-format.md`), the trace {trace} \
+         bytes ({:.1} per call): {:.1} bytes per call on disk while the trace renders.\n",
         per(streams),
         per(trace),
         per(streams + trace)
