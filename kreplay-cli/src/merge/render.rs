@@ -29,7 +29,7 @@ use super::gpu::{Child, FORGET_AFTER_NS, Gpu, Mark, soft};
 use super::holdback::{HeldCall, Holdback, Offer};
 use super::live_bytes::LiveBytes;
 use super::own_calls::OwnCalls;
-use super::scratch::{Annotations, Dim3};
+use super::scratch::{Annotations, Dim3, stream_slot};
 pub use super::stats::RenderStats;
 use super::stats::call_record;
 use crate::perfetto::{
@@ -578,14 +578,6 @@ impl<W: Write> Renderer<W> {
     pub fn live_bytes(&self) -> &FastMap<(u32, Library), i64> {
         self.live.totals()
     }
-}
-
-/// Entry `i` of `v` (a stream's or a sequence's), which grows to hold it.
-fn stream_slot<T>(v: &mut Vec<Option<T>>, i: usize) -> &mut Option<T> {
-    if v.len() <= i {
-        v.resize_with(i + 1, || None);
-    }
-    &mut v[i]
 }
 
 /// The name a runtime layer's counter carries.

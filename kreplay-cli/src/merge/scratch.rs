@@ -95,6 +95,14 @@ impl<'a> Annotations<'a> {
     }
 }
 
+/// Entry `i` of `v` (a stream's or a sequence's), which grows to hold it.
+pub fn stream_slot<T>(v: &mut Vec<Option<T>>, i: usize) -> &mut Option<T> {
+    if v.len() <= i {
+        v.resize_with(i + 1, || None);
+    }
+    &mut v[i]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +117,15 @@ mod tests {
         ] {
             assert_eq!(Dim3::new(v).as_str(), format!("{}x{}x{}", v[0], v[1], v[2]));
         }
+    }
+
+    #[test]
+    fn a_stream_slot_grows_the_vector_to_hold_it() {
+        let mut v: Vec<Option<u32>> = Vec::new();
+        *stream_slot(&mut v, 2) = Some(7);
+        assert_eq!(v, [None, None, Some(7)]);
+        assert_eq!(*stream_slot(&mut v, 0), None);
+        assert_eq!(v.len(), 3);
     }
 
     #[test]
