@@ -7,6 +7,9 @@
 //!    file by the base binary and by this tree's, alternately, `KREPLAY_BENCH_ROUNDS` times
 //!    each. Events/s by wall clock and by CPU time (user + system, from `wait4`), the best
 //!    round of each; peak RSS (`ru_maxrss`); and whether both traces have the same bytes.
+//!    These streams are format version 3, which the base reads; then this tree's binary alone
+//!    on the same records in version-4 streams (`ApiCall` packed, as its `kreplay trace`
+//!    writes them), whose trace must have the same bytes.
 //! 2. Replay: `kreplay replay --max-dispatches 1 --passes P` of the simulated runtime's
 //!    `saxpy` (one small buffer, two launches) for each P, and `--passes 2` over D launches,
 //!    by both binaries: the peak RSS of the `kreplay` process itself (not the application's;
@@ -30,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use kreplay_common::stream::MergedStreams;
+use kreplay_common::stream::{FORMAT_VERSION, MergedStreams};
 
 /// The commit before the merge was made faster: what `kreplay merge` is compared against.
 const BASE: &str = "d16a5101f7d115006e9c95b2ca8389489e7eb019";
@@ -75,7 +78,7 @@ fn merge_case(md: &mut String, dir: &Path, bins: &[(&str, PathBuf)], streams: u6
     let rounds = env_list("KREPLAY_BENCH_ROUNDS", &[3])[0].max(1) as usize;
     std::fs::create_dir_all(dir).expect("bench dir");
     let t0 = Instant::now();
-    let files = generate::streams(dir, streams, n);
+    let files = generate::streams(dir, streams, n, generate::BASE_VERSION);
     let records = streams * (n + 2);
     let input: u64 = files
         .iter()
@@ -144,9 +147,64 @@ fn merge_case(md: &mut String, dir: &Path, bins: &[(&str, PathBuf)], streams: u6
             if same { "byte-identical" } else { "DIFFER" }
         ));
     }
+    packed_case(
+        md,
+        dir,
+        bins,
+        (streams, n, input),
+        &traces[traces.len() - 1],
+    );
     if std::env::var_os("KREPLAY_BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+/// This tree's `kreplay merge` of the same records in packed streams (format version 4, what
+/// its `kreplay trace` writes): the row, and whether the trace has the bytes of `same_as` (the
+/// trace of the version-3 streams, `v3_bytes` of them).
+fn packed_case(
+    md: &mut String,
+    dir: &Path,
+    bins: &[(&str, PathBuf)],
+    (streams, n, v3_bytes): (u64, u64, u64),
+    same_as: &Path,
+) {
+    let rounds = env_list("KREPLAY_BENCH_ROUNDS", &[3])[0].max(1) as usize;
+    let dir = dir.join("packed");
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let files = generate::streams(&dir, streams, n, FORMAT_VERSION);
+    let input: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    let records = streams * (n + 2);
+    let (label, bin) = &bins[bins.len() - 1];
+    let trace = dir.join("packed.pftrace");
+    let costs: Vec<process::Cost> = (0..rounds)
+        .map(|_| {
+            let mut cmd = Command::new(bin);
+            cmd.arg("merge").arg("-o").arg(&trace).args(&files);
+            process::run(&mut cmd, false)
+        })
+        .collect();
+    let (wall, wall_med) = best_median(&costs.iter().map(|c| c.wall).collect::<Vec<_>>());
+    let (cpu, cpu_med) = best_median(&costs.iter().map(|c| c.cpu).collect::<Vec<_>>());
+    let peak = costs.iter().map(|c| c.peak_kib).max().unwrap_or(0);
+    md.push_str(&format!(
+        "| {streams} × {n} | `kreplay merge` → trace file, {label}, packed streams ({:.1} MB, not {:.1}) | {:.2} M (median {:.2} M) | {:.2} M (median {:.2} M) | {:.1} | {} |\n",
+        input as f64 / 1e6,
+        v3_bytes as f64 / 1e6,
+        records as f64 / wall / 1e6,
+        records as f64 / wall_med / 1e6,
+        records as f64 / cpu / 1e6,
+        records as f64 / cpu_med / 1e6,
+        mib(peak),
+        if process::same_bytes(&trace, same_as) {
+            "byte-identical to the above"
+        } else {
+            "DIFFERS from the above"
+        }
+    ));
 }
 
 /// Peak RSS of `kreplay replay` of `saxpy ARGS` with `opts`, per binary.

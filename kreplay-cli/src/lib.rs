@@ -10,3 +10,4 @@ pub mod probes;
 pub mod quick_exit;
 pub mod replay_plan;
 pub mod trace;
+pub mod trace_file;

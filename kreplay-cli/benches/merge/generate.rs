@@ -23,11 +23,19 @@ pub struct Apis {
     memset: u16,
 }
 
-/// Writes stream `t` of `n` records: thread `1000 + t` of process 4242.
-pub fn write_stream(path: &Path, t: u32, n: u64, apis: &Apis) {
+/// The format version of the streams both binaries merge: 3, the newest the base build reads
+/// (version 4 packs `ApiCall`s, as this tree's `kreplay trace` writes them).
+pub const BASE_VERSION: u16 = 3;
+
+/// Writes stream `t` of `n` records in format `version`: thread `1000 + t` of process 4242.
+pub fn write_stream(path: &Path, t: u32, n: u64, apis: &Apis, version: u16) {
     let pid = 4242;
     let tid = 1000 + t;
-    let mut w = StreamWriter::create(path, &StreamHeader::new(StreamKind::Probes, pid))
+    let header = StreamHeader {
+        version,
+        ..StreamHeader::new(StreamKind::Probes, pid)
+    };
+    let mut w = StreamWriter::create(path, &header)
         .expect("create stream")
         .with_chunk_threshold(64 * 1024);
     w.push(&Record::ProcessName(ProcessName {
@@ -96,13 +104,14 @@ impl Apis {
     }
 }
 
-/// Writes `streams` streams of `n` records each into `dir`; returns their paths.
-pub fn streams(dir: &Path, streams: u64, n: u64) -> Vec<PathBuf> {
+/// Writes `streams` streams of `n` records each, in format `version`, into `dir`; returns
+/// their paths.
+pub fn streams(dir: &Path, streams: u64, n: u64, version: u16) -> Vec<PathBuf> {
     let apis = Apis::new();
     (0..streams as u32)
         .map(|t| {
             let p = dir.join(format!("probes-4242-{}.krs", 1000 + t));
-            write_stream(&p, t, n, &apis);
+            write_stream(&p, t, n, &apis, version);
             p
         })
         .collect()

@@ -59,9 +59,14 @@ pub enum Offer {
 #[derive(Default)]
 pub struct Holdback {
     threads: FastMap<(u32, u32), Thread>,
-    /// `(exit of the held launch at the head, pid, tid)`.
-    due: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    /// `(exit of the held launch at the head, pid << 32 | tid)`: two 64-bit words, since a heap
+    /// writes an entry and reads it back at once, and a wide read of fields written narrower
+    /// stalls the CPU's store forwarding.
+    due: BinaryHeap<Reverse<(u64, u64)>>,
     ready: Vec<HeldCall>,
+    /// Calls held over all threads: while none is, a call that is not a launch is written
+    /// without looking its thread up.
+    held_calls: usize,
     next_flow: u64,
     /// Launches written early because their thread held [`MAX_HELD`] records.
     pub forced: u64,
@@ -79,7 +84,8 @@ impl Holdback {
     pub fn offer_call(&mut self, seq: Sequence, call: &ApiCall, launch: bool, own: bool) -> Offer {
         let launch = launch && !own;
         let key = (call.pid, call.tid);
-        let held = self.threads.get(&key).is_some_and(|t| !t.items.is_empty());
+        let held =
+            self.held_calls > 0 && self.threads.get(&key).is_some_and(|t| !t.items.is_empty());
         if !held && !launch {
             return Offer::WriteNow;
         }
@@ -92,12 +98,13 @@ impl Holdback {
             external: None,
             own,
         });
+        self.held_calls += 1;
         if thread.items.len() > MAX_HELD {
             self.forced += 1;
             self.release(key, None);
         } else if !thread.scheduled {
             thread.scheduled = true;
-            self.due.push(Reverse((call.exit_ns, key.0, key.1)));
+            self.due.push(Reverse((call.exit_ns, thread_key(key))));
         }
         Offer::Held
     }
@@ -105,10 +112,11 @@ impl Holdback {
     /// Moves to the ready list every held call whose turn has come at merge time `now`: a held
     /// launch once `now` is past its exit, and the calls queued behind it.
     pub fn advance(&mut self, now: u64) {
-        while let Some(&Reverse((exit, pid, tid))) = self.due.peek() {
+        while let Some(&Reverse((exit, packed))) = self.due.peek() {
             if exit >= now {
                 break;
             }
+            let (pid, tid) = ((packed >> 32) as u32, packed as u32);
             self.due.pop();
             if let Some(t) = self.threads.get_mut(&(pid, tid)) {
                 t.scheduled = false;
@@ -126,6 +134,12 @@ impl Holdback {
             }
         }
         self.due.clear();
+    }
+
+    /// Whether [`Holdback::take_ready`] has calls to give.
+    #[inline]
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
     }
 
     /// The calls ready to be written, in order per thread.
@@ -163,7 +177,7 @@ impl Holdback {
 
     /// Calls held now, over all threads.
     pub fn held(&self) -> usize {
-        self.threads.values().map(|t| t.items.len()).sum()
+        self.held_calls
     }
 
     fn launch_at(&mut self, pid: u32, tid: u32, ts: u64) -> Option<&mut HeldCall> {
@@ -189,7 +203,7 @@ impl Holdback {
                 if !due && !force {
                     if !t.scheduled {
                         t.scheduled = true;
-                        self.due.push(Reverse((head.call.exit_ns, key.0, key.1)));
+                        self.due.push(Reverse((head.call.exit_ns, thread_key(key))));
                     }
                     return;
                 }
@@ -197,9 +211,15 @@ impl Holdback {
                 force = false;
             }
             let item = t.items.pop_front().expect("front exists");
+            self.held_calls -= 1;
             self.ready.push(item);
         }
     }
+}
+
+/// `(pid, tid)` as one word, ordered as the pair.
+fn thread_key((pid, tid): (u32, u32)) -> u64 {
+    u64::from(pid) << 32 | u64::from(tid)
 }
 
 #[cfg(test)]

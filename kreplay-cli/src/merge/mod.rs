@@ -20,10 +20,7 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 /// The hash set of the merge's per-record lookups ([`FastMap`]'s hasher).
 pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
-use std::{
-    io::BufWriter,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use kreplay_common::{
@@ -33,6 +30,7 @@ use kreplay_common::{
 
 use crate::output::{self, PendingFile};
 use crate::perfetto::{TraceWriter, WriterOptions};
+use crate::trace_file::TraceFile;
 
 /// What a merge produced.
 #[derive(Debug)]
@@ -134,7 +132,7 @@ fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<Merg
         check_nesting: true,
         ..WriterOptions::default()
     };
-    let writer = TraceWriter::with_options(BufWriter::new(file), opts);
+    let writer = TraceWriter::with_options(TraceFile::new(file), opts);
     let mut renderer = render::Renderer::new(writer);
     if summarize {
         renderer.summarize_app();
@@ -189,8 +187,7 @@ fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<Merg
         .finish()
         .with_context(|| format!("writing {}", output.display()))?;
     let file = out
-        .into_inner()
-        .map_err(|e| e.into_error())
+        .into_file()
         .with_context(|| format!("writing {}", output.display()))?;
     pending
         .commit(file)

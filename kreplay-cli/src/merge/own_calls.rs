@@ -84,7 +84,9 @@ impl OwnCalls {
             ApiKind::Free if spec.ptr_arg != NO_ARG => {
                 let ptr = arg(c, spec.ptr_arg);
                 // A failed free leaves the memory allocated.
-                let ours = if ok {
+                let ours = if self.allocs.is_empty() {
+                    false
+                } else if ok {
                     self.allocs.remove(&(c.pid, spec.library, ptr))
                 } else {
                     self.allocs.contains(&(c.pid, spec.library, ptr))
@@ -123,6 +125,10 @@ impl OwnCalls {
     }
 
     fn inside(&self, c: &ApiCall) -> bool {
+        // Without windows (no replay in the trace) no lookup: this runs for every call.
+        if self.windows.is_empty() {
+            return false;
+        }
         let Some(v) = self.windows.get(&(c.pid, c.tid)) else {
             return false;
         };

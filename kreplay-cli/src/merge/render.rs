@@ -29,7 +29,7 @@ use super::gpu::{Child, FORGET_AFTER_NS, Gpu, Mark, soft};
 use super::holdback::{HeldCall, Holdback, Offer};
 use super::live_bytes::LiveBytes;
 use super::own_calls::OwnCalls;
-use super::scratch::{Annotations, Dim3};
+use super::scratch::{Annotations, Dim3, stream_slot};
 pub use super::stats::RenderStats;
 use super::stats::call_record;
 use crate::perfetto::{
@@ -42,6 +42,9 @@ use crate::trace::summary::Summary;
 pub const OWN_TRACK: &str = "kreplay (replay)";
 /// The key of that child track under its thread track.
 const OWN_TRACK_KEY: u64 = 0x6b72_6570_6c61_7900;
+
+/// A launch's grid and block dimensions, and their `AxBxC` labels.
+type Geometry3 = (([u64; 3], [u64; 3]), String, String);
 
 struct Names {
     ret: AnnotationName,
@@ -65,8 +68,12 @@ pub struct Renderer<W: Write> {
     process_names: FastMap<u32, String>,
     thread_names: FastMap<(u32, u32), String>,
     threads: FastMap<(u32, u32), Track>,
-    seqs: FastMap<usize, Sequence>,
-    late_seqs: FastMap<usize, Sequence>,
+    /// Each input stream's sequence, and its sequence for late records, by stream index
+    /// (made at the stream's first such record).
+    seqs: Vec<Option<Sequence>>,
+    late_seqs: Vec<Option<Sequence>>,
+    /// The thread track of each sequence's last call, by `trusted_id`.
+    last_track: Vec<Option<(u32, u32, Track)>>,
     counter_seq: Sequence,
     live: LiveBytes,
     pub(super) own: OwnCalls,
@@ -85,6 +92,9 @@ pub struct Renderer<W: Write> {
     api_names: Vec<Option<EventName>>,
     /// Kernel names by (pid, handle), from `KernelName` records: launch slices carry them.
     kernel_names: FastMap<(u32, u64), Rc<str>>,
+    /// The last launch's grid and block, and their labels: a program launches with the same
+    /// geometry again and again, and formatting the labels per launch showed in the profile.
+    dims: Option<Geometry3>,
     /// What rendering did so far.
     pub stats: RenderStats,
 }
@@ -121,8 +131,9 @@ impl<W: Write> Renderer<W> {
             process_names: FastMap::default(),
             thread_names: FastMap::default(),
             threads: FastMap::default(),
-            seqs: FastMap::default(),
-            late_seqs: FastMap::default(),
+            seqs: Vec::new(),
+            late_seqs: Vec::new(),
+            last_track: Vec::new(),
             counter_seq,
             live: LiveBytes::default(),
             own: OwnCalls::default(),
@@ -134,6 +145,7 @@ impl<W: Write> Renderer<W> {
             externals_age: VecDeque::new(),
             api_names: Vec::new(),
             kernel_names: FastMap::default(),
+            dims: None,
             stats: RenderStats::default(),
         }
     }
@@ -163,10 +175,10 @@ impl<W: Write> Renderer<W> {
                 let seq = if late {
                     self.stats.late += 1;
                     let w = &mut self.w;
-                    *self.late_seqs.entry(stream).or_insert_with(|| w.sequence())
+                    *stream_slot(&mut self.late_seqs, stream).get_or_insert_with(|| w.sequence())
                 } else {
                     let w = &mut self.w;
-                    *self.seqs.entry(stream).or_insert_with(|| w.sequence())
+                    *stream_slot(&mut self.seqs, stream).get_or_insert_with(|| w.sequence())
                 };
                 let spec = spec_of(c.api);
                 let launch = spec.is_some_and(|s| s.kind == ApiKind::Launch);
@@ -322,11 +334,10 @@ impl<W: Write> Renderer<W> {
 
     /// Writes the held calls whose turn has come.
     fn write_ready(&mut self) -> Result<(), WriterError> {
-        let mut ready = self.hold.take_ready();
-        if ready.is_empty() {
-            self.hold.recycle(ready);
+        if !self.hold.has_ready() {
             return Ok(());
         }
+        let mut ready = self.hold.take_ready();
         for HeldCall {
             seq,
             call,
@@ -394,7 +405,16 @@ impl<W: Write> Renderer<W> {
         external: Option<u64>,
         own: bool,
     ) -> Result<(), WriterError> {
-        let mut track = self.thread_track(c.pid, c.tid)?;
+        // A sequence's calls are mostly one thread's: its last track, before the map.
+        let last = stream_slot(&mut self.last_track, seq.trusted_id() as usize);
+        let mut track = match *last {
+            Some((pid, tid, t)) if (pid, tid) == (c.pid, c.tid) => t,
+            _ => {
+                let t = self.thread_track(c.pid, c.tid)?;
+                self.last_track[seq.trusted_id() as usize] = Some((c.pid, c.tid, t));
+                t
+            }
+        };
         if own {
             track = self.w.child_track(track, OWN_TRACK_KEY, OWN_TRACK)?;
         }
@@ -430,10 +450,7 @@ impl<W: Write> Renderer<W> {
                     .cloned()
             })
             .flatten();
-        let mut ann = Annotations::new(Annotation {
-            name: n.ret,
-            value: Value::Uint(0),
-        });
+        let mut ann = Annotations::new();
         if let Some(k) = &kernel {
             ann.push(Annotation {
                 name: n.kernel,
@@ -462,15 +479,20 @@ impl<W: Write> Renderer<W> {
                 ))
             }
         };
-        let dims = geometry.map(|(g, b)| (Dim3::new(g), Dim3::new(b)));
-        if let Some((g, b)) = &dims {
+        if let Some(key) = geometry
+            && self.dims.as_ref().is_none_or(|d| d.0 != key)
+        {
+            let label = |v| Dim3::new(v).as_str().to_owned();
+            self.dims = Some((key, label(key.0), label(key.1)));
+        }
+        if let Some((_, g, b)) = geometry.and(self.dims.as_ref()) {
             ann.push(Annotation {
                 name: n.grid,
-                value: Value::Str(g.as_str()),
+                value: Value::Str(g),
             });
             ann.push(Annotation {
                 name: n.block,
-                value: Value::Str(b.as_str()),
+                value: Value::Str(b),
             });
         }
         if spec.library == Library::User {

@@ -210,11 +210,15 @@ impl TrackState {
     /// Removes the open slice ending at `end` (the innermost one when the caller kept to the
     /// nesting rules). Returns whether it was the innermost.
     pub(crate) fn close(&mut self, end: u64) -> bool {
+        // The innermost first: the common case, a pop (`remove` calls memmove even for none).
+        if self.open.last() == Some(&end) {
+            self.open.pop();
+            return true;
+        }
         match self.open.iter().rposition(|&e| e == end) {
             Some(pos) => {
-                let innermost = pos + 1 == self.open.len();
                 self.open.remove(pos);
-                innermost
+                false
             }
             None => false,
         }

@@ -86,7 +86,8 @@ pub(crate) fn append(buf: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Cursor
     let written = cursor.pos;
     let len = buf.len() + written;
     // SAFETY: the cursor wrote (initialised) every byte of buf's spare capacity in
-    // [0, written): `byte` and `bytes` advance `pos` only over bytes they wrote, and
+    // [0, written): `byte`, `bytes` and `preencoded` advance `pos` only over bytes they wrote
+    // (`preencoded` may write more than it advances over), and
     // `close_long` only moves initialised bytes right and fills the gap with the varint before
     // restoring `pos`. The cursor's slice was the spare capacity, so `len <= capacity`.
     unsafe { buf.set_len(len) };
@@ -116,6 +117,21 @@ impl Cursor<'_> {
         let end = self.pos + bytes.len();
         self.out[self.pos..end].write_copy_of_slice(bytes);
         self.pos = end;
+    }
+
+    /// Appends pre-encoded fields. Where the reservation has room it copies the whole
+    /// fixed-size array (a few moves) and keeps its used part, rather than calling `memcpy`
+    /// for a slice of 2 to 6 bytes; the bytes copied past the used part are overwritten or
+    /// left out of the buffer's length.
+    #[inline]
+    pub(crate) fn preencoded(&mut self, p: &Preencoded) {
+        let end = self.pos + p.bytes.len();
+        if end <= self.out.len() {
+            self.out[self.pos..end].write_copy_of_slice(&p.bytes);
+            self.pos += usize::from(p.len);
+        } else {
+            self.bytes(p.as_slice());
+        }
     }
 
     /// Appends a varint field (`uint64`, `uint32`, enum, `bool`).
@@ -196,6 +212,24 @@ mod tests {
         let mut buf = Vec::new();
         append(&mut buf, bound, f);
         buf
+    }
+
+    #[test]
+    fn preencoded_fields_are_copied_whole_or_exactly_when_the_room_is_short() {
+        let p = Preencoded::default().uint(10, 300).uint(13, 2);
+        let want = [0x50, 0xac, 0x02, 0x68, 0x02];
+        assert_eq!(p.as_slice(), want);
+        // Room for the whole array: the used part lands, and what follows overwrites the rest.
+        let with_room = encode(64, |c| {
+            c.preencoded(&p);
+            c.uint(1, 7);
+        });
+        assert_eq!(with_room, [0x50, 0xac, 0x02, 0x68, 0x02, 0x08, 0x07]);
+        // Exactly the used part's room: the exact copy.
+        let mut tight = Vec::with_capacity(5);
+        assert_eq!(tight.capacity(), 5);
+        assert_eq!(append(&mut tight, 5, |c| c.preencoded(&p)), 5);
+        assert_eq!(tight, want);
     }
 
     #[test]

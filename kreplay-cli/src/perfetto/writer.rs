@@ -68,8 +68,10 @@ pub(super) enum Name<'a> {
     Inline(&'a str),
 }
 
-/// A pending slice end: (end time, tie-breaker so later-opened slices close first, track).
-type PendingEnd = Reverse<(u64, u64, u32)>;
+/// A pending slice end: (end time, tie-breaker so later-opened slices close first, track
+/// index). All three are 64-bit: a heap writes an entry and reads it back at once, and an
+/// 8-byte read of a field written as 4 bytes (plus padding) stalls the CPU's store forwarding.
+type PendingEnd = Reverse<(u64, u64, u64)>;
 
 /// Per-sequence state.
 struct SeqState {
@@ -346,7 +348,7 @@ impl<W: Write> TraceWriter<W> {
         let s = &mut self.seqs[seq.0 as usize];
         s.opened += 1;
         s.pending
-            .push(Reverse((end, u64::MAX - s.opened, track.index)));
+            .push(Reverse((end, u64::MAX - s.opened, u64::from(track.index))));
         self.maybe_flush()
     }
 
@@ -523,7 +525,7 @@ impl<W: Write> TraceWriter<W> {
                     end,
                 });
             }
-            self.end_event(seq, end, index);
+            self.end_event(seq, end, index as u32);
         }
         Ok(())
     }

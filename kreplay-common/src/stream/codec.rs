@@ -32,7 +32,17 @@ mod tag {
     pub const KERNEL_NAME: u8 = 12;
     pub const TOOL_WINDOW: u8 = 13;
     pub const REPLAY_STEP: u8 = 14;
+    /// Version 4: an `ApiCall` with only its nonzero words ([`super::API_CALL_PACKED_FIXED`]).
+    pub const API_CALL_PACKED: u8 = 15;
 }
+
+/// The first format version whose writers write `ApiCall` packed (tag 15).
+pub const PACKED_CALLS_SINCE: u16 = 4;
+/// Bytes of a packed `ApiCall` body before its words: pid, tid, api, enter, exit, present.
+pub const API_CALL_PACKED_FIXED: usize = 4 + 4 + 2 + 8 + 8 + 2;
+/// The `present` bits a packed `ApiCall` can set: ret (bit 0), args (1-6), extra (7-11), out
+/// (12).
+const PACKED_WORDS: usize = 13;
 
 /// Appends little-endian fields to a buffer.
 struct Enc<'a>(&'a mut Vec<u8>);
@@ -114,8 +124,19 @@ impl Dec<'_> {
     }
 }
 
-/// Appends `rec` (header and body) to `out`.
+/// Appends `rec` (header and body) to `out` as this build's format version writes it.
 pub fn encode(rec: &Record, out: &mut Vec<u8>) {
+    encode_version(rec, super::FORMAT_VERSION, out);
+}
+
+/// Appends `rec` as a writer of format `version` writes it: from version 4 on an `ApiCall` is
+/// packed (tag 15), before it every word is written (tag 3).
+pub fn encode_version(rec: &Record, version: u16, out: &mut Vec<u8>) {
+    if let Record::ApiCall(r) = rec
+        && version >= PACKED_CALLS_SINCE
+    {
+        return encode_packed(r, out);
+    }
     let start = out.len();
     out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
     let mut e = Enc(out);
@@ -233,6 +254,66 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) {
     out[start + 1..start + RECORD_HEADER_LEN].copy_from_slice(&body_len.to_le_bytes());
 }
 
+/// The words of `r` in packed order: ret, args, extra, out.
+fn words(r: &ApiCall) -> [u64; PACKED_WORDS] {
+    let mut w = [0u64; PACKED_WORDS];
+    w[0] = r.ret;
+    w[1..7].copy_from_slice(&r.args);
+    w[7..12].copy_from_slice(&r.extra);
+    w[12] = r.out;
+    w
+}
+
+/// Appends `r` packed: the fixed fields, a `present` mask, then only the nonzero words.
+fn encode_packed(r: &ApiCall, out: &mut Vec<u8>) {
+    let w = words(r);
+    let present = w
+        .iter()
+        .enumerate()
+        .fold(0u16, |m, (i, &v)| m | (u16::from(v != 0) << i));
+    let body_len = API_CALL_PACKED_FIXED + 8 * present.count_ones() as usize;
+    out.reserve(RECORD_HEADER_LEN + body_len);
+    out.push(tag::API_CALL_PACKED);
+    out.extend_from_slice(&(body_len as u32).to_le_bytes());
+    let mut e = Enc(out);
+    e.u32(r.pid);
+    e.u32(r.tid);
+    e.u16(r.api);
+    e.u64s(&[r.enter_ns, r.exit_ns]);
+    e.u16(present);
+    for v in w.into_iter().filter(|&v| v != 0) {
+        e.u64(v);
+    }
+}
+
+/// Decodes a packed `ApiCall` body; `None` when it is shorter than the words its mask names.
+/// Mask bits above the known words are a newer writer's: their words follow the known ones and
+/// are ignored like any appended field.
+fn api_call_packed(b: &[u8]) -> Option<ApiCall> {
+    let (fixed, mut rest) = b.split_first_chunk::<API_CALL_PACKED_FIXED>()?;
+    let u64_at = |at: usize| u64::from_le_bytes(fixed[at..at + 8].try_into().expect("8 bytes"));
+    let present = u16::from_le_bytes([fixed[26], fixed[27]]);
+    let mut w = [0u64; PACKED_WORDS];
+    for (i, v) in w.iter_mut().enumerate() {
+        if present & (1 << i) != 0 {
+            let (head, tail) = rest.split_first_chunk::<8>()?;
+            *v = u64::from_le_bytes(*head);
+            rest = tail;
+        }
+    }
+    Some(ApiCall {
+        pid: u32::from_le_bytes(fixed[0..4].try_into().expect("4 bytes")),
+        tid: u32::from_le_bytes(fixed[4..8].try_into().expect("4 bytes")),
+        api: u16::from_le_bytes([fixed[8], fixed[9]]),
+        enter_ns: u64_at(10),
+        exit_ns: u64_at(18),
+        ret: w[0],
+        args: w[1..7].try_into().expect("6 words"),
+        extra: w[7..12].try_into().expect("5 words"),
+        out: w[12],
+    })
+}
+
 /// What [`decode`] found at a payload position.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decoded {
@@ -262,6 +343,12 @@ pub fn decode(payload: &[u8], pos: usize, version: u16) -> Decoded {
         && let Some(b) = body.first_chunk::<API_CALL_BODY>()
     {
         return Decoded::Record(api_call(b).into(), next);
+    }
+    if tag == tag::API_CALL_PACKED {
+        return match api_call_packed(body) {
+            Some(call) => Decoded::Record(call.into(), next),
+            None => Decoded::Malformed,
+        };
     }
     match decode_body(tag, &mut Dec { b: body }, version) {
         Some(Some(rec)) => Decoded::Record(rec, next),

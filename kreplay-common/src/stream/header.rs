@@ -12,8 +12,9 @@ pub const MAGIC: [u8; 8] = *b"KRPLSTRM";
 /// The format version this build writes (and the newest it reads; it reads every older one).
 /// 2: the tool's `Snapshot`/`Restore`/`ReplayPass` carry pid and tid, and `ToolWindow` exists.
 /// 3: `Restore` counts the regions whose write-back failed.
-pub const FORMAT_VERSION: u16 = 3;
-/// Bytes of a version-1, -2 or -3 header; a newer header may be longer (its length field says).
+/// 4: `ApiCall` is written packed, its zero words left out (tag 15).
+pub const FORMAT_VERSION: u16 = 4;
+/// Bytes of a version-1 to -4 header; a newer header may be longer (its length field says).
 pub const HEADER_LEN: usize = 40;
 /// `clock_id` value for CLOCK_MONOTONIC (Linux's clockid 1), the clock of every timestamp.
 pub const CLOCK_MONOTONIC_ID: u16 = 1;

@@ -15,7 +15,7 @@ use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::error::{StreamDamage, StreamError};
@@ -25,6 +25,10 @@ use super::record::Record;
 
 /// Records held per stream to restore timestamp order.
 pub const DEFAULT_WINDOW: usize = 1024;
+
+/// How far ahead of the window's front its keys are prefetched: two 64-byte lines of 16-byte
+/// keys.
+const KEYS_AHEAD: usize = 8;
 
 /// One input stream with its reorder window. The window's keys `(timestamp, tie rank, slot)`
 /// are kept sorted, in file order among equal keys; the records stay put in `slots`. A stream is
@@ -77,12 +81,16 @@ impl<R: Read> Input<R> {
                     (self.slots.len() - 1) as u32
                 }
             };
-            // After every key at or before it: the first from the back that is not after it.
-            let at = self
-                .keys
-                .iter()
-                .rposition(|&(t, r, _)| (t, r) <= (ts, rank))
-                .map_or(0, |i| i + 1);
+            // After every key at or before it: the first from the back that is not after it
+            // (most often the back itself).
+            let at = match self.keys.back() {
+                Some(&(t, r, _)) if (t, r) > (ts, rank) => self
+                    .keys
+                    .iter()
+                    .rposition(|&(t, r, _)| (t, r) <= (ts, rank))
+                    .map_or(0, |i| i + 1),
+                _ => self.keys.len(),
+            };
             if at == self.keys.len() {
                 self.keys.push_back((ts, rank, slot));
             } else {
@@ -106,6 +114,11 @@ impl<R: Read> Input<R> {
         self.lent = Some(slot);
         if let Some(&(_, _, next)) = self.keys.front() {
             prefetch(&self.slots[next as usize]);
+        }
+        // The keys a few turns ahead: the window's front walks through memory the other
+        // streams' turns have pushed out of the caches.
+        if let Some(ahead) = self.keys.get(KEYS_AHEAD) {
+            prefetch(ahead);
         }
         let late = ts < self.last_out;
         self.last_out = self.last_out.max(ts);
@@ -133,6 +146,13 @@ fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
+/// The heap key of stream `i`'s next record: ordered by timestamp, then tie rank, then stream
+/// index (fewer than 2^32 streams).
+#[inline(always)]
+fn head(ts: u64, rank: u8, i: usize) -> (u64, u64) {
+    (ts, u64::from(rank) << 32 | i as u64)
+}
+
 /// A merged record and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Merged {
@@ -149,12 +169,14 @@ pub struct Merged {
 /// stream reordered within its window.
 pub struct MergedStreams<R: Read> {
     inputs: Vec<Input<R>>,
-    /// `(timestamp, tie rank, stream index)` of each stream's next record.
-    heads: BinaryHeap<Reverse<(u64, u8, usize)>>,
+    /// `(timestamp, tie rank << 32 | stream index)` of each stream's next record: two 64-bit
+    /// words, since a heap writes an entry and reads it back at once and a read of a field
+    /// written narrower (a `u8` and padding) stalls the CPU's store forwarding.
+    heads: BinaryHeap<Reverse<(u64, u64)>>,
     window: usize,
 }
 
-impl MergedStreams<BufReader<File>> {
+impl MergedStreams<File> {
     /// Opens every file. A file that cannot be opened at all (missing, bad header) is an error
     /// naming it; damage later in a file is reported by [`MergedStreams::damages`].
     pub fn open(paths: &[PathBuf]) -> Result<Self, StreamError> {
@@ -175,12 +197,16 @@ impl<R: Read> MergedStreams<R> {
     /// Merges `readers`, holding up to `window` (at least 1) records per stream to reorder.
     pub fn with_window(readers: Vec<StreamReader<R>>, window: usize) -> Self {
         let window = window.max(1);
+        assert!(
+            readers.len() <= u32::MAX as usize,
+            "fewer than 2^32 streams"
+        );
         let mut inputs: Vec<Input<R>> = readers.into_iter().map(Input::new).collect();
         let mut heads = BinaryHeap::with_capacity(inputs.len());
         for (i, input) in inputs.iter_mut().enumerate() {
             input.fill(window);
             if let Some((ts, rank)) = input.head_key() {
-                heads.push(Reverse((ts, rank, i)));
+                heads.push(Reverse(head(ts, rank, i)));
             }
         }
         Self {
@@ -238,14 +264,15 @@ impl<R: Read> MergedStreams<R> {
         // The stream with the smallest head gives its record; its new head replaces its key in
         // place (one sift down instead of a pop and a push).
         let mut top = self.heads.peek_mut()?;
-        let Reverse((_, _, i)) = *top;
+        let Reverse((_, tie)) = *top;
+        let i = (tie & u64::from(u32::MAX)) as usize;
         let input = &mut self.inputs[i];
         let Some((slot, late)) = input.take(self.window) else {
             PeekMut::pop(top);
             return None;
         };
         match input.head_key() {
-            Some((ts, rank)) => *top = Reverse((ts, rank, i)),
+            Some((ts, rank)) => *top = Reverse(head(ts, rank, i)),
             None => {
                 PeekMut::pop(top);
             }

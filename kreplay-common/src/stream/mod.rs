@@ -7,7 +7,7 @@
 //! file   = header chunk*
 //! header = magic "KRPLSTRM" (8) | version u16 | header_len u16 | kind u16 | clock_id u16
 //!        | pid u32 | created_monotonic_ns u64 | created_realtime_ns u64 | crc32 u32
-//!          (40 bytes in versions 1 to 3; crc32 covers the header_len - 4 bytes before it)
+//!          (40 bytes in versions 1 to 4; crc32 covers the header_len - 4 bytes before it)
 //! chunk  = payload_len u32 | crc32(payload) u32 | seq u64 | payload
 //!          (seq counts chunks from 0; payload_len <= MAX_CHUNK_PAYLOAD)
 //! payload = record*
@@ -26,7 +26,10 @@
 //! malformed; in a version-1 stream they are absent and read as 0 (not recorded), so a
 //! version-1 stream still reads, with kreplay's own calls not told apart. Version 3 appends
 //! `failed u64` to `Restore` (regions whose write-back failed, counted as skipped before);
-//! older streams read it as 0. A version above
+//! older streams read it as 0. Version 4 writes `ApiCall` packed (tag 15): the fixed fields,
+//! a mask of which of its 13 words (ret, 6 args, 5 extra, out) are nonzero, and only those,
+//! 33 bytes for a call whose words are all zero instead of 135 (most of a long trace's disk);
+//! the full form (tag 3) still reads in any version. A version above
 //! [`FORMAT_VERSION`] is refused with a message naming the file and both versions.
 //!
 //! # Crash safety
@@ -53,6 +56,8 @@ mod reader;
 mod record;
 mod writer;
 
+#[cfg(test)]
+mod packed_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -181,9 +181,9 @@ fn every_record_type_round_trips() {
 }
 
 #[test]
-fn api_call_encodes_to_its_fixed_size() {
+fn api_call_encodes_to_its_fixed_size_in_a_version_3_stream() {
     let mut out = Vec::new();
-    codec::encode(&api_call(1), &mut out);
+    codec::encode_version(&api_call(1), 3, &mut out);
     // tag + len, pid + tid + api, 3 times, 6 args, 5 extras, out.
     assert_eq!(out.len(), 5 + (4 + 4 + 2) + 3 * 8 + 6 * 8 + 5 * 8 + 8);
     assert_eq!(out[0], 3);
@@ -204,7 +204,7 @@ fn api_call_decodes_every_field_and_ignores_appended_bytes_but_not_missing_ones(
         out: 0x7f00_0000_0041,
     };
     let mut out = Vec::new();
-    codec::encode(&rec.clone().into(), &mut out);
+    codec::encode_version(&rec.clone().into(), 3, &mut out);
     assert_eq!(
         codec::decode(&out, 0, 3),
         codec::Decoded::Record(rec.clone().into(), out.len())
@@ -306,7 +306,7 @@ fn header_errors_name_the_file() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "v.krs: stream format version 9, this reader understands up to 3"
+        "v.krs: stream format version 9, this reader understands up to 4"
     );
     let err = StreamReader::new(Cursor::new(b"NOTASTREAM__"), Path::new("m.krs"))
         .err()

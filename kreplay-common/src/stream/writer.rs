@@ -24,6 +24,8 @@ pub struct StreamWriter<W: Write> {
     /// Chunk header space followed by the pending payload.
     buf: Vec<u8>,
     threshold: usize,
+    /// The format version in the header: which encoding each record gets.
+    version: u16,
     next_seq: u64,
     records_pending: u64,
     records_written: u64,
@@ -41,8 +43,14 @@ impl StreamWriter<File> {
 
     /// Reopens the stream at `path`, written before by a writer that had written `chunks`
     /// chunks (its [`StreamWriter::chunks_written`]) and was flushed and dropped, and appends
-    /// after them: the file reads as if that writer had never been closed.
+    /// after them, in its header's format version: the file reads as if that writer had never
+    /// been closed.
     pub fn append(path: &Path, chunks: u64) -> Result<Self, StreamError> {
+        let mut head = File::open(path).map_err(|source| StreamError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (header, _) = StreamHeader::read(&mut head, path)?;
         let file = std::fs::OpenOptions::new()
             .append(true)
             .open(path)
@@ -54,6 +62,7 @@ impl StreamWriter<File> {
             out: file,
             buf: vec![0; CHUNK_HEADER_LEN],
             threshold: DEFAULT_CHUNK_THRESHOLD,
+            version: header.version,
             next_seq: chunks,
             records_pending: 0,
             records_written: 0,
@@ -62,7 +71,8 @@ impl StreamWriter<File> {
 }
 
 impl<W: Write> StreamWriter<W> {
-    /// Writes `header` to `out` and returns a writer appending chunks after it.
+    /// Writes `header` to `out` and returns a writer appending chunks after it, encoding
+    /// records as `header.version` has them (an older version for older readers).
     pub fn new(mut out: W, header: &StreamHeader) -> Result<Self, StreamError> {
         out.write_all(&header.encode())
             .and_then(|()| out.flush())
@@ -74,6 +84,7 @@ impl<W: Write> StreamWriter<W> {
             out,
             buf: vec![0; CHUNK_HEADER_LEN],
             threshold: DEFAULT_CHUNK_THRESHOLD,
+            version: header.version,
             next_seq: 0,
             records_pending: 0,
             records_written: 0,
@@ -88,7 +99,7 @@ impl<W: Write> StreamWriter<W> {
 
     /// Adds `rec` to the pending chunk; writes the chunk once it reaches the size threshold.
     pub fn push(&mut self, rec: &Record) -> Result<(), StreamError> {
-        codec::encode(rec, &mut self.buf);
+        codec::encode_version(rec, self.version, &mut self.buf);
         self.records_pending += 1;
         if self.buf.len() - CHUNK_HEADER_LEN >= self.threshold {
             self.write_chunk()?;

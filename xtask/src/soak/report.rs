@@ -296,6 +296,24 @@ pub fn trace_counts(out: &mut String, stderr: &str, ok: bool, known: u64, render
     );
 }
 
+/// Disk per recorded call: the stream files as the paced run ended (`streams`) and the
+/// rendered trace (`trace`), over the calls the summary in `stderr` recorded.
+pub fn disk_per_call(out: &mut String, streams: u64, trace: u64, stderr: &str) {
+    let Some(recorded) = summary_calls(stderr, "hipStreamSynchronize").filter(|&r| r > 0) else {
+        return;
+    };
+    let per = |b: u64| b as f64 / recorded as f64;
+    let _ = writeln!(
+        out,
+        "Disk per recorded call: the stream files held {streams} bytes as the paced run ended \
+         ({:.1} bytes per call, `ApiCall` packed: `docs/stream-format.md`), the trace {trace} \
+         bytes ({:.1} per call): {:.1} bytes per call on disk while the trace renders.\n",
+        per(streams),
+        per(trace),
+        per(streams + trace)
+    );
+}
+
 /// The trace file's size and checks.
 pub fn trace_validity(out: &mut String, check: &Result<TraceCheck>) {
     match check {

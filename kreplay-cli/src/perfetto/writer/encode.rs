@@ -122,7 +122,7 @@ impl<W: Write> TraceWriter<W> {
                 c.uint(13, FIRST_FLAGS);
                 c.uint(87, 1);
             } else {
-                c.bytes(header.as_slice());
+                c.preencoded(header);
             }
             if !new_names.is_empty() {
                 let interned = c.open(12);
@@ -141,7 +141,7 @@ impl<W: Write> TraceWriter<W> {
             }
             let te = c.open(11);
             c.uint(9, kind as u64);
-            c.bytes(track_field.as_slice());
+            c.preencoded(track_field);
             if let Some(iid) = name_iid {
                 c.uint(10, iid);
             }
@@ -190,11 +190,11 @@ impl<W: Write> TraceWriter<W> {
                 c.uint(13, FIRST_FLAGS);
                 c.uint(87, 1);
             } else {
-                c.bytes(header.as_slice());
+                c.preencoded(header);
             }
             let te = c.open(11);
             c.uint(9, EventType::TypeSliceEnd as u64);
-            c.bytes(track_field.as_slice());
+            c.preencoded(track_field);
             c.close(te);
             c.close(packet);
         });
