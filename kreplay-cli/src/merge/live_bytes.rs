@@ -16,7 +16,7 @@ use kreplay_common::{
 };
 
 use super::FastMap;
-use super::render::layer_name;
+use super::labels::{layer_name, process_label};
 use crate::perfetto::{CounterUnit, Sequence, TraceWriter, Track, WriterError};
 
 /// Where an allocation's bytes are counted.
@@ -152,7 +152,7 @@ impl LiveBytes {
             let track = match self.counters.get(&key) {
                 Some(&t) => t,
                 None => {
-                    let pname = super::render::process_label(process_names, pid);
+                    let pname = process_label(process_names, pid);
                     let parent = w.process_track(pid as i32, &pname)?;
                     let name = place.track_name(layer);
                     let t = w.counter_track(Some(parent), &name, CounterUnit::UnitSizeBytes)?;

@@ -6,6 +6,7 @@
 //! streams, not their length.
 pub mod gpu;
 pub mod holdback;
+pub mod labels;
 pub mod live_bytes;
 pub mod own_calls;
 pub mod render;

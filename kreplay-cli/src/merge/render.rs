@@ -27,6 +27,8 @@ use kreplay_common::{
 use super::FastMap;
 use super::gpu::{Child, FORGET_AFTER_NS, Gpu, Mark, soft};
 use super::holdback::{HeldCall, Holdback, Offer};
+pub use super::labels::layer_name;
+use super::labels::process_label;
 use super::live_bytes::LiveBytes;
 use super::own_calls::OwnCalls;
 use super::scratch::{Annotations, Dim3, stream_slot};
@@ -578,23 +580,4 @@ impl<W: Write> Renderer<W> {
     pub fn live_bytes(&self) -> &FastMap<(u32, Library), i64> {
         self.live.totals()
     }
-}
-
-/// The name a runtime layer's counter carries.
-pub fn layer_name(layer: Library) -> &'static str {
-    match layer {
-        Library::Hsa => "HSA",
-        Library::Hip => "HIP",
-        Library::Cuda => "CUDA driver",
-        Library::CudaRt => "CUDA runtime",
-        Library::User => "user",
-    }
-}
-
-/// The name a process's tracks carry: its command from the stream, else `pid N`.
-pub(crate) fn process_label(names: &FastMap<u32, String>, pid: u32) -> String {
-    names
-        .get(&pid)
-        .cloned()
-        .unwrap_or_else(|| format!("pid {pid}"))
 }
