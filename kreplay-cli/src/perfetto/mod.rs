@@ -3,7 +3,7 @@
 //!
 //! [`TraceWriter`] streams `Trace.packet` records to any `io::Write`, one packet at a time, so
 //! memory is bounded by its buffer and the number of open slices, never by trace length. It
-//! follows the practices of FACTS.md §5: deterministic track uuids, each `TrackDescriptor`
+//! follows the practices in docs/perfetto.md: deterministic track uuids, each `TrackDescriptor`
 //! written once before the first event that uses it, one `trusted_packet_sequence_id` per
 //! sequence with correct `sequence_flags`, and event and annotation names interned per
 //! sequence. Hot packets are encoded by hand (`wire`), cold ones through a small prost schema

@@ -2,8 +2,8 @@
 //!
 //! Why this route: the `perfetto_protos` crate (what `cargo add perfetto-protos` resolves to)
 //! is built on rust-protobuf and took 9–12 minutes and ~350 MB of target to build on the dev
-//! machine (FACTS.md §5). Running protoc from a build script would add a tool dependency and a
-//! build step for ~300 lines of output. These derives cover exactly the fields kreplay writes,
+//! machine (docs/perfetto.md). Running protoc from a build script would add a tool dependency
+//! and a build step for ~300 lines of output. These derives cover exactly the fields kreplay writes,
 //! build in seconds and need neither protoc nor a build script. Protobuf is forward
 //! compatible, so a subset schema produces bytes any full decoder (trace_processor, the UI, the
 //! `perfetto` PyPI package) reads.
