@@ -21,53 +21,14 @@ use std::io::Write;
 
 use kreplay_common::stream::Dispatch;
 
+pub use super::gpu_names::GpuNames;
 use crate::perfetto::{
-    Annotation, AnnotationName, EventArgs, Sequence, TraceWriter, Track, Value, WriterError,
-    name_hash,
+    Annotation, EventArgs, Sequence, TraceWriter, Track, Value, WriterError, name_hash,
 };
 
 /// How long after a dispatch's end its declines and nondeterminism reports are still placed
 /// on its queue (they come after the passes); later ones go on the process's replay track.
 pub const FORGET_AFTER_NS: u64 = 1_000_000_000;
-
-/// Annotation names of GPU records.
-pub struct GpuNames {
-    grid: AnnotationName,
-    workgroup: AnnotationName,
-    correlation: AnnotationName,
-    kernel_object: AnnotationName,
-    external_id: AnnotationName,
-    bytes: AnnotationName,
-    regions: AnnotationName,
-    skipped: AnnotationName,
-    pass: AnnotationName,
-    reason: AnnotationName,
-    region: AnnotationName,
-    offset: AnnotationName,
-    /// The chunked-restore fields of snapshot and restore slices.
-    pub chunk: super::replay_args::ChunkNames,
-}
-
-impl GpuNames {
-    /// Interns the names on `w`.
-    pub fn new<W: Write>(w: &mut TraceWriter<W>) -> Self {
-        Self {
-            grid: w.annotation_name("grid"),
-            workgroup: w.annotation_name("workgroup"),
-            correlation: w.annotation_name("correlation"),
-            kernel_object: w.annotation_name("kernel_object"),
-            external_id: w.annotation_name("external_id"),
-            bytes: w.annotation_name("bytes"),
-            regions: w.annotation_name("regions"),
-            skipped: w.annotation_name("skipped"),
-            pass: w.annotation_name("pass"),
-            reason: w.annotation_name("reason"),
-            region: w.annotation_name("region"),
-            offset: w.annotation_name("offset"),
-            chunk: super::replay_args::ChunkNames::new(w),
-        }
-    }
-}
 
 /// A dispatch waiting for the merge to reach its start.
 struct HeldDispatch {
@@ -448,119 +409,6 @@ pub fn soft(r: Result<(), WriterError>, skipped: &mut u64) -> Result<(), WriterE
             *skipped += 1;
             Ok(())
         }
-    }
-}
-
-impl GpuNames {
-    /// `bytes`, `regions` (and `skipped`, `pass` when given) of a snapshot or restore.
-    pub fn copy_args(
-        &self,
-        bytes: u64,
-        regions: u64,
-        skipped: Option<u64>,
-        pass: Option<u32>,
-        correlation: u64,
-    ) -> Vec<Annotation<'static>> {
-        let mut v = Vec::with_capacity(10);
-        if let Some(p) = pass {
-            v.push(Annotation {
-                name: self.pass,
-                value: Value::Uint(u64::from(p)),
-            });
-        }
-        v.push(Annotation {
-            name: self.bytes,
-            value: Value::Uint(bytes),
-        });
-        v.push(Annotation {
-            name: self.regions,
-            value: Value::Uint(regions),
-        });
-        if let Some(s) = skipped {
-            v.push(Annotation {
-                name: self.skipped,
-                value: Value::Uint(s),
-            });
-        }
-        v.push(Annotation {
-            name: self.correlation,
-            value: Value::Uint(correlation),
-        });
-        v
-    }
-
-    /// `pass` and `correlation` of a replay pass.
-    pub fn pass_args(&self, pass: u32, correlation: u64) -> [Annotation<'static>; 2] {
-        [
-            Annotation {
-                name: self.pass,
-                value: Value::Uint(u64::from(pass)),
-            },
-            Annotation {
-                name: self.correlation,
-                value: Value::Uint(correlation),
-            },
-        ]
-    }
-
-    /// `pass`, `bytes` and `correlation` of a replay step.
-    pub fn step_args(&self, pass: u32, bytes: u64, correlation: u64) -> [Annotation<'static>; 3] {
-        [
-            Annotation {
-                name: self.pass,
-                value: Value::Uint(u64::from(pass)),
-            },
-            Annotation {
-                name: self.bytes,
-                value: Value::Uint(bytes),
-            },
-            Annotation {
-                name: self.correlation,
-                value: Value::Uint(correlation),
-            },
-        ]
-    }
-
-    /// `reason` and `correlation` of a decline.
-    pub fn decline_args<'a>(&self, reason: &'a str, correlation: u64) -> [Annotation<'a>; 2] {
-        [
-            Annotation {
-                name: self.reason,
-                value: Value::Str(reason),
-            },
-            Annotation {
-                name: self.correlation,
-                value: Value::Uint(correlation),
-            },
-        ]
-    }
-
-    /// `pass`, `region`, `offset` and `correlation` of a nondeterminism report.
-    pub fn nondeterministic_args(
-        &self,
-        pass: u32,
-        region: u64,
-        offset: u64,
-        correlation: u64,
-    ) -> [Annotation<'static>; 4] {
-        [
-            Annotation {
-                name: self.pass,
-                value: Value::Uint(u64::from(pass)),
-            },
-            Annotation {
-                name: self.region,
-                value: Value::Pointer(region),
-            },
-            Annotation {
-                name: self.offset,
-                value: Value::Uint(offset),
-            },
-            Annotation {
-                name: self.correlation,
-                value: Value::Uint(correlation),
-            },
-        ]
     }
 }
 

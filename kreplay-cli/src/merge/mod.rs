@@ -5,6 +5,7 @@
 //! small window) and rendered as they come ([`render`]); memory is bounded by the number of
 //! streams, not their length.
 pub mod gpu;
+pub mod gpu_names;
 pub mod holdback;
 pub mod labels;
 pub mod live_bytes;
