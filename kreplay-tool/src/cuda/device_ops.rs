@@ -330,9 +330,12 @@ impl CudaBackend<'_> {
         Ok((k, len.div_ceil(chunk)))
     }
 
-    /// [`DeviceChunks::hash_chunks_into_device`](crate::engine::backend::DeviceChunks::hash_chunks_into_device) for every `(addr, len, dst)` of `regions` in one launch of
-    /// `kreplay_hash_regions` and one wait. `Ok(None)`: the PTX has no such kernel (the caller
-    /// hashes region by region); `Ok(Some(false))`: the kernels are unavailable.
+    /// [`DeviceChunks::hash_chunks_into_device`] for every `(addr, len, dst)` of `regions` in
+    /// one launch of `kreplay_hash_regions` and one wait. `Ok(None)`: the PTX has no such
+    /// kernel (the caller hashes region by region); `Ok(Some(false))`: the kernels are
+    /// unavailable.
+    ///
+    /// [`DeviceChunks::hash_chunks_into_device`]: crate::engine::backend::DeviceChunks::hash_chunks_into_device
     pub(super) fn hash_regions_into(
         &self,
         regions: &[(u64, usize, u64)],

@@ -1,11 +1,14 @@
 //! The pass-to-pass determinism check kept on the device: each pass's chunk hashes of every
-//! region go to device memory in one backend call ([`DeviceChunks::hash_regions_into_device`](crate::engine::backend::DeviceChunks::hash_regions_into_device)),
+//! region go to device memory in one backend call ([`DeviceChunks::hash_regions_into_device`]),
 //! pass 0's are kept, and each later pass's are compared with them on the device
-//! ([`DeviceChunks::compare_chunks_on_device`](crate::engine::backend::DeviceChunks::compare_chunks_on_device)), in groups of [`GROUP`] hashes: only a flag per
+//! ([`DeviceChunks::compare_chunks_on_device`]), in groups of [`GROUP`] hashes: only a flag per
 //! group comes back, and the hashes of the first differing group when there is one. Hashing
 //! region by region and reading every hash back would cost one launch, one wait and one copy
 //! per region and pass: milliseconds per pass for the hundreds of regions a PyTorch process
 //! has (docs/gpu/h200-replay-cost.md).
+//!
+//! [`DeviceChunks::hash_regions_into_device`]: crate::engine::backend::DeviceChunks::hash_regions_into_device
+//! [`DeviceChunks::compare_chunks_on_device`]: crate::engine::backend::DeviceChunks::compare_chunks_on_device
 
 use super::arena::SnapshotArena;
 use super::backend::{Backend, BackendError};

@@ -1,9 +1,11 @@
 //! Taking a device-resident snapshot at once: every region's copy in one backend call
 //! ([`Backend::copy_d2d_runs`]) and, for a device-hash check, every region's chunk hashes in
-//! one more ([`DeviceChunks::hash_regions_into_device`](crate::engine::backend::DeviceChunks::hash_regions_into_device)). A snapshot of hundreds of regions (module
+//! one more ([`DeviceChunks::hash_regions_into_device`]). A snapshot of hundreds of regions (module
 //! variables, a caching allocator's segments) otherwise pays a copy, a launch and a wait per
 //! region. Where the backend copies or hashes one range at a time, regions are captured one
 //! by one as before.
+//!
+//! [`DeviceChunks::hash_regions_into_device`]: crate::engine::backend::DeviceChunks::hash_regions_into_device
 
 use super::backend::Backend;
 use super::capture_region::{capture, hash_captured};

@@ -1,7 +1,8 @@
 //! `restore()`: writes a snapshot back — only the chunks whose contents changed, unless the
 //! snapshot's check is `Full`. Regions with a device copy and device-resident hashes are
 //! restored first, all in one backend call that hashes, compares and copies on the device
-//! ([`OnePassRestore::restore_changed_on_device`](crate::engine::backend::OnePassRestore::restore_changed_on_device)); the others region by region, check then write.
+//! ([`OnePassRestore::restore_changed_on_device`]); the others region by region, check then
+//! write.
 //! Tracked regions are re-validated under the inventory read
 //! lock, held across the copies so a concurrent free cannot slip in between: a region that
 //! was freed, shrunk, or reallocated at the same address (a different generation) since the
@@ -16,11 +17,14 @@
 //!
 //! Adaptive check: the check reads every byte (on the host path, a device-to-host read and a
 //! hash), so it pays only when reading and hashing is cheaper than writing what it spares.
-//! After a restore that wrote at least [`MEASURE_MIN`](super::restore_stats::MEASURE_MIN) bytes, with the snapshot's policy
+//! After a restore that wrote at least [`MEASURE_MIN`] bytes, with the snapshot's policy
 //! adaptive, the measured costs decide ([`check_pays`]); when the check does not pay, later
 //! restores of the same snapshot write every byte (their records say `full`). A restore whose
 //! read also feeds the determinism check ([`restore_hashing`]) decides nothing: that read
 //! happens either way.
+//!
+//! [`OnePassRestore::restore_changed_on_device`]: crate::engine::backend::OnePassRestore::restore_changed_on_device
+//! [`MEASURE_MIN`]: super::restore_stats::MEASURE_MIN
 
 use super::chunks::HASH_CHUNK;
 use kreplay_common::stream::monotonic_ns as now_ns;

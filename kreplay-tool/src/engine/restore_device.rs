@@ -113,7 +113,7 @@ pub(crate) fn one_pass_pieces<B: Backend>(
 }
 
 /// Restores every valid region that has a device copy and device-resident hashes in one
-/// backend call ([`OnePassRestore::restore_changed_on_device`](crate::engine::backend::OnePassRestore::restore_changed_on_device): hash, compare and copy in one pass
+/// backend call ([`OnePassRestore::restore_changed_on_device`]: hash, compare and copy in one pass
 /// on the device), when the snapshot checks with the device hash; with a write set
 /// (`Snapshot::write_set`), only its pieces. Returns which regions it restored (every region,
 /// with a write set: outside it there is nothing to do) and the bytes it wrote; the whole
@@ -122,6 +122,8 @@ pub(crate) fn one_pass_pieces<B: Backend>(
 /// Unsupported or failed: nothing is marked done, and the per-region path checks and writes
 /// them (after a failure part-way, what was written is the snapshot's bytes, so writing again
 /// is safe).
+///
+/// [`OnePassRestore::restore_changed_on_device`]: crate::engine::backend::OnePassRestore::restore_changed_on_device
 pub(super) fn restore_in_one_pass<B: Backend>(
     backend: &B,
     snap: &Snapshot<'_, B>,
