@@ -32,6 +32,7 @@ impl DeviceChunks for CudaBackend<'_> {
         set_flags(dirty, &flags);
         Ok(true)
     }
+
     /// Per-chunk 128-bit hashes of `[addr, addr + len)`; `Ok(false)` when unavailable.
     fn hash_chunks_on_device(
         &self,
@@ -67,6 +68,7 @@ impl DeviceChunks for CudaBackend<'_> {
         )?;
         Ok(true)
     }
+
     /// Per-chunk hashes of `[addr, addr + len)` into device memory at `dst` (16 bytes per
     /// chunk); `Ok(false)` when the kernels are unavailable.
     fn hash_chunks_into_device(
@@ -88,10 +90,11 @@ impl DeviceChunks for CudaBackend<'_> {
         )?;
         Ok(true)
     }
+
     /// Sets `dirty[i]` to whether chunk `i` of `[addr, addr + len)` hashes differently from
-    /// the hashes at `expected` (from [`DeviceChunks::hash_chunks_into_device`]): the hash kernel writes the
-    /// current hashes to the scratch, the comparison kernel compares them 16 bytes per chunk
-    /// with `expected`, and only the flags come back. `Ok(false)` when the kernels are
+    /// the hashes at `expected` (from [`DeviceChunks::hash_chunks_into_device`]): the hash
+    /// kernel writes the current hashes to the scratch, the comparison kernel compares them 16
+    /// bytes per chunk with `expected`, and only the flags come back. `Ok(false)` when the kernels are
     /// unavailable.
     fn changed_chunks_on_device(
         &self,

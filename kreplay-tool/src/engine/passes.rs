@@ -3,7 +3,8 @@
 //! After the first restore, later restores look only at the regions that restore found changed
 //! (the snapshot's write set) when the determinism check hashes the last pass over every
 //! region on the device: a pass that wrote elsewhere is then found there, and the dispatch
-//! runs once more from a full restore. A failed pass or restore ends in [`put_back`](super::put_back).
+//! runs once more from a full restore. A failed pass or restore ends in
+//! [`put_back`](super::put_back).
 
 use kreplay_common::stream::monotonic_ns as now_ns;
 use kreplay_common::stream::{Record, ReplayPass, replay_step};

@@ -86,12 +86,25 @@ pub(super) fn run_in(
     policy: SnapshotPolicy,
     arena: Option<&SnapshotArena>,
 ) -> (Outcome, Vec<Record>) {
+    run_checking(fake, inv, d, passes, policy, arena, true)
+}
+
+/// [`run_in`], with the determinism check on or off.
+pub(super) fn run_checking(
+    fake: &FakeBackend,
+    inv: &Inventory,
+    d: &FakeDispatch,
+    passes: u32,
+    policy: SnapshotPolicy,
+    arena: Option<&SnapshotArena>,
+    check_determinism: bool,
+) -> (Outcome, Vec<Record>) {
     let mut recs = Vec::new();
     let req = Request {
         agent: GPU,
         dispatch: d,
         passes,
-        check_determinism: true,
+        check_determinism,
         correlation: 9,
         policy,
         arena,

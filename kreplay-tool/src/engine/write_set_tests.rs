@@ -155,18 +155,8 @@ fn run_unchecked(
     d: &FakeDispatch,
     passes: u32,
 ) -> (Outcome, Vec<Record>) {
-    let mut recs = Vec::new();
-    let req = super::replay::Request {
-        agent: super::tests::GPU,
-        dispatch: d,
-        passes,
-        check_determinism: false,
-        correlation: 9,
-        policy: policy(PlacementPref::Device),
-        arena: None,
-    };
-    let out = super::replay::replay(fake, inv, &req, &mut |r| recs.push(r));
-    (out, recs)
+    let pol = policy(PlacementPref::Device);
+    super::tests::run_checking(fake, inv, d, passes, pol, None, false)
 }
 
 #[test]

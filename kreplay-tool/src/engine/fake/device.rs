@@ -44,6 +44,7 @@ impl DeviceChunks for FakeBackend {
         })?;
         Ok(true)
     }
+
     fn hash_chunks_into_device(
         &self,
         addr: u64,
@@ -65,6 +66,7 @@ impl DeviceChunks for FakeBackend {
         self.with_range(dst, bytes.len(), |d| d.copy_from_slice(&bytes))?;
         Ok(true)
     }
+
     fn copy_and_hash_regions_on_device(
         &self,
         regions: &[(u64, u64, usize, u64)],
@@ -82,6 +84,7 @@ impl DeviceChunks for FakeBackend {
         }
         Ok(true)
     }
+
     fn hash_regions_into_device(
         &self,
         regions: &[(u64, usize, u64)],
@@ -97,6 +100,7 @@ impl DeviceChunks for FakeBackend {
         }
         Ok(true)
     }
+
     fn changed_chunks_on_device(
         &self,
         addr: u64,
@@ -117,6 +121,7 @@ impl DeviceChunks for FakeBackend {
         }
         Ok(true)
     }
+
     fn compare_chunks_on_device(
         &self,
         a: u64,
@@ -210,11 +215,13 @@ impl OnePassRestore for FakeBackend {
         }
         Ok(true)
     }
+
     fn can_restore_on_device(&self) -> bool {
         !self.no_one_pass_restore.load(Ordering::SeqCst)
             && !self.no_resident_hashes.load(Ordering::SeqCst)
             && self.device_hash.load(Ordering::SeqCst)
     }
+
     fn prepare_restore_on_device(&self, jobs: &[DeviceRestore], _chunk: usize) {
         self.one_pass_prepares.fetch_add(1, Ordering::SeqCst);
         keep_prepared(&mut self.prepared.lock().unwrap(), jobs);
