@@ -102,6 +102,18 @@ fn exit_of(kreplay: &mut Child, limit: Duration) -> (Option<i32>, Duration) {
     }
 }
 
+/// Asserts that kreplay, just interrupted a second time, exits with 130 within 1 s while its
+/// teardown child `helper` is still detaching the probes; returns its stderr.
+fn exits_at_once_detaching(kreplay: &mut Child, helper: u32, lines: Lines) -> String {
+    let (code, took) = exit_of(kreplay, Duration::from_secs(60));
+    let detaching = alive(helper);
+    let stderr = lines.finish();
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(took < Duration::from_secs(1), "{took:?}: {stderr}");
+    assert!(detaching, "the teardown child was already gone: {stderr}");
+    stderr
+}
+
 /// The child kreplay forks to detach its probes, once it exists.
 fn teardown_child(kreplay: u32) -> u32 {
     let t0 = Instant::now();
@@ -129,14 +141,9 @@ fn second_interrupt_exits_at_once(mut kreplay: Child, mut lines: Lines) -> Strin
     assert!(probes >= 10, "{stopping}");
     let helper = teardown_child(kreplay.id());
     sigint(kreplay.id());
-    let (code, took) = exit_of(&mut kreplay, Duration::from_secs(60));
     // The kernel takes about 0.1 s per probe to detach (serially, under one lock): with 10 or
     // more probes, an exit within 1 s means kreplay did not wait for them.
-    let detaching = alive(helper);
-    let stderr = lines.finish();
-    assert_eq!(code, Some(130), "{stderr}");
-    assert!(took < Duration::from_secs(1), "{took:?}: {stderr}");
-    assert!(detaching, "the teardown child was already gone: {stderr}");
+    let stderr = exits_at_once_detaching(&mut kreplay, helper, lines);
     let t0 = Instant::now();
     while alive(helper) {
         assert!(
@@ -395,12 +402,7 @@ fn a_second_interrupt_ends_replay_with_probes_at_once() {
         std::thread::sleep(Duration::from_millis(5));
     };
     ctrl_c();
-    let (code, took) = exit_of(&mut kreplay, Duration::from_secs(60));
-    let detaching = alive(helper);
-    let stderr = lines.finish();
-    assert_eq!(code, Some(130), "{stderr}");
-    assert!(took < Duration::from_secs(1), "{took:?}: {stderr}");
-    assert!(detaching, "the teardown child was already gone: {stderr}");
+    let stderr = exits_at_once_detaching(&mut kreplay, helper, lines);
     assert!(!alive(tracer) && !alive(command), "{stderr}");
     let merge = format!(
         "kreplay merge {} {} -o {}",
