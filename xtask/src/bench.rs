@@ -368,6 +368,9 @@ pub fn run(name: &str, only: &[String]) -> Result<()> {
     if only.is_empty() || only.iter().any(|o| o == "probe") {
         probe_overhead(&mut out)?;
     }
+    if only.iter().any(|o| o == "trace-exit") {
+        crate::bench_exit::run(&mut out)?;
+    }
     if only.iter().any(|o| o == "replay-phases") {
         crate::bench_phases::run(&mut out)?;
     }

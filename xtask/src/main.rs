@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_exit;
 mod bench_phases;
 mod demo;
 mod fuzz;
@@ -43,8 +44,8 @@ enum Cmd {
         /// Name of the results file, docs/bench/NAME.md.
         #[arg(long, default_value = "dev-vm")]
         name: String,
-        /// Run only these sections (repeatable): probe, replay-phases (only when named), or a
-        /// cargo bench name.
+        /// Run only these sections (repeatable): probe, replay-phases and trace-exit (only when
+        /// named), or a cargo bench name.
         #[arg(long)]
         only: Vec<String>,
     },
