@@ -1,11 +1,12 @@
 //! Exiting at once on an interrupt while kreplay is ending.
 //!
-//! Once a trace or an audit stops, kreplay still detaches its probes, and the kernel tears
-//! each uprobe down under one global lock, waiting for RCU grace periods each time: about a
-//! tenth of a second per probe, seconds in all. That cost is paid by whichever process drops
-//! the last reference to the probes' descriptors, also on exit. [`detach_in_child`] leaves
-//! that last reference to a child process, so that after [`arm`] an interrupt can end kreplay
-//! at once while the child finishes the teardown in the background.
+//! Once a trace or an audit stops, kreplay still detaches its probes. uprobe-multi links close
+//! in a moment, all at once; but where the kernel has none, each function has a perf event,
+//! which the kernel tears down under one global lock, waiting for RCU grace periods each time:
+//! about a tenth of a second per probe, seconds in all. That cost is paid by whichever process
+//! drops the last reference to the probes' descriptors, also on exit. [`detach_in_child`]
+//! leaves that last reference to a child process, so that after [`arm`] an interrupt can end
+//! kreplay at once while the child finishes the teardown in the background.
 //!
 //! `kreplay replay --probes` runs `kreplay trace` as a child and waits for it: there
 //! [`arm_after_first`] lets the first interrupt (which stops the command and the probes' trace)
@@ -117,12 +118,21 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// Drops `held` (the loaded probes) and returns once the kernel has torn them down, the
-/// teardown done by a child process that holds the last references to their descriptors:
+/// What [`detach_in_child`] tears down: the part that closes fast is closed here first (on
+/// threads, which a forked child may not start), the rest is left to the child.
+pub trait Teardown {
+    /// Closes now what closes fast when closed all at once.
+    fn close_fast(&mut self);
+}
+
+/// Drops `held` (the loaded probes) and returns once the kernel has torn them down: what
+/// [`Teardown::close_fast`] closes first, the rest by a child process that holds the last
+/// references to their descriptors:
 /// if kreplay exits first (an interrupt after [`arm`]), the child finishes the teardown on
 /// its own, in a session of its own and with its standard streams closed. Without a child
 /// (fork failed), `held` is dropped here.
-pub fn detach_in_child<T>(held: T) {
+pub fn detach_in_child<T: Teardown>(mut held: T) {
+    held.close_fast();
     let mut fds = [-1; 2];
     // SAFETY: pipe2 writes two descriptors into the array it is given.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {

@@ -1,5 +1,7 @@
 //! Stopping kreplay with signals: a second interrupt while `trace` or `audit` is ending exits
-//! at once (the probes' teardown, seconds in the kernel, goes on in a background process),
+//! at once (the probes' teardown, seconds in the kernel when each function has a perf event,
+//! goes on in a background process; the tests that need that teardown to be slow force perf
+//! events with `KREPLAY_UPROBE_MULTI=0`, since uprobe-multi links close in a moment),
 //! the kept streams merge, and a command kreplay started and left running is named.
 //! Its own test binary: the teardowns it leaves behind must not run beside trace.rs's
 //! timing-sensitive tests.
@@ -13,6 +15,10 @@ use std::{
 };
 
 use kreplay_tests::{decode_trace, kreplay_bin, require_root, scratch, spawn_pid_target_with};
+
+/// One perf event per probed function: the teardown then takes seconds, which the tests of a
+/// second interrupt need in order to interrupt it.
+const PERF_EVENTS: (&str, &str) = ("KREPLAY_UPROBE_MULTI", "0");
 
 /// kreplay's stderr, line by line, from a reader thread.
 struct Lines {
@@ -192,6 +198,7 @@ fn a_second_interrupt_ends_trace_at_once_and_says_where_every_call_is() {
     let n = 2000;
     let (mut target, mut target_out) = spawn_pid_target_with(n, true);
     let mut kreplay = Command::new(kreplay_bin())
+        .env(PERF_EVENTS.0, PERF_EVENTS.1)
         .args(["trace", "-o", out.to_str().unwrap(), "-p"])
         .arg(target.id().to_string())
         .stderr(Stdio::piped())
@@ -253,6 +260,7 @@ fn a_second_interrupt_ends_audit_at_once() {
     require_root!();
     let (mut target, _out) = spawn_pid_target_with(0, true);
     let mut kreplay = Command::new(kreplay_bin())
+        .env(PERF_EVENTS.0, PERF_EVENTS.1)
         .args(["audit", "-p"])
         .arg(target.id().to_string())
         .stdout(Stdio::null())
@@ -350,6 +358,7 @@ fn a_second_interrupt_ends_replay_with_probes_at_once() {
         .arg(kreplay_tests::workload("high_qps"))
         .args(["1", "1000000000"])
         .env("TMPDIR", &tmp)
+        .env(PERF_EVENTS.0, PERF_EVENTS.1)
         .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -389,8 +398,8 @@ fn a_second_interrupt_ends_replay_with_probes_at_once() {
     let stopping = lines.wait_for("kreplay: stopping:");
     assert_eq!(
         stopping,
-        "kreplay: stopping: the trace is written once the command and the probes' trace end \
-         (detaching the probes takes a few seconds); Ctrl-C again to exit at once"
+        "kreplay: stopping: the trace is written once the command and the probes' trace end; \
+         Ctrl-C again to exit at once"
     );
     // The tracer forks its teardown child once its streams are complete.
     let t0 = Instant::now();

@@ -21,6 +21,8 @@ mod devices;
 mod dlopen;
 #[path = "trace_parts/files.rs"]
 mod files;
+#[path = "trace_parts/links.rs"]
+mod links;
 #[path = "trace_parts/rings.rs"]
 mod rings;
 #[path = "trace_parts/slots.rs"]

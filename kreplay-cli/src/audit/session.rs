@@ -7,7 +7,7 @@ use std::{
     time::Instant,
 };
 
-use aya::Ebpf;
+use crate::probes::loader::Probes;
 use kreplay_common::audit::{AuditKey, AuditStats};
 
 use super::{
@@ -37,8 +37,8 @@ pub struct Session {
 
 impl Session {
     /// Starts the books; `stats_on` says whether BPF statistics are enabled.
-    pub fn new(bpf: &Ebpf, stats_on: bool, top: Option<usize>) -> Session {
-        let runs = maps::program_runs(bpf, AUDIT_PROGRAMS).unwrap_or_default();
+    pub fn new(probes: &Probes, stats_on: bool, top: Option<usize>) -> Session {
+        let runs = probes.program_runs(AUDIT_PROGRAMS).unwrap_or_default();
         let now = Instant::now();
         Session {
             started: now,
@@ -59,7 +59,9 @@ impl Session {
 
     /// Reads the kernel maps; entries of processes that have exited are kept here and
     /// removed from the kernel.
-    pub fn refresh(&mut self, bpf: &mut Ebpf) -> Result<(), AuditMapError> {
+    pub fn refresh(&mut self, probes: &mut Probes) -> Result<(), AuditMapError> {
+        self.runs_now = probes.program_runs(AUDIT_PROGRAMS).unwrap_or(self.runs_now);
+        let bpf = probes.ebpf_mut();
         let mut live = maps::read_stats(bpf)?;
         for k in live.keys() {
             let alive = Path::new(&format!("/proc/{}", k.pid)).exists();
@@ -95,7 +97,6 @@ impl Session {
         }
         self.last_read = live;
         self.totals = totals;
-        self.runs_now = maps::program_runs(bpf, AUDIT_PROGRAMS).unwrap_or(self.runs_now);
         self.lost = maps::read_lost(bpf)?;
         Ok(())
     }

@@ -113,7 +113,7 @@ pub fn run(args: AuditArgs) -> Result<u8> {
             }
         }
     }
-    let session = Session::new(probes.ebpf(), stats_fd.is_some(), args.top);
+    let session = Session::new(&probes, stats_fd.is_some(), args.top);
     let mut audit = Audit {
         probes: &mut probes,
         attacher,
@@ -170,16 +170,21 @@ pub fn run(args: AuditArgs) -> Result<u8> {
         host,
         ..
     } = audit;
-    session.refresh(probes.ebpf_mut())?;
+    session.refresh(&mut probes)?;
     emit(&mut session, ReportKind::Final, json, &host);
     drop(stats_fd);
-    // Detaching takes the kernel seconds; the report is already out, so an interrupt from
-    // here on ends kreplay at once.
+    // Detaching perf-event probes takes the kernel seconds; the report is already out, so an
+    // interrupt from here on ends kreplay at once.
     quick_exit::arm("kreplay: interrupted again: exiting now, the probes detach in the background");
     if signalled {
         eprintln!(
-            "kreplay: stopping: detaching {} probes (a few seconds); Ctrl-C again to exit at once",
-            probes.attachments()
+            "kreplay: stopping: detaching {} probes{}; Ctrl-C again to exit at once",
+            probes.attachments(),
+            if probes.uses_multi_links() {
+                ""
+            } else {
+                " (a few seconds)"
+            }
         );
     }
     quick_exit::detach_in_child(probes);
@@ -215,12 +220,12 @@ impl Work for Audit<'_> {
                     .rescan_pid(self.probes, *pid, Scope::Pid(*pid));
             }
         }
-        self.session.refresh(self.probes.ebpf_mut())?;
+        self.session.refresh(self.probes)?;
         Ok(Some(self.session.exposition(&mut self.cap)))
     }
 
     fn report(&mut self) -> Result<()> {
-        self.session.refresh(self.probes.ebpf_mut())?;
+        self.session.refresh(self.probes)?;
         emit(
             &mut self.session,
             ReportKind::Interval,

@@ -367,7 +367,7 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
 
 /// What the first interrupt of `replay --probes` prints.
 const STOPPING: &str = "kreplay: stopping: the trace is written once the command and the \
-    probes' trace end (detaching the probes takes a few seconds); Ctrl-C again to exit at once";
+    probes' trace end; Ctrl-C again to exit at once";
 
 /// The command that renders the tool's streams in `dir` and the probes' beside them into
 /// `output`.

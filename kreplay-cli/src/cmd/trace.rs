@@ -308,8 +308,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             Targets::Command(pid) => format!("{} (pid {pid})", args.command[0]),
         };
         eprintln!(
-            "kreplay: tracing {what}: {} probes attached; stop with Ctrl-C",
-            probes.attachments()
+            "kreplay: tracing {what}: {} probes attached in {} ms; stop with Ctrl-C",
+            probes.attachments(),
+            attacher.busy().as_millis()
         );
     }
     if let Some(c) = child
@@ -415,6 +416,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     // Detaching runs one RCU grace period per probe in the kernel, which takes seconds on a
     // busy host: do it beside the rendering instead of before it.
     let attachments = probes.attachments();
+    let slow_detach = if probes.uses_multi_links() {
+        ""
+    } else {
+        " (a few seconds)"
+    };
     let files = capture
         .finish()
         .with_context(|| kept_streams(&dir, &output))?;
@@ -428,8 +434,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     ));
     if signalled && status {
         eprintln!(
-            "kreplay: stopping: writing the trace and detaching {attachments} probes (a few \
-             seconds); Ctrl-C again to exit at once"
+            "kreplay: stopping: writing the trace and detaching {attachments} probes{slow_detach}; \
+             Ctrl-C again to exit at once"
         );
     }
     let detach = std::thread::spawn(move || quick_exit::detach_in_child(probes));

@@ -5,7 +5,7 @@
 use std::os::fd::OwnedFd;
 
 use crate::{
-    audit::maps::{enable_run_time_stats, program_runs},
+    audit::maps::enable_run_time_stats,
     probes::loader::{Probes, Programs},
 };
 
@@ -25,7 +25,7 @@ impl ProgramCost {
     /// One line for stderr: runs and mean ns per run of the entry and return programs.
     pub fn report(&self, probes: &Probes) -> String {
         let [entry, ret] = self.programs.names();
-        match program_runs(probes.ebpf(), [entry, ret]) {
+        match probes.program_runs([entry, ret]) {
             Ok([e, r]) => format!(
                 "bpf program time: {entry} {:.0} ns/run ({} runs), {ret} {:.0} ns/run ({} runs)",
                 per_run(e.run_time_ns, e.run_count),

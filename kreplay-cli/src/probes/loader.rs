@@ -3,7 +3,7 @@
 //! The object is built by `build.rs` and embedded in the binary. One uprobe program
 //! (`call_enter`) and one uretprobe program (`call_return`) serve every API; each attachment
 //! carries a [`Cookie`] that tells the programs which API fired.
-use std::{collections::HashSet, num::NonZeroU32, path::Path};
+use std::{collections::HashSet, num::NonZeroU32, os::fd::OwnedFd, path::Path};
 
 use aya::{
     Ebpf, EbpfLoader,
@@ -20,7 +20,12 @@ use kreplay_common::probe::{
     THREADS_MAP, counter,
 };
 
+use super::multi::{MultiError, MultiPrograms};
 use super::rings::RingLayout;
+
+/// Set to `0` to attach one perf event per function even where the kernel has uprobe-multi
+/// links (to compare the two, or to work around a kernel bug).
+pub use kreplay_common::replay_config::UPROBE_MULTI as UPROBE_MULTI_ENV;
 
 /// aya-log's level global in the BPF object (`aya_log_ebpf`'s `AYA_LOG_LEVEL`).
 const LOG_LEVEL_GLOBAL: &str = "AYA_LOG_LEVEL";
@@ -59,6 +64,26 @@ pub enum ProbeError {
     /// A map the object must define is absent.
     #[error("BPF map {0} missing from the object")]
     MissingMap(&'static str),
+    /// A uprobe-multi link could not be made.
+    #[error(transparent)]
+    Multi(#[from] MultiError),
+}
+
+/// The uprobe-multi copies of every program pair, unless [`UPROBE_MULTI_ENV`] is `0` or the
+/// kernel refuses them (logged at debug level: older kernels simply lack them).
+fn load_multi(bpf: &Ebpf) -> Option<MultiPrograms> {
+    if std::env::var(UPROBE_MULTI_ENV).is_ok_and(|v| v == "0") {
+        tracing::debug!("{UPROBE_MULTI_ENV}=0: one perf event per function");
+        return None;
+    }
+    let names: Vec<&'static str> = Programs::ALL.iter().flat_map(|p| p.names()).collect();
+    match MultiPrograms::load(BPF_OBJECT, bpf, &names) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::debug!(error = %e, "uprobe-multi programs not loaded: one perf event per function");
+            None
+        }
+    }
 }
 
 /// The number of thread slots for a requested count: the largest power of two not above it
@@ -145,6 +170,11 @@ impl Counters {
 
 /// The loaded probes.
 pub struct Probes {
+    /// The uprobe-multi copies of the programs; `None` where the kernel has no uprobe-multi
+    /// links (or [`UPROBE_MULTI_ENV`] is `0`): then each function gets a perf event.
+    multi: Option<MultiPrograms>,
+    /// The uprobe-multi links made, closed together on drop.
+    links: Vec<OwnedFd>,
     bpf: Ebpf,
     /// The programs' debug messages (`--debug-probes`), when on.
     debug_log: Option<super::debug_log::DebugLog>,
@@ -209,6 +239,8 @@ impl Probes {
         let level = super::debug_log::level();
         loader.override_global(LOG_LEVEL_GLOBAL, &level, true);
         let mut bpf = loader.load(BPF_OBJECT)?;
+        // Before the debug log takes its map: the copies bind to every map by name.
+        let multi = load_multi(&bpf);
         let debug_log = super::debug_log::DebugLog::start(&mut bpf);
         for name in Programs::ALL.iter().flat_map(|p| p.names()) {
             let prog: &mut UProbe = bpf
@@ -228,6 +260,8 @@ impl Probes {
             })?;
         }
         Ok(Probes {
+            multi,
+            links: Vec::new(),
             bpf,
             debug_log,
             attached: HashSet::new(),
@@ -299,6 +333,99 @@ impl Probes {
         Ok(true)
     }
 
+    /// Attaches the entry and return programs of `programs` to every `(offset, cookie)` of
+    /// `library` for `scope`: with one uprobe-multi link per program where the kernel has
+    /// them, else one perf event per function. Returns how many functions were newly attached
+    /// (those attached before are skipped).
+    pub fn attach_many(
+        &mut self,
+        library: &Path,
+        points: &[(u64, Cookie)],
+        scope: Scope,
+        programs: Programs,
+    ) -> Result<usize, ProbeError> {
+        let name = library.display().to_string();
+        let mut seen = HashSet::new();
+        let fresh: Vec<(u64, u64)> = points
+            .iter()
+            .filter(|(off, _)| {
+                seen.insert(*off)
+                    && !self
+                        .attached
+                        .contains(&(name.clone(), *off, scope, programs))
+            })
+            .map(|&(off, c)| (off, c.0))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(0);
+        }
+        if let Some(multi) = &self.multi {
+            let pid = match scope {
+                Scope::All => 0,
+                Scope::Pid(p) => p,
+            };
+            let [entry, ret] = programs.names();
+            let linked = multi
+                .attach(entry, library, &fresh, pid, false)
+                .and_then(|e| Ok([e, multi.attach(ret, library, &fresh, pid, true)?]));
+            match linked {
+                Ok(pair) => {
+                    self.links.extend(pair);
+                    for &(off, _) in &fresh {
+                        self.attached.insert((name.clone(), off, scope, programs));
+                    }
+                    return Ok(fresh.len());
+                }
+                Err(e) if self.links.is_empty() && e.unsupported() => {
+                    tracing::info!(error = %e, "no uprobe-multi links: one perf event per function (detaching takes longer)");
+                    self.multi = None;
+                }
+                Err(e) => {
+                    return Err(ProbeError::Multi(e));
+                }
+            }
+        }
+        for &(off, cookie) in &fresh {
+            self.attach_programs(library, off, Cookie(cookie), scope, programs)?;
+        }
+        Ok(fresh.len())
+    }
+
+    /// Whether attachments use uprobe-multi links.
+    pub fn uses_multi_links(&self) -> bool {
+        self.multi.is_some()
+    }
+
+    /// The kernel's statistics of the (entry, return) programs named: the uprobe-multi copies
+    /// when in use, else aya's programs.
+    pub fn program_runs(
+        &self,
+        names: [&'static str; 2],
+    ) -> Result<[crate::audit::maps::ProgramRuns; 2], crate::audit::maps::AuditMapError> {
+        match &self.multi {
+            Some(m) => {
+                let mut out = [crate::audit::maps::ProgramRuns::default(); 2];
+                for (slot, name) in out.iter_mut().zip(names) {
+                    let (run_time_ns, run_count) = m
+                        .runs(name)
+                        .ok_or(crate::audit::maps::AuditMapError::Missing(name))?;
+                    *slot = crate::audit::maps::ProgramRuns {
+                        run_time_ns,
+                        run_count,
+                    };
+                }
+                Ok(out)
+            }
+            None => crate::audit::maps::program_runs(&self.bpf, names),
+        }
+    }
+
+    /// Closes the uprobe-multi links now, all at once (see [`super::multi::close_together`]);
+    /// the perf-event probes, if any, go when the object drops.
+    pub fn close_links(&mut self) {
+        super::multi::close_together(std::mem::take(&mut self.links));
+    }
+
     /// The loaded object, for modes that read their own maps and program statistics.
     pub fn ebpf(&self) -> &Ebpf {
         &self.bpf
@@ -309,7 +436,8 @@ impl Probes {
         &mut self.bpf
     }
 
-    /// Number of (library, offset, scope) attachments made.
+    /// Number of (library, offset, scope, programs) attachments made (functions probed, each at
+    /// entry and return).
     pub fn attachments(&self) -> usize {
         self.attached.len()
     }
@@ -382,6 +510,18 @@ impl Probes {
             })?);
         }
         Ok(out)
+    }
+}
+
+impl crate::quick_exit::Teardown for Probes {
+    fn close_fast(&mut self) {
+        self.close_links();
+    }
+}
+
+impl Drop for Probes {
+    fn drop(&mut self) {
+        self.close_links();
     }
 }
 

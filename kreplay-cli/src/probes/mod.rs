@@ -4,6 +4,7 @@ pub mod debug_log;
 pub mod elf;
 pub mod intake;
 pub mod loader;
+pub mod multi;
 pub mod order;
 pub mod priority;
 pub mod ring;

@@ -27,6 +27,7 @@ pub struct Attacher {
     tables: HashMap<(u64, u64), SymbolTable>,
     done: HashSet<((u64, u64), Scope)>,
     programs: Option<Programs>,
+    busy: std::time::Duration,
 }
 
 /// The APIs a library of `family` may export (a `--lib` of unknown family: all of them).
@@ -63,23 +64,34 @@ impl Attacher {
         if !self.done.insert((lib.dev_ino, scope)) {
             return Ok(None);
         }
+        let t0 = std::time::Instant::now();
+        let out = self.attach_new(probes, lib, scope);
+        self.busy += t0.elapsed();
+        out.map(Some)
+    }
+
+    /// The time spent attaching so far (symbol tables read, probes attached): what a target
+    /// waits before its calls are seen.
+    pub fn busy(&self) -> std::time::Duration {
+        self.busy
+    }
+
+    fn attach_new(
+        &mut self,
+        probes: &mut Probes,
+        lib: &RuntimeLib,
+        scope: Scope,
+    ) -> Result<AttachReport, anyhow::Error> {
         if let std::collections::hash_map::Entry::Vacant(slot) = self.tables.entry(lib.dev_ino) {
             slot.insert(SymbolTable::read(&lib.host_path)?);
         }
         let table = &self.tables[&lib.dev_ino];
         let mut report = AttachReport::default();
+        let mut points = Vec::new();
         for (id, spec) in apis_for(lib.family) {
             match table.offset(spec.name) {
                 Some(offset) => {
-                    probes
-                        .attach_programs(
-                            &lib.host_path,
-                            offset,
-                            Cookie::for_spec(id, spec),
-                            scope,
-                            self.programs.unwrap_or(Programs::Record),
-                        )
-                        .map_err(|e: ProbeError| anyhow::anyhow!(e))?;
+                    points.push((offset, Cookie::for_spec(id, spec)));
                     report.attached.push(spec.name);
                 }
                 None => {
@@ -88,6 +100,15 @@ impl Attacher {
                 }
             }
         }
+        // One batch per library: a uprobe-multi link per program where the kernel has them.
+        probes
+            .attach_many(
+                &lib.host_path,
+                &points,
+                scope,
+                self.programs.unwrap_or(Programs::Record),
+            )
+            .map_err(|e: ProbeError| anyhow::anyhow!(e))?;
         tracing::info!(
             library = %lib.host_path.display(),
             ?scope,
@@ -95,7 +116,7 @@ impl Attacher {
             missing = report.missing.len(),
             "probes attached"
         );
-        Ok(Some(report))
+        Ok(report)
     }
 
     /// Attaches to the runtime libraries `pid` has mapped since the last look (dlopen);

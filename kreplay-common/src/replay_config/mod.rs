@@ -34,6 +34,8 @@ pub const TOOL_LIB: &str = "KREPLAY_TOOL_LIB";
 pub const BIN: &str = "KREPLAY_BIN";
 /// Where a benchmark also writes its results.
 pub const BENCH_OUT: &str = "KREPLAY_BENCH_OUT";
+/// The CLI's probes: `0` attaches one perf event per function instead of uprobe-multi links.
+pub const UPROBE_MULTI: &str = "KREPLAY_UPROBE_MULTI";
 
 /// `KREPLAY_*` variables that are not [`Setting`]s but that the tool tolerates in its
 /// environment: each is read where it is used (the recorder, fault injection, logging), or
@@ -46,6 +48,7 @@ pub const OTHER_KNOWN: &[&str] = &[
     TOOL_LIB,
     BIN,
     BENCH_OUT,
+    UPROBE_MULTI,
 ];
 
 /// Smallest chunk size of the dirty check.
