@@ -46,6 +46,24 @@ pub const BARE_ENTRY_PROGRAM: &str = "bare_enter";
 /// Name of the empty uretprobe program (benchmark baseline).
 pub const BARE_RETURN_PROGRAM: &str = "bare_return";
 
+/// Name of the set of followed processes (tgid → 1) when a trace follows a process tree.
+pub const TRACED_MAP: &str = "TRACED";
+/// Processes [`TRACED_MAP`] holds at most.
+pub const TRACED_MAX: u32 = 65536;
+/// Name of the BPF global that turns the process-tree filter on (non-zero): the recording
+/// programs then skip calls of processes not in [`TRACED_MAP`].
+pub const FOLLOW_GLOBAL: &str = "FOLLOW";
+/// Name of the BPF global holding the byte offset of `tgid` in the kernel's `task_struct`.
+pub const TASK_TGID_GLOBAL: &str = "TASK_TGID_OFFSET";
+/// Name of the BPF global holding the byte offset of `pid` in the kernel's `task_struct`.
+pub const TASK_PID_GLOBAL: &str = "TASK_PID_OFFSET";
+/// Name of the raw-tracepoint program (`sched_process_fork`) that adds a followed process's
+/// children to [`TRACED_MAP`].
+pub const FORK_PROGRAM: &str = "follow_fork";
+/// Name of the raw-tracepoint program (`sched_process_free`) that removes a process from
+/// [`TRACED_MAP`] once it is gone, so that its pid, reused, is not followed.
+pub const FREE_PROGRAM: &str = "follow_free";
+
 /// Indexes into the per-CPU counter array.
 pub mod counter {
     /// Records that did not fit in the ring buffer.
@@ -69,8 +87,11 @@ pub mod counter {
     pub const ABANDONED: u32 = 6;
     /// Reader wake-ups the programs forced (not a loss: how often a probed call paid for one).
     pub const WAKEUPS: u32 = 7;
+    /// Child processes of followed processes that could not be followed ([`super::TRACED_MAP`]
+    /// full): their calls are not recorded.
+    pub const FOLLOW_FULL: u32 = 8;
     /// Number of counters.
-    pub const COUNT: u32 = 8;
+    pub const COUNT: u32 = 9;
 }
 
 /// Flag bits of the attach cookie's mode field.

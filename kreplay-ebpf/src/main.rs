@@ -15,6 +15,7 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 mod audit;
+mod follow;
 mod rings;
 mod slots;
 
@@ -71,7 +72,11 @@ fn try_call_enter(ctx: &ProbeContext) {
     // SAFETY: plain helper call.
     let enter_ns = unsafe { bpf_ktime_get_ns() };
     let c = cookie(ctx);
-    let tid = bpf_get_current_pid_tgid() as u32;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !follow::wanted((pid_tgid >> 32) as u32) {
+        return;
+    }
+    let tid = pid_tgid as u32;
     let Some(frame) = slots::push(tid, c.api(), enter_ns) else {
         debug!(
             ctx,
@@ -138,6 +143,9 @@ fn try_call_return(ctx: &RetProbeContext) {
     let c = cookie(ctx);
     let pid_tgid = bpf_get_current_pid_tgid();
     let pid = (pid_tgid >> 32) as u32;
+    if !follow::wanted(pid) {
+        return;
+    }
     let tid = pid_tgid as u32;
     let Some(found) = slots::find(tid, c.api()) else {
         debug!(

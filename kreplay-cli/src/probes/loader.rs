@@ -64,6 +64,9 @@ pub enum ProbeError {
     /// A map the object must define is absent.
     #[error("BPF map {0} missing from the object")]
     MissingMap(&'static str),
+    /// The process-tree filter could not be set up.
+    #[error("following child processes: {0}")]
+    Follow(String),
     /// A uprobe-multi link could not be made.
     #[error(transparent)]
     Multi(#[from] MultiError),
@@ -147,6 +150,8 @@ pub struct Counters {
     pub slot_clash: u64,
     /// Saved calls whose return never fired (no record could exist).
     pub abandoned: u64,
+    /// Child processes not followed: the set of followed processes was full.
+    pub unfollowed: u64,
     /// Reader wake-ups the programs forced (not a loss).
     pub wakeups: u64,
 }
@@ -201,9 +206,22 @@ impl Probes {
     /// down to a power of two. [`EVENTS_MAP`]'s bytes are each ring's ([`RingLayout`]); rings
     /// not in use get one page.
     pub fn load_sized(sizes: &[(&'static str, u32)]) -> Result<Probes, ProbeError> {
+        Self::load_with(sizes, false)
+    }
+
+    /// Like [`Probes::load_sized`]; with `follow_tree`, the recording programs record only the
+    /// processes added with [`Probes::follow`] and, from their fork on, their descendants
+    /// (attach with [`Scope::All`] then: the filter is the programs').
+    pub fn load_with(
+        sizes: &[(&'static str, u32)],
+        follow_tree: bool,
+    ) -> Result<Probes, ProbeError> {
         if BPF_OBJECT.is_empty() {
             return Err(ProbeError::NotBuilt);
         }
+        let tree = follow_tree
+            .then(super::follow::TreeFilter::for_this_kernel)
+            .transpose()?;
         let mut loader = EbpfLoader::new();
         let mut mask = None;
         let mut events = DEFAULT_EVENTS_BYTES;
@@ -238,7 +256,13 @@ impl Probes {
         // Off, the verifier sees the level as a constant and drops the programs' log calls.
         let level = super::debug_log::level();
         loader.override_global(LOG_LEVEL_GLOBAL, &level, true);
+        if let Some(t) = &tree {
+            t.configure(&mut loader);
+        }
         let mut bpf = loader.load(BPF_OBJECT)?;
+        if follow_tree {
+            super::follow::start(&mut bpf)?;
+        }
         // Before the debug log takes its map: the copies bind to every map by name.
         let multi = load_multi(&bpf);
         let debug_log = super::debug_log::DebugLog::start(&mut bpf);
@@ -391,6 +415,17 @@ impl Probes {
         Ok(fresh.len())
     }
 
+    /// Follows process `tgid` and, from now on, the processes it starts (see
+    /// [`Probes::load_with`]).
+    pub fn follow(&mut self, tgid: u32) -> Result<(), ProbeError> {
+        super::follow::add(&mut self.bpf, tgid)
+    }
+
+    /// The processes followed now (those started since included, those gone excluded).
+    pub fn followed(&mut self) -> Result<Vec<u32>, ProbeError> {
+        super::follow::followed(&mut self.bpf)
+    }
+
     /// Whether attachments use uprobe-multi links.
     pub fn uses_multi_links(&self) -> bool {
         self.multi.is_some()
@@ -486,6 +521,7 @@ impl Probes {
             read_faults: sums[counter::READ_FAULTS as usize],
             alloc_map_full: sums[counter::ALLOC_MAP_FULL as usize],
             slot_clash: sums[counter::SLOT_CLASH as usize],
+            unfollowed: sums[counter::FOLLOW_FULL as usize],
             abandoned: sums[counter::ABANDONED as usize],
             wakeups: sums[counter::WAKEUPS as usize],
         })
@@ -551,7 +587,9 @@ mod tests {
             slot_clash: 8,
             abandoned: 100,
             wakeups: 100,
+            unfollowed: 100,
         };
+        // Processes not followed are reported on their own: their calls were never counted.
         assert_eq!(c.lost(), 15);
         assert_eq!(c.losses()[3], ("thread slot shared with another thread", 8));
     }
