@@ -15,7 +15,7 @@ use kreplay_cli::{
         cost::{ProgramCost, reader_cpu_line, reader_cpu_ns},
         intake::Intake,
         loader::{Probes, Programs},
-        rings::rings_line,
+        rings::{RingLayout, rings_line},
     },
     quick_exit,
     trace::{
@@ -254,7 +254,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let col_records = col.capture.records;
     let (ring_layout, per_ring) = (probes.rings(), intake.per_ring());
     let Collector {
-        mut capture,
+        capture,
         summary,
         io_error,
         ..
@@ -265,38 +265,93 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     if let Some(e) = io_error {
         return Err(e.context(kept_streams(&dir, &output)));
     }
+    let command = match (session.target(), plan.program()) {
+        (&Target::Command(pid), Some(program)) => Some((program.to_owned(), pid)),
+        _ => None,
+    };
+    let recorded = Recorded {
+        capture,
+        summary,
+        records: col_records,
+        reported,
+        reader_cpu,
+        rings: (ring_layout, per_ring),
+        say_stopping: signalled && status,
+        command,
+    };
+    let paths = Paths { output, want, dir };
+    finish(&args, probes, cost, recorded, &paths)?;
+    Ok(exit_code)
+}
+
+/// Where a run writes: the trace, the stream directory asked for and the one used.
+struct Paths {
+    output: PathBuf,
+    want: PathBuf,
+    dir: PathBuf,
+}
+
+/// What recording leaves for the end of the run.
+struct Recorded {
+    capture: Capture,
+    summary: Summary,
+    /// Records written.
+    records: u64,
+    /// Losses already marked in the streams, per cause.
+    reported: [u64; 4],
+    /// CPU time of the reading thread, in ns.
+    reader_cpu: u64,
+    /// The rings and the records each delivered.
+    rings: (RingLayout, Vec<u64>),
+    /// Say that kreplay is stopping: a signal stopped recording and status lines are wanted.
+    say_stopping: bool,
+    /// The started command's program and pid.
+    command: Option<(String, u32)>,
+}
+
+/// Ends a run: marks the last losses, closes the streams, renders the trace while the probes
+/// detach, removes or keeps the streams, and prints the summary and the closing lines.
+fn finish(
+    args: &TraceArgs,
+    probes: Probes,
+    cost: Option<ProgramCost>,
+    mut rec: Recorded,
+    p: &Paths,
+) -> Result<()> {
+    let (dir, output) = (&p.dir, &p.output);
     let counters = probes.counters()?;
     tracing::debug!(?counters, "probe counters at the end");
     if let Some(c) = &cost {
         eprintln!("{}", c.report(&probes));
     }
-    mark_losses(&mut capture, &counters, &mut reported)?;
+    mark_losses(&mut rec.capture, &counters, &mut rec.reported)?;
     let leaks = probes.live_allocations().unwrap_or_default();
     // Detaching runs one RCU grace period per probe in the kernel, which takes seconds on a
     // busy host: do it beside the rendering instead of before it.
     let attachments = probes.attachments();
-    let files = capture
+    let files = rec
+        .capture
         .finish()
-        .with_context(|| kept_streams(&dir, &output))?;
+        .with_context(|| kept_streams(dir, output))?;
     // Every record is in the stream files now: an interrupt from here on ends kreplay at
     // once, and the streams say what the trace would have held.
-    quick_exit::arm(&ending::interrupted_rendering(&dir, &output));
-    if signalled && status {
+    quick_exit::arm(&ending::interrupted_rendering(dir, output));
+    if rec.say_stopping {
         eprintln!("{}", ending::stopping_line(attachments));
     }
     let detach = std::thread::spawn(move || quick_exit::detach_in_child(probes));
     let report =
-        merge::merge(&files, &output).with_context(|| ending::render_failed(&dir, &output))?;
-    quick_exit::set_note(&ending::interrupted_written(&output));
+        merge::merge(&files, output).with_context(|| ending::render_failed(dir, output))?;
+    quick_exit::set_note(&ending::interrupted_written(output));
     let stderr = std::io::stderr();
     let mut e = stderr.lock();
-    if let Some(note) = ending::streams_note(args.keep_streams, &dir, &want, || {
-        out_file::remove_own(&dir, &files)
+    if let Some(note) = ending::streams_note(args.keep_streams, dir, &p.want, || {
+        out_file::remove_own(dir, &files)
     }) {
         let _ = writeln!(e, "{note}");
     }
     if !args.no_summary {
-        let _ = write!(e, "{}", summary.render(counters.lost()));
+        let _ = write!(e, "{}", rec.summary.render(counters.lost()));
         for line in ending::leak_lines(&leaks) {
             let _ = writeln!(e, "{line}");
         }
@@ -304,29 +359,26 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let _ = writeln!(
         e,
         "{}",
-        reader_cpu_line(reader_cpu, col_records, counters.wakeups)
+        reader_cpu_line(rec.reader_cpu, rec.records, counters.wakeups)
     );
-    let _ = writeln!(e, "{}", rings_line(ring_layout, &per_ring));
+    let _ = writeln!(e, "{}", rings_line(rec.rings.0, &rec.rings.1));
     for w in report.warnings() {
         let _ = writeln!(e, "{w}");
     }
     if let Some(line) = ending::unplaced_line(report.stats.unrenderable) {
         let _ = writeln!(e, "{line}");
     }
-    let command = match (session.target(), plan.program()) {
-        (&Target::Command(pid), Some(program)) => Some((program, pid)),
-        _ => None,
-    };
-    for note in ending::command_notes(command, summary.total_calls(), ending::running) {
+    let command = rec.command.as_ref().map(|(p, pid)| (p.as_str(), *pid));
+    for note in ending::command_notes(command, rec.summary.total_calls(), ending::running) {
         let _ = writeln!(e, "{note}");
     }
     let _ = writeln!(
         e,
         "{}",
-        ending::wrote_line(&output, report.records, report.bytes)
+        ending::wrote_line(output, report.records, report.bytes)
     );
     let _ = detach.join();
-    Ok(exit_code)
+    Ok(())
 }
 
 /// Records until a stop: feeds [`Session`] its wake-ups (records to read, the 200 ms tick,
