@@ -1,6 +1,7 @@
 //! kreplay-cli: the loader, stream merger and Perfetto writer behind the `kreplay` command.
 pub mod audit;
 pub mod duration;
+pub mod function_probe;
 pub mod launch;
 pub mod merge;
 pub mod output;

@@ -4,26 +4,25 @@
 //! function is reached, by which threads, with which arguments and how long it takes.
 use std::{
     io::Write,
-    path::PathBuf,
+    path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use kreplay_cli::{
-    duration, launch,
+    duration,
+    function_probe::{
+        Calls, Next, Request, RequestError, Wake, Watch, call_line, report_line, user_cookie,
+    },
+    launch,
     preflight::{self, HostPaths},
     probes::{
-        cost::ProgramCost,
-        elf::SymbolTable,
-        intake::Intake,
-        loader::{Counters, Probes, Programs, Scope},
+        cost::ProgramCost, elf::SymbolTable, intake::Intake, loader::Probes, loader::Programs,
     },
 };
-use kreplay_common::{
-    api::{NO_ARG, USER_FUNCTION},
-    probe::{CallRecord, Cookie, Sample, mode, role},
-};
+use kreplay_common::probe::Sample;
+use tokio::signal::unix::{SignalKind, signal};
 
 /// Arguments of `kreplay probe`.
 #[derive(Args, Debug)]
@@ -64,32 +63,21 @@ pub struct ProbeArgs {
 
 /// Runs `kreplay probe`; returns the exit code (the command's, when one was started).
 pub fn run(args: ProbeArgs) -> Result<u8> {
-    if !args.ringbuf_bytes.is_power_of_two() || args.ringbuf_bytes < 4096 {
-        bail!(
-            "--ringbuf-bytes must be a power of two of at least 4096, got {}",
-            args.ringbuf_bytes
-        );
-    }
-    if !args.pids.is_empty() && !args.command.is_empty() {
-        bail!("give either -p PID or a command after --, not both");
-    }
-    for &pid in &args.pids {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            bail!("no such process: {pid}");
-        }
-    }
-    if !args.lib.exists() {
-        bail!("library not found: {}", args.lib.display());
-    }
+    let req = Request {
+        lib: &args.lib,
+        pids: &args.pids,
+        command: &args.command,
+        ringbuf_bytes: args.ringbuf_bytes,
+    };
+    req.check(Path::exists)?;
     let table = SymbolTable::read(&args.lib)?;
-    let offset = table.offset(&args.symbol).with_context(|| {
-        format!(
-            "symbol {} not found in {} ({} functions there)",
-            args.symbol,
-            args.lib.display(),
-            table.len()
-        )
-    })?;
+    let offset = table
+        .offset(&args.symbol)
+        .ok_or_else(|| RequestError::SymbolNotFound {
+            symbol: args.symbol.clone(),
+            lib: args.lib.clone(),
+            functions: table.len(),
+        })?;
     preflight::check(&HostPaths::default())?;
     preflight::raise_memlock();
 
@@ -107,16 +95,6 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     } else {
         None
     };
-    let cookie = Cookie::new(
-        USER_FUNCTION,
-        NO_ARG,
-        mode::STACK_WORDS,
-        0,
-        role::NONE,
-        NO_ARG,
-        NO_ARG,
-    );
-
     let child = if args.command.is_empty() {
         None
     } else {
@@ -125,13 +103,9 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
                 .with_context(|| format!("starting {}", args.command[0]))?,
         )
     };
-    let scopes: Vec<Scope> = match (&child, args.pids.is_empty()) {
-        (Some(c), _) => vec![Scope::Pid(c.pid)],
-        (None, false) => args.pids.iter().map(|&p| Scope::Pid(p)).collect(),
-        (None, true) => vec![Scope::All],
-    };
-    for scope in scopes {
-        probes.attach_programs(&args.lib, offset, cookie, scope, programs)?;
+    let child_pid = child.as_ref().map(|c| c.pid);
+    for scope in req.scopes(child_pid) {
+        probes.attach_programs(&args.lib, offset, user_cookie(), scope, programs)?;
     }
     let mut intake = {
         let _in_runtime = rt.enter();
@@ -139,25 +113,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     };
     // Said once the probes are in place, as `kreplay trace` does: a user (or a script) that
     // attached by pid knows from here on every call is seen.
-    let what = match (&child, args.pids.is_empty()) {
-        (Some(c), _) => format!("{} (pid {})", args.command[0], c.pid),
-        (None, false) => format!(
-            "pid {}",
-            args.pids
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        (None, true) => "every process".to_string(),
-    };
-    eprintln!(
-        "kreplay: probing {} in {} for {what}; stop with Ctrl-C",
-        args.symbol,
-        args.lib.display()
-    );
-
-    let child_pid = child.as_ref().map(|c| c.pid);
+    eprintln!("{}", req.probing_line(&args.symbol, child_pid));
     if let Some(c) = child {
         c.release()
             .with_context(|| format!("cannot run {}", args.command[0]))?;
@@ -170,100 +126,75 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     // traced command's output on the same pipe never lands inside a record (a BufWriter's
     // 8 KiB flushes split lines, and the probe smoke test read a record cut in two).
     let mut out = out.lock();
-    let mut calls = 0u64;
-    // A user-named function names no kernel: only call records come.
+    let mut calls = Calls::default();
     let mut sink = |s: Sample| {
-        if let Sample::Call(r) = s {
-            calls += 1;
-            let _ = print_call(&mut out, &r, &args.symbol, args.json);
+        if let Some(r) = calls.take(s) {
+            let _ = out.write_all(call_line(&r, &args.symbol, args.json).as_bytes());
         }
     };
-    let started = Instant::now();
-    let exit_code = rt.block_on(async {
-        let mut waiter = child_pid.map(|pid| tokio::task::spawn_blocking(move || launch::wait_exit(pid)));
-        let deadline = args.duration.map(|d| started + d);
-        // Registered once so a signal arriving mid-drain is not lost.
-        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut code = 0u8;
-        let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
-        // One timer for the whole loop: a sleep created inside `select!` restarts whenever
-        // another branch fires first, and the drain tick fires every 10 ms.
-        let mut exit_check = tokio::time::interval(Duration::from_millis(200));
-        loop {
-            let sleep_until = deadline.unwrap_or(Instant::now() + Duration::from_secs(3600));
-            tokio::select! {
-                r = intake.next_batch(&mut sink) => { r?; }
-                _ = drain_tick.tick() => { intake.drain(&mut sink); }
-                _ = tokio::time::sleep_until(sleep_until.into()) => break,
-                _ = int.recv() => break,
-                _ = term.recv() => break,
-                res = async { waiter.as_mut().unwrap().await }, if waiter.is_some() => {
-                    code = res.context("waiting for the command")??.clamp(0, 255) as u8;
-                    break;
-                }
-                _ = exit_check.tick(), if !args.pids.is_empty() => {
-                    if args.pids.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
-                        break;
-                    }
-                }
-            }
-        }
-        intake.finish(&mut sink);
-        anyhow::Ok(code)
-    })?;
+    let deadline = args.duration.map(|d| Instant::now() + d);
+    let mut watch = Watch::new(&args.pids);
+    rt.block_on(watch_calls(
+        &mut watch,
+        child_pid,
+        deadline,
+        &mut intake,
+        &mut sink,
+    ))?;
     // The waiter for a command that is still running (kreplay was stopped first) must not hold
     // the exit: the command is the user's and runs on.
     rt.shutdown_background();
     out.flush()?;
     drop(out);
     let counters = probes.counters()?;
-    report(calls, &counters, intake.malformed);
+    eprintln!("{}", report_line(calls.count, &counters, intake.malformed));
     if let Some(c) = &cost {
         eprintln!("{}", c.report(&probes));
     }
-    Ok(exit_code)
+    Ok(watch.exit_code())
 }
 
-fn print_call(
-    out: &mut impl Write,
-    r: &CallRecord,
-    symbol: &str,
-    json: bool,
-) -> std::io::Result<()> {
-    let a = r.args;
-    if json {
-        writeln!(
-            out,
-            "{{\"pid\":{},\"tid\":{},\"enter_ns\":{},\"exit_ns\":{},\"args\":[{},{},{},{},{},{}],\"ret\":{}}}",
-            r.pid, r.tid, r.enter_ns, r.exit_ns, a[0], a[1], a[2], a[3], a[4], a[5], r.ret
-        )
-    } else {
-        writeln!(
-            out,
-            "{:>7} {:>7} {symbol}({:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {:#x}) = {:#x}  {} ns",
-            r.pid,
-            r.tid,
-            a[0],
-            a[1],
-            a[2],
-            a[3],
-            a[4],
-            a[5],
-            r.ret,
-            r.exit_ns.saturating_sub(r.enter_ns)
-        )
+/// Feeds `watch` its wake-ups (records read, the drain timer, the exit check, Ctrl-C or
+/// SIGTERM, `deadline`, the started command's exit) until it finishes, every record going to
+/// `sink`.
+async fn watch_calls(
+    watch: &mut Watch,
+    child: Option<u32>,
+    deadline: Option<Instant>,
+    intake: &mut Intake,
+    sink: &mut impl FnMut(Sample),
+) -> Result<()> {
+    let mut waiter = child.map(|pid| tokio::task::spawn_blocking(move || launch::wait_exit(pid)));
+    // Registered once so a signal arriving mid-drain is not lost.
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
+    // One timer for the whole loop: a sleep created inside `select!` restarts whenever
+    // another branch fires first, and the drain tick fires every 10 ms.
+    let mut exit_check = tokio::time::interval(Duration::from_millis(200));
+    let checks_exits = watch.checks_exits();
+    let alive = |p: u32| Path::new(&format!("/proc/{p}")).exists();
+    loop {
+        let sleep_until = deadline.unwrap_or(Instant::now() + Duration::from_secs(3600));
+        let wake = tokio::select! {
+            r = intake.next_batch(sink) => { r?; Wake::Batch }
+            _ = drain_tick.tick() => Wake::DrainTick,
+            _ = tokio::time::sleep_until(sleep_until.into()) => Wake::Stop,
+            _ = int.recv() => Wake::Stop,
+            _ = term.recv() => Wake::Stop,
+            res = async { waiter.as_mut().expect("guarded").await }, if waiter.is_some() => {
+                Wake::Exited(res.context("waiting for the command")??)
+            }
+            _ = exit_check.tick(), if checks_exits => Wake::ExitCheck,
+        };
+        match watch.on(wake, alive) {
+            Next::Continue => {}
+            Next::Drain => {
+                intake.drain(sink);
+            }
+            Next::Finish => break,
+        }
     }
-}
-
-fn report(calls: u64, c: &Counters, malformed: u64) {
-    eprintln!(
-        "kreplay: {calls} calls recorded; dropped: {} (ring buffer full {}, nested too deep {}, \
-         thread slot shared {}); returns without entry {}; unreadable records {malformed}",
-        c.lost(),
-        c.ringbuf_drops,
-        c.entry_map_full,
-        c.slot_clash,
-        c.missing_entry
-    );
+    intake.finish(sink);
+    Ok(())
 }

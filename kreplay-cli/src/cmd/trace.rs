@@ -6,30 +6,30 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
-use kreplay_cli::merge::render::layer_name;
 use kreplay_cli::{
     duration, launch, merge, output as out_file,
     preflight::{self, HostPaths},
     probes::{
         cost::{ProgramCost, reader_cpu_line, reader_cpu_ns},
         intake::Intake,
-        loader::{Probes, Programs, Scope},
-        rings::rings_line,
+        loader::{Probes, Programs},
+        rings::{RingLayout, rings_line},
     },
     quick_exit,
     trace::{
         attach::Attacher,
         capture::Capture,
-        discover::{self, RuntimeLib},
-        ending::{kept_streams, merge_command, running},
+        ending::{self, kept_streams},
         kernels::KernelNames,
-        session::{Next, Session, Target as Targets, Wake},
+        plan::{self, Plan, Request},
+        session::{Next, Session, Target, Wake},
         summary::Summary,
+        targets::{self, HostLibraries},
     },
 };
-use kreplay_common::api::spec_of;
+use tokio::signal::unix::Signal;
 
 use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
 
@@ -106,9 +106,6 @@ pub struct TraceArgs {
     command: Vec<String>,
 }
 
-/// Most `--thread-slots` accepted: 113 MiB of kernel memory.
-const MAX_THREAD_SLOTS: u32 = 1 << 18;
-
 /// `KEY=VALUE` of `--env`: a non-empty key without `=` or NUL; the value may hold anything but
 /// NUL, `=` included.
 fn env_pair(v: &str) -> Result<(String, String), String> {
@@ -120,67 +117,22 @@ fn env_pair(v: &str) -> Result<(String, String), String> {
     }
 }
 
-/// The default trace file: `kreplay-<date>-<time>.pftrace` in the current directory.
-fn default_output() -> PathBuf {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let t = now.as_secs() as libc::time_t;
-    // SAFETY: localtime_r writes into the tm it is given; both pointers are valid.
-    let tm = unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        libc::localtime_r(&t, &mut tm);
-        tm
-    };
-    PathBuf::from(format!(
-        "kreplay-{:04}{:02}{:02}-{:02}{:02}{:02}.pftrace",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    ))
-}
-
-fn streams_dir(output: &Path) -> PathBuf {
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    output.with_file_name(format!("{name}.streams"))
-}
-
 /// Runs `kreplay trace`; returns the exit code.
 pub fn run(args: TraceArgs) -> Result<u8> {
-    let modes = [!args.pids.is_empty(), args.all, !args.command.is_empty()];
-    match modes.iter().filter(|&&m| m).count() {
-        0 => bail!("say what to trace: -p PID, --all, or a command after --"),
-        1 => {}
-        _ => bail!("give only one of -p PID, --all, or a command after --"),
-    }
-    if !args.ringbuf_bytes.is_power_of_two() || args.ringbuf_bytes < 4096 {
-        bail!(
-            "--ringbuf-bytes must be a power of two of at least 4096, got {}",
-            args.ringbuf_bytes
-        );
-    }
-    if !(1..=MAX_THREAD_SLOTS).contains(&args.thread_slots) {
-        bail!(
-            "--thread-slots must be between 1 and {MAX_THREAD_SLOTS} (432 bytes of kernel memory each), got {}",
-            args.thread_slots
-        );
-    }
-    for lib in &args.libs {
-        if !lib.exists() {
-            bail!("library not found: {}", lib.display());
-        }
-    }
-    let mut pid_libs: Vec<(u32, Vec<RuntimeLib>)> = Vec::new();
-    for &pid in &args.pids {
-        pid_libs.push((pid, discover::target_libs(pid, &args.libs)?));
-    }
-    let output = args.output.clone().unwrap_or_else(default_output);
+    let plan = Plan::check(
+        Request {
+            pids: args.pids.clone(),
+            all: args.all,
+            command: args.command.clone(),
+            env: args.env.clone(),
+            libs: args.libs.clone(),
+            ringbuf_bytes: args.ringbuf_bytes,
+            thread_slots: args.thread_slots,
+        },
+        Path::exists,
+    )?;
+    let pid_libs = targets::pid_libraries(&plan, &HostLibraries)?;
+    let output = args.output.clone().unwrap_or_else(plan::default_output);
     // Nothing is written to `output` itself until the trace is complete.
     out_file::check_writable(&output)
         .with_context(|| format!("cannot write trace to {}", output.display()))?;
@@ -194,84 +146,38 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         .enable_all()
         .build()?;
     kreplay_cli::probes::debug_log::enable(args.debug_probes);
-    let mut probes = Probes::load_with_slots(args.ringbuf_bytes, args.thread_slots)?;
+    let mut probes = Probes::load_with_slots(plan.ringbuf_bytes, plan.thread_slots)?;
     let cost = if args.bpf_stats {
         ProgramCost::start(Programs::Record)
     } else {
         None
     };
     let mut attacher = Attacher::default();
-    let targets = if args.all {
-        Targets::All
-    } else if !args.command.is_empty() {
-        Targets::Command(0)
-    } else {
-        Targets::Pids(args.pids.clone())
-    };
-    let child = match targets {
-        Targets::Command(_) => Some(
-            launch::spawn_paused(&args.command, &args.env)
-                .with_context(|| format!("starting {}", args.command[0]))?,
-        ),
-        _ => None,
-    };
-    let targets = match (targets, &child) {
-        (Targets::Command(_), Some(c)) => Targets::Command(c.pid),
-        (t, _) => t,
-    };
+    let (target, child) = targets::start(&plan, |argv, env| {
+        launch::spawn_paused(argv, env).map(|c| {
+            let pid = c.pid;
+            (c, pid)
+        })
+    })?;
     // Attach before anything runs.
-    match &targets {
-        Targets::Pids(_) => {
-            for (pid, libs) in &pid_libs {
-                for lib in libs {
-                    attacher.attach(&mut probes, lib, Scope::Pid(*pid))?;
-                }
-                // Runtimes of another family the process may still dlopen by name: probed
-                // now, so their first calls are seen (the rescan alone would miss up to a
-                // tick's worth of them).
-                for lib in discover::dlopen_candidates(*pid)
-                    .into_iter()
-                    .filter(|c| !libs.iter().any(|l| l.family == c.family))
-                {
-                    if let Err(e) = attacher.attach(&mut probes, &lib, Scope::Pid(*pid)) {
-                        tracing::debug!(pid, library = %lib.host_path.display(), error = %e, "not attached ahead of dlopen");
-                    }
-                }
-            }
-        }
-        Targets::All => {
-            for lib in discover::candidates(None, &args.libs) {
-                attacher.attach(&mut probes, &lib, Scope::All)?;
-            }
-            attacher.rescan_all(&mut probes);
-        }
-        Targets::Command(pid) => {
-            // The libraries the loader will map at startup (rpath included), then every
-            // runtime library in the usual places, for those loaded later with dlopen.
-            let startup: Vec<RuntimeLib> = discover::startup_libraries(&args.command[0])
-                .iter()
-                .filter_map(|p| discover::describe(p))
-                .collect();
-            let ld = std::env::var("LD_LIBRARY_PATH").ok();
-            let libs = discover::candidates(ld.as_deref(), &args.libs)
-                .into_iter()
-                // A family the loader already resolves at startup is not looked for elsewhere.
-                .filter(|c| {
-                    !startup
-                        .iter()
-                        .any(|s| s.family == c.family && s.dev_ino != c.dev_ino)
-                })
-                .chain(startup.iter().cloned());
-            for lib in libs {
-                attacher.attach(&mut probes, &lib, Scope::Pid(*pid))?;
-            }
-        }
-    }
+    let ld = std::env::var("LD_LIBRARY_PATH").ok();
+    let mut live = LiveProbes {
+        probes: &mut probes,
+        attacher: &mut attacher,
+    };
+    targets::attach(
+        &plan,
+        &target,
+        &pid_libs,
+        ld.as_deref(),
+        &HostLibraries,
+        &mut live,
+    )?;
     let mut intake = {
         let _in_runtime = rt.enter();
         Intake::new(probes.take_events()?, probes.rings().bytes)?
     };
-    let want = streams_dir(&output);
+    let want = plan::streams_dir(&output);
     let dir = out_file::fresh_dir(&want, 0o777)
         .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
     let capture = Capture::create(&dir)?;
@@ -279,7 +185,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     // begun (a target told to go on that line may run and exit at once): a launch drained after
     // its process exited still finds the file its kernel's address lies in.
     let mut kernels = KernelNames::default();
-    if let Targets::Pids(pids) = &targets {
+    if let Target::Pids(pids) = &target {
         for &pid in pids {
             kernels.remember(pid);
         }
@@ -290,7 +196,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     // Registered once, before the line that says Ctrl-C stops the trace: a signal that arrives
     // while records are being processed is kept for the next select instead of being lost
     // with a fresh listener.
-    let (mut term, mut int) = {
+    let signals = {
         let _in_runtime = rt.enter();
         use tokio::signal::unix::{SignalKind, signal};
         (
@@ -299,18 +205,14 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         )
     };
     if !args.quiet {
-        let what = match &targets {
-            Targets::Pids(p) => format!(
-                "pid {}",
-                p.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
-            ),
-            Targets::All => "every process using a GPU runtime".to_string(),
-            Targets::Command(pid) => format!("{} (pid {pid})", args.command[0]),
-        };
         eprintln!(
-            "kreplay: tracing {what}: {} probes attached in {} ms; stop with Ctrl-C",
-            probes.attachments(),
-            attacher.busy().as_millis()
+            "{}",
+            targets::tracing_line(
+                &target,
+                plan.program(),
+                probes.attachments(),
+                attacher.busy()
+            )
         );
     }
     if let Some(c) = child
@@ -318,7 +220,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     {
         // Nothing ran: what this run wrote goes, and an old trace stays as it was.
         out_file::remove_own(&dir, &capture.files());
-        return Err(anyhow::Error::new(e).context(format!("cannot run {}", args.command[0])));
+        return Err(anyhow::Error::new(e)
+            .context(format!("cannot run {}", plan.program().unwrap_or_default())));
     }
 
     let mut col = Collector {
@@ -335,59 +238,20 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let tty = std::io::stderr().is_terminal();
     // Per cause (`Counters::losses`): what the trace's drop markers already say.
     let mut reported = [0u64; 4];
-    let mut session = Session::new(targets, status.then_some(tty), started);
-    let (exit_code, signalled) = rt.block_on(async {
-        let mut waiter = match session.target() {
-            &Targets::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
-            _ => None,
-        };
-        let mut tick = tokio::time::interval(Duration::from_millis(200));
-        let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
-        let deadline = args.duration.map(|d| started + d);
-        let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
-        let mut code = 0u8;
-        let mut signalled = false;
-        let alive = |p: u32| Path::new(&format!("/proc/{p}")).exists();
-        loop {
-            let wake = tokio::select! {
-                r = intake.readable() => { r?; Wake::Data }
-                _ = drain_tick.tick() => Wake::Data,
-                _ = tokio::time::sleep_until(deadline.unwrap_or(far).into()) => Wake::Stop,
-                _ = int.recv() => { signalled = true; Wake::Stop }
-                _ = term.recv() => { signalled = true; Wake::Stop }
-                res = async { waiter.as_mut().expect("guarded").await }, if waiter.is_some() => {
-                    code = res.context("waiting for the command")??.clamp(0, 255) as u8;
-                    Wake::Stop
-                }
-                _ = tick.tick() => Wake::Tick,
-            };
-            let mut live = LiveProbes {
-                probes: &mut probes,
-                attacher: &mut attacher,
-            };
-            let mut rec = LiveRecording {
-                intake: &mut intake,
-                col: &mut col,
-                reported: &mut reported,
-            };
-            let (next, line) = session.on(wake, Instant::now(), &mut live, &mut rec, &alive)?;
-            if let Some(st) = line {
-                // On a terminal the status line updates in place; into a file or pipe, one
-                // line at a time.
-                if st.in_place {
-                    eprint!("\r{}\x1b[K", st.text);
-                } else {
-                    eprintln!("{}", st.text);
-                }
-            }
-            if next == Next::Finish {
-                break;
-            }
-        }
-        intake.finish(&mut |s| col.push(&s));
-        anyhow::Ok((code, signalled))
-    })
-    .with_context(|| kept_streams(&dir, &output))?;
+    let mut session = Session::new(target, status.then_some(tty), started);
+    let mut live = LiveProbes {
+        probes: &mut probes,
+        attacher: &mut attacher,
+    };
+    let mut rec = LiveRecording {
+        intake: &mut intake,
+        col: &mut col,
+        reported: &mut reported,
+    };
+    let deadline = args.duration.map(|d| started + d);
+    let (exit_code, signalled) = rt
+        .block_on(record(&mut session, signals, deadline, &mut live, &mut rec))
+        .with_context(|| kept_streams(&dir, &output))?;
     let reader_cpu = reader_cpu_ns().saturating_sub(cpu_at_start);
     // The waiter for a command that is still running (kreplay was stopped first) must not hold
     // the exit: the command is the user's and runs on.
@@ -395,7 +259,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let col_records = col.capture.records;
     let (ring_layout, per_ring) = (probes.rings(), intake.per_ring());
     let Collector {
-        mut capture,
+        capture,
         summary,
         io_error,
         ..
@@ -406,128 +270,173 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     if let Some(e) = io_error {
         return Err(e.context(kept_streams(&dir, &output)));
     }
+    let command = match (session.target(), plan.program()) {
+        (&Target::Command(pid), Some(program)) => Some((program.to_owned(), pid)),
+        _ => None,
+    };
+    let recorded = Recorded {
+        capture,
+        summary,
+        records: col_records,
+        reported,
+        reader_cpu,
+        rings: (ring_layout, per_ring),
+        say_stopping: signalled && status,
+        command,
+    };
+    let paths = Paths { output, want, dir };
+    finish(&args, probes, cost, recorded, &paths)?;
+    Ok(exit_code)
+}
+
+/// Where a run writes: the trace, the stream directory asked for and the one used.
+struct Paths {
+    output: PathBuf,
+    want: PathBuf,
+    dir: PathBuf,
+}
+
+/// What recording leaves for the end of the run.
+struct Recorded {
+    capture: Capture,
+    summary: Summary,
+    /// Records written.
+    records: u64,
+    /// Losses already marked in the streams, per cause.
+    reported: [u64; 4],
+    /// CPU time of the reading thread, in ns.
+    reader_cpu: u64,
+    /// The rings and the records each delivered.
+    rings: (RingLayout, Vec<u64>),
+    /// Say that kreplay is stopping: a signal stopped recording and status lines are wanted.
+    say_stopping: bool,
+    /// The started command's program and pid.
+    command: Option<(String, u32)>,
+}
+
+/// Ends a run: marks the last losses, closes the streams, renders the trace while the probes
+/// detach, removes or keeps the streams, and prints the summary and the closing lines.
+fn finish(
+    args: &TraceArgs,
+    probes: Probes,
+    cost: Option<ProgramCost>,
+    mut rec: Recorded,
+    p: &Paths,
+) -> Result<()> {
+    let (dir, output) = (&p.dir, &p.output);
     let counters = probes.counters()?;
     tracing::debug!(?counters, "probe counters at the end");
     if let Some(c) = &cost {
         eprintln!("{}", c.report(&probes));
     }
-    mark_losses(&mut capture, &counters, &mut reported)?;
+    mark_losses(&mut rec.capture, &counters, &mut rec.reported)?;
     let leaks = probes.live_allocations().unwrap_or_default();
-    // Detaching runs one RCU grace period per probe in the kernel, which takes seconds on a
-    // busy host: do it beside the rendering instead of before it.
+    // Detaching perf-event probes runs grace periods one probe at a time in the kernel, seconds
+    // on a busy host: do it beside the rendering instead of before it.
     let attachments = probes.attachments();
-    let slow_detach = if probes.uses_multi_links() {
-        ""
-    } else {
-        " (a few seconds)"
-    };
-    let files = capture
+    let slow_detach = !probes.uses_multi_links();
+    let files = rec
+        .capture
         .finish()
-        .with_context(|| kept_streams(&dir, &output))?;
+        .with_context(|| kept_streams(dir, output))?;
     // Every record is in the stream files now: an interrupt from here on ends kreplay at
     // once, and the streams say what the trace would have held.
-    let merge_cmd = merge_command(&dir, &output);
-    quick_exit::arm(&format!(
-        "kreplay: interrupted again: exiting now, the probes detach in the background; the \
-         stream files are kept in {}: `{merge_cmd}` renders them",
-        dir.display()
-    ));
-    if signalled && status {
-        eprintln!(
-            "kreplay: stopping: writing the trace and detaching {attachments} probes{slow_detach}; \
-             Ctrl-C again to exit at once"
-        );
+    quick_exit::arm(&ending::interrupted_rendering(dir, output));
+    if rec.say_stopping {
+        eprintln!("{}", ending::stopping_line(attachments, slow_detach));
     }
     let detach = std::thread::spawn(move || quick_exit::detach_in_child(probes));
-    let report = merge::merge(&files, &output).with_context(|| {
-        format!(
-            "rendering the trace (the stream files are kept in {}: `{merge_cmd}` renders them again)",
-            dir.display()
-        )
-    })?;
-    quick_exit::set_note(&format!(
-        "kreplay: interrupted again: exiting now, the probes detach in the background; {} is \
-         written",
-        output.display()
-    ));
+    let report =
+        merge::merge(&files, output).with_context(|| ending::render_failed(dir, output))?;
+    quick_exit::set_note(&ending::interrupted_written(output));
     let stderr = std::io::stderr();
     let mut e = stderr.lock();
-    if args.keep_streams {
-        // Said when they are not where --help says (`kreplay replay --probes` uses this
-        // command in a directory of its own, where the name is always free).
-        if dir != want {
-            let _ = writeln!(
-                e,
-                "kreplay: streams kept in {} ({} was taken)",
-                dir.display(),
-                want.display()
-            );
-        }
-    } else if !out_file::remove_own(&dir, &files) {
-        let _ = writeln!(
-            e,
-            "kreplay: warning: kept {}: it holds files this run did not write",
-            dir.display()
-        );
+    if let Some(note) = ending::streams_note(args.keep_streams, dir, &p.want, || {
+        out_file::remove_own(dir, &files)
+    }) {
+        let _ = writeln!(e, "{note}");
     }
     if !args.no_summary {
-        let _ = write!(e, "{}", summary.render(counters.lost()));
-    }
-    let mut by_pid: std::collections::BTreeMap<(u32, &str), (u64, u64)> = Default::default();
-    for (k, v) in leaks.iter().filter(|_| !args.no_summary) {
-        let layer = spec_of(v.api).map_or("?", |s| layer_name(s.library));
-        let ent = by_pid.entry((k.pid, layer)).or_default();
-        ent.0 += 1;
-        ent.1 += v.size;
-    }
-    for ((pid, layer), (n, bytes)) in by_pid {
-        let _ = writeln!(
-            e,
-            "still allocated at end: pid {pid} ({layer}): {n} allocations, {bytes} bytes"
-        );
+        let _ = write!(e, "{}", rec.summary.render(counters.lost()));
+        for line in ending::leak_lines(&leaks) {
+            let _ = writeln!(e, "{line}");
+        }
     }
     let _ = writeln!(
         e,
         "{}",
-        reader_cpu_line(reader_cpu, col_records, counters.wakeups)
+        reader_cpu_line(rec.reader_cpu, rec.records, counters.wakeups)
     );
-    let _ = writeln!(e, "{}", rings_line(ring_layout, &per_ring));
+    let _ = writeln!(e, "{}", rings_line(rec.rings.0, &rec.rings.1));
     for w in report.warnings() {
         let _ = writeln!(e, "{w}");
     }
-    if report.stats.unrenderable > 0 {
-        let _ = writeln!(
-            e,
-            "kreplay: warning: {} records could not be placed in the trace",
-            report.stats.unrenderable
-        );
+    if let Some(line) = ending::unplaced_line(report.stats.unrenderable) {
+        let _ = writeln!(e, "{line}");
     }
-    if !args.command.is_empty() && summary.total_calls() == 0 {
-        let _ = writeln!(
-            e,
-            "kreplay: {} made no GPU runtime call: it never loaded libcuda, libamdhip64 or libhsa-runtime64 (or none kreplay could probe)",
-            args.command[0]
-        );
-    }
-    if let &Targets::Command(pid) = session.target()
-        && running(pid)
-    {
-        let _ = writeln!(
-            e,
-            "kreplay: {} (pid {pid}) is still running, untraced: kreplay stopped before it \
-             exited, and its calls from now on are not in the trace",
-            args.command[0]
-        );
+    let command = rec.command.as_ref().map(|(p, pid)| (p.as_str(), *pid));
+    for note in ending::command_notes(command, rec.summary.total_calls(), ending::running) {
+        let _ = writeln!(e, "{note}");
     }
     let _ = writeln!(
         e,
-        "kreplay: wrote {} ({} events, {} bytes); open it at https://ui.perfetto.dev",
-        output.display(),
-        report.records,
-        report.bytes
+        "{}",
+        ending::wrote_line(output, report.records, report.bytes)
     );
     let _ = detach.join();
-    Ok(exit_code)
+    Ok(())
+}
+
+/// Records until a stop: feeds [`Session`] its wake-ups (records to read, the 200 ms tick,
+/// Ctrl-C or SIGTERM, `deadline`, the started command's exit) and prints its status lines.
+/// Returns the command's exit code (0 without one) and whether a signal stopped it.
+async fn record(
+    session: &mut Session,
+    (mut term, mut int): (Signal, Signal),
+    deadline: Option<Instant>,
+    live: &mut LiveProbes<'_>,
+    rec: &mut LiveRecording<'_>,
+) -> Result<(u8, bool)> {
+    let mut waiter = match session.target() {
+        &Target::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
+        _ => None,
+    };
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
+    let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+    let mut code = 0u8;
+    let mut signalled = false;
+    let alive = |p: u32| Path::new(&format!("/proc/{p}")).exists();
+    loop {
+        let wake = tokio::select! {
+            r = rec.intake.readable() => { r?; Wake::Data }
+            _ = drain_tick.tick() => Wake::Data,
+            _ = tokio::time::sleep_until(deadline.unwrap_or(far).into()) => Wake::Stop,
+            _ = int.recv() => { signalled = true; Wake::Stop }
+            _ = term.recv() => { signalled = true; Wake::Stop }
+            res = async { waiter.as_mut().expect("guarded").await }, if waiter.is_some() => {
+                code = res.context("waiting for the command")??.clamp(0, 255) as u8;
+                Wake::Stop
+            }
+            _ = tick.tick() => Wake::Tick,
+        };
+        let (next, line) = session.on(wake, Instant::now(), live, rec, &alive)?;
+        if let Some(st) = line {
+            // On a terminal the status line updates in place; into a file or pipe, one
+            // line at a time.
+            if st.in_place {
+                eprint!("\r{}\x1b[K", st.text);
+            } else {
+                eprintln!("{}", st.text);
+            }
+        }
+        if next == Next::Finish {
+            break;
+        }
+    }
+    let col = &mut *rec.col;
+    rec.intake.finish(&mut |s| col.push(&s));
+    Ok((code, signalled))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Where `kreplay trace`'s ring-buffer records go while it records: the per-thread streams,
 //! the kernel names and the summary; drop markers; and the real probes and intake as the
-//! recording loop's [`Session`] drives them.
+//! recording loop's [`Session`] drives them and attaching uses them.
 use kreplay_cli::{
     probes::{
         intake::Intake,
@@ -9,9 +9,11 @@ use kreplay_cli::{
     trace::{
         attach::Attacher,
         capture::Capture,
+        discover::RuntimeLib,
         kernels::KernelNames,
         session::{Probed, Recording},
         summary::Summary,
+        targets::Attach,
     },
 };
 use kreplay_common::{
@@ -121,6 +123,16 @@ impl Probed for LiveProbes<'_> {
 
     fn flush_debug_log(&mut self) {
         self.probes.flush_debug_log();
+    }
+}
+
+impl Attach for LiveProbes<'_> {
+    fn attach(&mut self, lib: &RuntimeLib, scope: Scope) -> anyhow::Result<()> {
+        self.attacher.attach(self.probes, lib, scope).map(drop)
+    }
+
+    fn rescan_all(&mut self) {
+        self.attacher.rescan_all(self.probes);
     }
 }
 

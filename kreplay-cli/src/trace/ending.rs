@@ -1,6 +1,13 @@
-//! What `kreplay trace` says as it ends: about the traced command, and about stream files a
-//! failed run keeps.
-use std::path::Path;
+//! What `kreplay trace` says as it ends: about the traced command, the stream files (kept,
+//! removed, or kept by a failed run), allocations still live, and the trace it wrote.
+use std::{collections::BTreeMap, path::Path};
+
+use kreplay_common::{
+    api::spec_of,
+    probe::{AllocInfo, AllocKey},
+};
+
+use crate::merge::labels::layer_name;
 
 /// Whether process `pid` exists and has not exited (a zombie has).
 pub fn running(pid: u32) -> bool {
@@ -49,28 +56,132 @@ pub fn kept_streams(dir: &Path, output: &Path) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What a second interrupt says while the trace is being rendered: the records are all in
+/// the stream files, and the command that renders them.
+pub fn interrupted_rendering(dir: &Path, output: &Path) -> String {
+    format!(
+        "kreplay: interrupted again: exiting now, the probes detach in the background; the \
+         stream files are kept in {}: `{}` renders them",
+        dir.display(),
+        merge_command(dir, output)
+    )
+}
 
-    #[test]
-    fn paths_with_shell_characters_are_single_quoted() {
-        assert_eq!(
-            shell_word(Path::new("/tmp/run.pftrace")),
-            "/tmp/run.pftrace"
-        );
-        assert_eq!(shell_word(Path::new("a b")), "'a b'");
-        assert_eq!(shell_word(Path::new("it's")), r"'it'\''s'");
-        assert_eq!(shell_word(Path::new("")), "''");
-        assert_eq!(
-            merge_command(Path::new("/d/x y.streams"), Path::new("out.pftrace")),
-            "kreplay merge '/d/x y.streams' -o out.pftrace"
-        );
-    }
+/// What a second interrupt says once the trace is written.
+pub fn interrupted_written(output: &Path) -> String {
+    format!(
+        "kreplay: interrupted again: exiting now, the probes detach in the background; {} is \
+         written",
+        output.display()
+    )
+}
 
-    #[test]
-    fn this_process_runs_and_a_pid_that_cannot_exist_does_not() {
-        assert!(running(std::process::id()));
-        assert!(!running(u32::MAX));
+/// What a first Ctrl-C or SIGTERM says as recording stops; `slow_detach` when the probes are
+/// perf events, which take the kernel seconds to detach.
+pub fn stopping_line(attachments: usize, slow_detach: bool) -> String {
+    let slow = if slow_detach { " (a few seconds)" } else { "" };
+    format!(
+        "kreplay: stopping: writing the trace and detaching {attachments} probes{slow}; Ctrl-C \
+         again to exit at once"
+    )
+}
+
+/// The context of a failed render: the stream files stay, and how to render them again.
+pub fn render_failed(dir: &Path, output: &Path) -> String {
+    format!(
+        "rendering the trace (the stream files are kept in {}: `{}` renders them again)",
+        dir.display(),
+        merge_command(dir, output)
+    )
+}
+
+/// Keeps the stream files in `dir` (`--keep-streams`) or removes them with `remove_own`
+/// (which says whether the directory went too), and returns what to say about it: where kept
+/// ones are when `dir` is not the `want`ed name, or that a directory holding others' files
+/// stayed.
+pub fn streams_note(
+    keep: bool,
+    dir: &Path,
+    want: &Path,
+    remove_own: impl FnOnce() -> bool,
+) -> Option<String> {
+    if keep {
+        // Said when they are not where --help says (`kreplay replay --probes` uses this
+        // command in a directory of its own, where the name is always free).
+        (dir != want).then(|| {
+            format!(
+                "kreplay: streams kept in {} ({} was taken)",
+                dir.display(),
+                want.display()
+            )
+        })
+    } else if remove_own() {
+        None
+    } else {
+        Some(format!(
+            "kreplay: warning: kept {}: it holds files this run did not write",
+            dir.display()
+        ))
     }
 }
+
+/// The allocations still live at the end, one line per process and runtime layer, in pid
+/// then layer order.
+pub fn leak_lines(leaks: &[(AllocKey, AllocInfo)]) -> Vec<String> {
+    let mut by_pid: BTreeMap<(u32, &str), (u64, u64)> = BTreeMap::new();
+    for (k, v) in leaks {
+        let layer = spec_of(v.api).map_or("?", |s| layer_name(s.library));
+        let ent = by_pid.entry((k.pid, layer)).or_default();
+        ent.0 += 1;
+        ent.1 += v.size;
+    }
+    by_pid
+        .into_iter()
+        .map(|((pid, layer), (n, bytes))| {
+            format!("still allocated at end: pid {pid} ({layer}): {n} allocations, {bytes} bytes")
+        })
+        .collect()
+}
+
+/// The warning for records the merge could not place, when there are any.
+pub fn unplaced_line(unrenderable: u64) -> Option<String> {
+    (unrenderable > 0).then(|| {
+        format!("kreplay: warning: {unrenderable} records could not be placed in the trace")
+    })
+}
+
+/// What is said about a started `command` (its program and pid) at the end: that it made no
+/// runtime call, and that it still runs (`running`) untraced because kreplay stopped first.
+pub fn command_notes(
+    command: Option<(&str, u32)>,
+    total_calls: u64,
+    running: impl Fn(u32) -> bool,
+) -> Vec<String> {
+    let Some((program, pid)) = command else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    if total_calls == 0 {
+        notes.push(format!(
+            "kreplay: {program} made no GPU runtime call: it never loaded libcuda, libamdhip64 or libhsa-runtime64 (or none kreplay could probe)"
+        ));
+    }
+    if running(pid) {
+        notes.push(format!(
+            "kreplay: {program} (pid {pid}) is still running, untraced: kreplay stopped before it \
+             exited, and its calls from now on are not in the trace"
+        ));
+    }
+    notes
+}
+
+/// The last line: the trace written, its size, and where to open it.
+pub fn wrote_line(output: &Path, records: u64, bytes: u64) -> String {
+    format!(
+        "kreplay: wrote {} ({records} events, {bytes} bytes); open it at https://ui.perfetto.dev",
+        output.display()
+    )
+}
+
+#[cfg(test)]
+mod tests;

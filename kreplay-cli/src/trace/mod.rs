@@ -1,10 +1,13 @@
-//! `kreplay trace`'s machinery: library discovery, attaching, capture to per-thread streams,
-//! kernel names, and the end-of-run summary.
+//! `kreplay trace`'s machinery: the checked request, library discovery, choosing and attaching
+//! targets, capture to per-thread streams, kernel names, the recording loop, and what the run
+//! says as it ends.
 pub mod attach;
 pub mod capture;
 pub mod discover;
 pub mod ending;
 pub mod histogram;
 pub mod kernels;
+pub mod plan;
 pub mod session;
 pub mod summary;
+pub mod targets;

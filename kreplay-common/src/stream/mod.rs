@@ -57,6 +57,8 @@ mod record;
 mod writer;
 
 #[cfg(test)]
+mod merge_tests;
+#[cfg(test)]
 mod packed_tests;
 #[cfg(test)]
 mod tests;
