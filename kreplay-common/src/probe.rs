@@ -64,6 +64,30 @@ pub const FORK_PROGRAM: &str = "follow_fork";
 /// [`TRACED_MAP`] once it is gone, so that its pid, reused, is not followed.
 pub const FREE_PROGRAM: &str = "follow_free";
 
+/// A followed process stopped in the loader's hook, as [`LOADS_MAP`] carries it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadStop {
+    /// The process.
+    pub tgid: u32,
+    /// Zero.
+    pub _pad: u32,
+    /// When it was stopped (CLOCK_MONOTONIC ns).
+    pub stop_ns: u64,
+}
+const _: () = assert!(core::mem::size_of::<LoadStop>() == 16);
+
+/// Name of the ring of followed processes stopped in the loader's hook ([`LoadStop`] each).
+pub const LOADS_MAP: &str = "LOADS";
+/// Bytes of [`LOADS_MAP`]: room for a thousand stopped processes.
+pub const LOADS_BYTES: u32 = 16 << 10;
+/// Name of the uprobe program on the loader's `_dl_debug_state`.
+pub const LOADER_PROGRAM: &str = "loader_hook";
+/// The loader's function called once new libraries are mapped, before their code runs.
+pub const LOADER_HOOK_SYMBOL: &str = "_dl_debug_state";
+/// SIGSTOP on x86_64 Linux.
+pub const SIGSTOP: u32 = 19;
+
 /// Indexes into the per-CPU counter array.
 pub mod counter {
     /// Records that did not fit in the ring buffer.
@@ -90,8 +114,11 @@ pub mod counter {
     /// Child processes of followed processes that could not be followed ([`super::TRACED_MAP`]
     /// full): their calls are not recorded.
     pub const FOLLOW_FULL: u32 = 8;
+    /// Followed processes the loader's hook could not stop (its ring was full): libraries they
+    /// map are attached at the next rescan, and calls made before it are missed.
+    pub const LOADS_LOST: u32 = 9;
     /// Number of counters.
-    pub const COUNT: u32 = 9;
+    pub const COUNT: u32 = 10;
 }
 
 /// Flag bits of the attach cookie's mode field.

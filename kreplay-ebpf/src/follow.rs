@@ -3,15 +3,25 @@
 //! a fork by a followed process adds the child at once, before it can run, and a process is
 //! removed when the kernel frees it, so that its pid, once reused, is not followed.
 //!
+//! A followed process that maps libraries (the loader's `_dl_debug_state`, called once the
+//! start-up libraries are mapped and around each `dlopen`, before any of their code runs) is
+//! stopped and named in `LOADS`, so that kreplay attaches to new runtime libraries before
+//! their first call and then resumes it.
+//!
 //! `task_struct` offsets come from the kernel's BTF, read by the loader (`TASK_*_OFFSET`).
 use aya_ebpf::{
     Global,
+    bindings::BPF_RB_FORCE_WAKEUP,
     helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel},
-    macros::{map, raw_tracepoint},
-    maps::HashMap,
-    programs::RawTracePointContext,
+    macros::{map, raw_tracepoint, uprobe},
+    maps::{HashMap, RingBuf},
+    programs::{ProbeContext, RawTracePointContext},
 };
-use kreplay_common::probe::{TRACED_MAX, counter};
+use kreplay_common::probe::{LOADS_BYTES, LoadStop, SIGSTOP, TRACED_MAX, counter};
+
+/// Followed processes stopped in the loader's hook, by tgid, for kreplay to resume.
+#[map]
+static LOADS: RingBuf = RingBuf::with_byte_size(LOADS_BYTES, 0);
 
 /// The followed processes (tgid → 1).
 #[map]
@@ -34,7 +44,7 @@ static TASK_PID_OFFSET: Global<u32> = Global::new(0);
 #[inline(always)]
 pub fn wanted(tgid: u32) -> bool {
     // SAFETY: a lookup in a map of plain integers; the value is not kept.
-    FOLLOW.load() == 0 || unsafe { TRACED.get(&tgid) }.is_some()
+    FOLLOW.load() == 0 || unsafe { TRACED.get(tgid) }.is_some()
 }
 
 /// Reads the u32 at `offset` of the kernel task `task`.
@@ -58,7 +68,7 @@ pub fn follow_fork(ctx: RawTracePointContext) -> i32 {
 fn try_fork(ctx: &RawTracePointContext) {
     let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
     // SAFETY: as in `wanted`.
-    if unsafe { TRACED.get(&parent) }.is_none() {
+    if unsafe { TRACED.get(parent) }.is_none() {
         return;
     }
     let child: u64 = ctx.arg(1);
@@ -66,7 +76,7 @@ fn try_fork(ctx: &RawTracePointContext) {
         return;
     };
     // A new thread shares its process's tgid: already followed.
-    if tgid != parent && TRACED.insert(&tgid, &1, 0).is_err() {
+    if tgid != parent && TRACED.insert(tgid, 1, 0).is_err() {
         super::bump(counter::FOLLOW_FULL);
     }
 }
@@ -81,7 +91,34 @@ pub fn follow_free(ctx: RawTracePointContext) -> i32 {
         task_u32(task, TASK_TGID_OFFSET.load()),
     ) && pid == tgid
     {
-        let _ = TRACED.remove(&tgid);
+        let _ = TRACED.remove(tgid);
+    }
+    0
+}
+
+/// The loader's `_dl_debug_state` in a followed process: stop it and say so.
+#[uprobe]
+pub fn loader_hook(_ctx: ProbeContext) -> u32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // SAFETY: as in `wanted`.
+    if unsafe { TRACED.get(tgid) }.is_none() {
+        return 0;
+    }
+    // Stopped only when kreplay will hear of it: nothing else would resume it.
+    let stop = LoadStop {
+        tgid,
+        _pad: 0,
+        // SAFETY: plain helper call.
+        stop_ns: unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() },
+    };
+    if LOADS
+        .output::<LoadStop>(&stop, BPF_RB_FORCE_WAKEUP as u64)
+        .is_ok()
+    {
+        // SAFETY: plain helper call; the signal goes to this process.
+        unsafe { aya_ebpf::helpers::generated::bpf_send_signal(SIGSTOP) };
+    } else {
+        super::bump(counter::LOADS_LOST);
     }
     0
 }

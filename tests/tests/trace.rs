@@ -29,6 +29,8 @@ mod rings;
 mod slots;
 #[path = "trace_parts/stops.rs"]
 mod stops;
+#[path = "trace_parts/tree.rs"]
+mod tree;
 
 /// The HIP live-bytes track of a thread that never calls hipSetDevice.
 const HIP_LIVE: &str = "live bytes (HIP, device not set during trace)";

@@ -21,14 +21,17 @@ use kreplay_cli::{
     trace::{
         attach::Attacher,
         capture::Capture,
+        discover,
         ending::{self, kept_streams},
+        holds::{Holds, pause_summary},
         kernels::KernelNames,
         plan::{self, Plan, Request},
-        session::{Next, Session, Target, Wake},
+        session::{Next, Probed, Session, Target, Wake},
         summary::Summary,
         targets::{self, HostLibraries},
     },
 };
+use kreplay_common::probe::{EVENTS_MAP, THREADS_MAP};
 use tokio::signal::unix::Signal;
 
 use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
@@ -52,6 +55,14 @@ pub struct TraceArgs {
     /// Trace this running process (repeatable).
     #[arg(short = 'p', long = "pid", value_name = "PID")]
     pids: Vec<u32>,
+    /// With -p: also trace the processes' descendants, those running now and those they start
+    /// later.
+    #[arg(long, requires = "pids")]
+    children: bool,
+    /// With a command: trace the command alone, not the processes it starts (then the probes
+    /// fire in that one process only; see docs/trace.md, "Process trees").
+    #[arg(long, requires = "command")]
+    no_children: bool,
     /// Trace every process that maps a supported runtime, including ones started later.
     #[arg(long, conflicts_with = "pids")]
     all: bool,
@@ -128,6 +139,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             libs: args.libs.clone(),
             ringbuf_bytes: args.ringbuf_bytes,
             thread_slots: args.thread_slots,
+            children: args.children,
+            no_children: args.no_children,
         },
         Path::exists,
     )?;
@@ -146,7 +159,13 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         .enable_all()
         .build()?;
     kreplay_cli::probes::debug_log::enable(args.debug_probes);
-    let mut probes = Probes::load_with_slots(plan.ringbuf_bytes, plan.thread_slots)?;
+    let mut probes = Probes::load_with(
+        &[
+            (EVENTS_MAP, plan.ringbuf_bytes),
+            (THREADS_MAP, plan.thread_slots),
+        ],
+        plan.follow,
+    )?;
     let cost = if args.bpf_stats {
         ProgramCost::start(Programs::Record)
     } else {
@@ -159,11 +178,40 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             (c, pid)
         })
     })?;
+    // Followed before anything runs: the command from its first instruction, a `-p`
+    // process's descendants from now (their libraries are attached below or at the first
+    // rescan).
+    let mut seeds: Vec<u32> = Vec::new();
+    if plan.follow {
+        let roots = match &target {
+            Target::Pids(p) => p.clone(),
+            Target::Command(pid) => vec![*pid],
+            Target::All => Vec::new(),
+        };
+        let parents = discover::parent_pids();
+        for root in roots {
+            seeds.push(root);
+            seeds.extend(targets::descendants(root, &parents));
+        }
+        for &pid in &seeds {
+            probes
+                .follow(pid)
+                .with_context(|| format!("following pid {pid}"))?;
+        }
+        // Libraries a followed process maps later (start-up libraries of a program it runs, a
+        // dlopen) are probed in the loader's hook, before their code runs.
+        for ld in discover::loaders(&seeds) {
+            if let Err(e) = probes.attach_loader_hook(&ld) {
+                tracing::warn!(loader = %ld.display(), error = %e, "no loader hook: libraries the followed processes map later are found by the rescan");
+            }
+        }
+    }
     // Attach before anything runs.
     let ld = std::env::var("LD_LIBRARY_PATH").ok();
     let mut live = LiveProbes {
         probes: &mut probes,
         attacher: &mut attacher,
+        follow: plan.follow,
     };
     targets::attach(
         &plan,
@@ -173,9 +221,23 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         &HostLibraries,
         &mut live,
     )?;
-    let mut intake = {
+    // The descendants of `-p --children` processes, as they are now.
+    if let Target::Pids(pids) = &target {
+        for &pid in seeds.iter().filter(|p| !pids.contains(p)) {
+            live.rescan_pid(pid);
+        }
+    }
+    let (mut intake, mut holds) = {
         let _in_runtime = rt.enter();
-        Intake::new(probes.take_events()?, probes.rings().bytes)?
+        let holds = if plan.follow {
+            Some(Holds::new(probes.take_loads()?)?)
+        } else {
+            None
+        };
+        (
+            Intake::new(probes.take_events()?, probes.rings().bytes)?,
+            holds,
+        )
     };
     let want = plan::streams_dir(&output);
     let dir = out_file::fresh_dir(&want, 0o777)
@@ -242,6 +304,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let mut live = LiveProbes {
         probes: &mut probes,
         attacher: &mut attacher,
+        follow: plan.follow,
     };
     let mut rec = LiveRecording {
         intake: &mut intake,
@@ -250,7 +313,14 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     };
     let deadline = args.duration.map(|d| started + d);
     let (exit_code, signalled) = rt
-        .block_on(record(&mut session, signals, deadline, &mut live, &mut rec))
+        .block_on(record(
+            &mut session,
+            signals,
+            deadline,
+            &mut live,
+            &mut rec,
+            holds.as_mut(),
+        ))
         .with_context(|| kept_streams(&dir, &output))?;
     let reader_cpu = reader_cpu_ns().saturating_sub(cpu_at_start);
     // The waiter for a command that is still running (kreplay was stopped first) must not hold
@@ -283,7 +353,10 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         rings: (ring_layout, per_ring),
         say_stopping: signalled && status,
         command,
+        pauses: holds.as_ref().map(|h| h.pauses().to_vec()),
     };
+    // Any process stopped after the last look is resumed here.
+    drop(holds);
     let paths = Paths { output, want, dir };
     finish(&args, probes, cost, recorded, &paths)?;
     Ok(exit_code)
@@ -312,6 +385,9 @@ struct Recorded {
     say_stopping: bool,
     /// The started command's program and pid.
     command: Option<(String, u32)>,
+    /// How long the loader hook held followed processes, each stop in ns (`None`: no tree
+    /// followed).
+    pauses: Option<Vec<u64>>,
 }
 
 /// Ends a run: marks the last losses, closes the streams, renders the trace while the probes
@@ -374,6 +450,11 @@ fn finish(
     if let Some(line) = ending::unplaced_line(report.stats.unrenderable) {
         let _ = writeln!(e, "{line}");
     }
+    if let Some(pauses) = &rec.pauses {
+        for line in ending::follow_lines(pause_summary(pauses), pauses.len(), &counters) {
+            let _ = writeln!(e, "{line}");
+        }
+    }
     let command = rec.command.as_ref().map(|(p, pid)| (p.as_str(), *pid));
     for note in ending::command_notes(command, rec.summary.total_calls(), ending::running) {
         let _ = writeln!(e, "{note}");
@@ -396,6 +477,7 @@ async fn record(
     deadline: Option<Instant>,
     live: &mut LiveProbes<'_>,
     rec: &mut LiveRecording<'_>,
+    mut holds: Option<&mut Holds>,
 ) -> Result<(u8, bool)> {
     let mut waiter = match session.target() {
         &Target::Command(pid) => Some(tokio::task::spawn_blocking(move || launch::wait_exit(pid))),
@@ -419,6 +501,13 @@ async fn record(
                 Wake::Stop
             }
             _ = tick.tick() => Wake::Tick,
+            r = async { holds.as_mut().expect("guarded").readable().await }, if holds.is_some() => {
+                r?;
+                // Processes stopped where the loader has mapped libraries: probe what they
+                // mapped, then let them go on.
+                holds.as_mut().expect("guarded").serve(|pid| live.rescan_pid(pid));
+                continue;
+            }
         };
         let (next, line) = session.on(wake, Instant::now(), live, rec, &alive)?;
         if let Some(st) = line {

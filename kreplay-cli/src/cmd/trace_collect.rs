@@ -106,6 +106,8 @@ pub(super) struct LiveProbes<'a> {
     pub(super) probes: &'a mut Probes,
     /// What is attached where.
     pub(super) attacher: &'a mut Attacher,
+    /// A process tree is followed: rescans attach for every process (the programs filter).
+    pub(super) follow: bool,
 }
 
 impl Probed for LiveProbes<'_> {
@@ -114,7 +116,22 @@ impl Probed for LiveProbes<'_> {
     }
 
     fn rescan_pid(&mut self, pid: u32) {
-        self.attacher.rescan_pid(self.probes, pid, Scope::Pid(pid));
+        let scope = if self.follow {
+            Scope::All
+        } else {
+            Scope::Pid(pid)
+        };
+        self.attacher.rescan_pid(self.probes, pid, scope);
+    }
+
+    fn followed(&mut self) -> Vec<u32> {
+        if !self.follow {
+            return Vec::new();
+        }
+        self.probes.followed().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading the followed processes");
+            Vec::new()
+        })
     }
 
     fn rescan_all(&mut self) {

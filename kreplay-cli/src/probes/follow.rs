@@ -6,11 +6,30 @@ use std::path::Path;
 
 use aya::{Ebpf, EbpfLoader, maps::HashMap as BpfHashMap, programs::RawTracePoint};
 use kreplay_common::probe::{
-    FOLLOW_GLOBAL, FORK_PROGRAM, FREE_PROGRAM, TASK_PID_GLOBAL, TASK_TGID_GLOBAL, TRACED_MAP,
+    FOLLOW_GLOBAL, FORK_PROGRAM, FREE_PROGRAM, LOADER_PROGRAM, TASK_PID_GLOBAL, TASK_TGID_GLOBAL,
+    TRACED_MAP,
 };
 
 use super::btf::{VMLINUX_BTF, task_pid_tgid_offsets};
-use super::loader::ProbeError;
+
+/// Errors setting up or reading the process-tree filter.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    /// The kernel's layout could not be read, or the object lacks a part.
+    #[error("{0}")]
+    Setup(String),
+    /// A program could not be loaded or attached.
+    #[error("{what}: {source}")]
+    Program {
+        /// What was being done.
+        what: String,
+        /// The loader's error.
+        source: aya::programs::ProgramError,
+    },
+    /// The set of followed processes could not be read or written.
+    #[error("BPF map {TRACED_MAP}: {0}")]
+    Map(#[from] aya::maps::MapError),
+}
 
 /// The tracepoints the programs run on, (program, tracepoint).
 const TRACEPOINTS: [(&str, &str); 2] = [
@@ -25,9 +44,9 @@ pub struct TreeFilter {
 
 impl TreeFilter {
     /// Reads the offsets from the running kernel's BTF.
-    pub fn for_this_kernel() -> Result<TreeFilter, ProbeError> {
+    pub fn for_this_kernel() -> Result<TreeFilter, FollowError> {
         let offsets = task_pid_tgid_offsets(Path::new(VMLINUX_BTF))
-            .map_err(|e| ProbeError::Follow(e.to_string()))?;
+            .map_err(|e| FollowError::Setup(e.to_string()))?;
         Ok(TreeFilter { offsets })
     }
 
@@ -39,24 +58,36 @@ impl TreeFilter {
     }
 }
 
-/// Loads and attaches the two tracepoint programs of `bpf`.
-pub fn start(bpf: &mut Ebpf) -> Result<(), ProbeError> {
+/// Loads the loader-hook program and loads and attaches the two tracepoint programs of `bpf`.
+pub fn start(bpf: &mut Ebpf) -> Result<(), FollowError> {
+    let hook: &mut aya::programs::UProbe = bpf
+        .program_mut(LOADER_PROGRAM)
+        .ok_or_else(|| FollowError::Setup(format!("{LOADER_PROGRAM}: not in the object")))?
+        .try_into()
+        .map_err(|source| FollowError::Program {
+            what: LOADER_PROGRAM.to_string(),
+            source,
+        })?;
+    hook.load().map_err(|source| FollowError::Program {
+        what: format!("loading {LOADER_PROGRAM}"),
+        source,
+    })?;
     for (name, tracepoint) in TRACEPOINTS {
         let what = || format!("{name} on {tracepoint}");
         let prog: &mut RawTracePoint = bpf
             .program_mut(name)
-            .ok_or_else(|| ProbeError::Follow(format!("{}: not in the object", what())))?
+            .ok_or_else(|| FollowError::Setup(format!("{}: not in the object", what())))?
             .try_into()
-            .map_err(|source| ProbeError::Program {
+            .map_err(|source| FollowError::Program {
                 what: what(),
                 source,
             })?;
-        prog.load().map_err(|source| ProbeError::Program {
+        prog.load().map_err(|source| FollowError::Program {
             what: format!("loading {}", what()),
             source,
         })?;
         prog.attach(tracepoint)
-            .map_err(|source| ProbeError::Program {
+            .map_err(|source| FollowError::Program {
                 what: format!("attaching {}", what()),
                 source,
             })?;
@@ -64,28 +95,20 @@ pub fn start(bpf: &mut Ebpf) -> Result<(), ProbeError> {
     Ok(())
 }
 
-fn traced(bpf: &mut Ebpf) -> Result<BpfHashMap<&mut aya::maps::MapData, u32, u8>, ProbeError> {
-    let map = bpf
-        .map_mut(TRACED_MAP)
-        .ok_or(ProbeError::MissingMap(TRACED_MAP))?;
-    BpfHashMap::try_from(map).map_err(|source| ProbeError::Map {
-        name: TRACED_MAP,
-        source,
-    })
+fn traced(bpf: &mut Ebpf) -> Result<BpfHashMap<&mut aya::maps::MapData, u32, u8>, FollowError> {
+    let map = bpf.map_mut(TRACED_MAP).ok_or_else(|| {
+        FollowError::Setup(format!("BPF map {TRACED_MAP} missing from the object"))
+    })?;
+    Ok(BpfHashMap::try_from(map)?)
 }
 
 /// Adds process `tgid` to the followed set.
-pub fn add(bpf: &mut Ebpf, tgid: u32) -> Result<(), ProbeError> {
-    traced(bpf)?
-        .insert(tgid, 1, 0)
-        .map_err(|source| ProbeError::Map {
-            name: TRACED_MAP,
-            source,
-        })
+pub fn add(bpf: &mut Ebpf, tgid: u32) -> Result<(), FollowError> {
+    Ok(traced(bpf)?.insert(tgid, 1, 0)?)
 }
 
 /// The processes followed now, in pid order.
-pub fn followed(bpf: &mut Ebpf) -> Result<Vec<u32>, ProbeError> {
+pub fn followed(bpf: &mut Ebpf) -> Result<Vec<u32>, FollowError> {
     let map = traced(bpf)?;
     let mut out: Vec<u32> = map.keys().filter_map(Result::ok).collect();
     out.sort_unstable();

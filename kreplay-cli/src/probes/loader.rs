@@ -16,8 +16,8 @@ use aya::{
 use kreplay_common::audit::{AUDIT_ENTRY_PROGRAM, AUDIT_RETURN_PROGRAM};
 use kreplay_common::probe::{
     ALLOCS_MAP, AllocInfo, AllocKey, BARE_ENTRY_PROGRAM, BARE_RETURN_PROGRAM, COUNTERS_MAP, Cookie,
-    ENTRY_PROGRAM, EVENTS_MAP, EVENTS_MAPS, RETURN_PROGRAM, RING_COUNT_GLOBAL, SLOT_MASK_GLOBAL,
-    THREADS_MAP, counter,
+    ENTRY_PROGRAM, EVENTS_MAP, EVENTS_MAPS, LOADER_HOOK_SYMBOL, LOADER_PROGRAM, LOADS_MAP,
+    RETURN_PROGRAM, RING_COUNT_GLOBAL, SLOT_MASK_GLOBAL, THREADS_MAP, counter,
 };
 
 use super::multi::{MultiError, MultiPrograms};
@@ -66,7 +66,10 @@ pub enum ProbeError {
     MissingMap(&'static str),
     /// The process-tree filter could not be set up.
     #[error("following child processes: {0}")]
-    Follow(String),
+    Follow(#[from] super::follow::FollowError),
+    /// The dynamic loader's hook could not be attached.
+    #[error("the loader hook: {0}")]
+    LoaderHook(String),
     /// A uprobe-multi link could not be made.
     #[error(transparent)]
     Multi(#[from] MultiError),
@@ -74,12 +77,15 @@ pub enum ProbeError {
 
 /// The uprobe-multi copies of every program pair, unless [`UPROBE_MULTI_ENV`] is `0` or the
 /// kernel refuses them (logged at debug level: older kernels simply lack them).
-fn load_multi(bpf: &Ebpf) -> Option<MultiPrograms> {
+fn load_multi(bpf: &Ebpf, follow_tree: bool) -> Option<MultiPrograms> {
     if std::env::var(UPROBE_MULTI_ENV).is_ok_and(|v| v == "0") {
         tracing::debug!("{UPROBE_MULTI_ENV}=0: one perf event per function");
         return None;
     }
-    let names: Vec<&'static str> = Programs::ALL.iter().flat_map(|p| p.names()).collect();
+    let mut names: Vec<&'static str> = Programs::ALL.iter().flat_map(|p| p.names()).collect();
+    if follow_tree {
+        names.push(LOADER_PROGRAM);
+    }
     match MultiPrograms::load(BPF_OBJECT, bpf, &names) {
         Ok(m) => Some(m),
         Err(e) => {
@@ -152,6 +158,8 @@ pub struct Counters {
     pub abandoned: u64,
     /// Child processes not followed: the set of followed processes was full.
     pub unfollowed: u64,
+    /// Library loads of followed processes the loader hook could not hold.
+    pub loads_lost: u64,
     /// Reader wake-ups the programs forced (not a loss).
     pub wakeups: u64,
 }
@@ -180,6 +188,8 @@ pub struct Probes {
     multi: Option<MultiPrograms>,
     /// The uprobe-multi links made, closed together on drop.
     links: Vec<OwnedFd>,
+    /// The loader hooks attached, (file, offset).
+    hooks: HashSet<(String, u64)>,
     bpf: Ebpf,
     /// The programs' debug messages (`--debug-probes`), when on.
     debug_log: Option<super::debug_log::DebugLog>,
@@ -264,7 +274,7 @@ impl Probes {
             super::follow::start(&mut bpf)?;
         }
         // Before the debug log takes its map: the copies bind to every map by name.
-        let multi = load_multi(&bpf);
+        let multi = load_multi(&bpf, follow_tree);
         let debug_log = super::debug_log::DebugLog::start(&mut bpf);
         for name in Programs::ALL.iter().flat_map(|p| p.names()) {
             let prog: &mut UProbe = bpf
@@ -286,6 +296,7 @@ impl Probes {
         Ok(Probes {
             multi,
             links: Vec::new(),
+            hooks: HashSet::new(),
             bpf,
             debug_log,
             attached: HashSet::new(),
@@ -418,12 +429,67 @@ impl Probes {
     /// Follows process `tgid` and, from now on, the processes it starts (see
     /// [`Probes::load_with`]).
     pub fn follow(&mut self, tgid: u32) -> Result<(), ProbeError> {
-        super::follow::add(&mut self.bpf, tgid)
+        Ok(super::follow::add(&mut self.bpf, tgid)?)
     }
 
     /// The processes followed now (those started since included, those gone excluded).
     pub fn followed(&mut self) -> Result<Vec<u32>, ProbeError> {
-        super::follow::followed(&mut self.bpf)
+        Ok(super::follow::followed(&mut self.bpf)?)
+    }
+
+    /// Puts the loader hook of the followed processes on `_dl_debug_state` of the dynamic loader
+    /// `ld_so` (see [`Probes::load_with`]); false when that file already has it.
+    pub fn attach_loader_hook(&mut self, ld_so: &Path) -> Result<bool, ProbeError> {
+        let table = super::elf::SymbolTable::read(ld_so)
+            .map_err(|e| ProbeError::LoaderHook(format!("reading {}: {e}", ld_so.display())))?;
+        let offset = table.offset(LOADER_HOOK_SYMBOL).ok_or_else(|| {
+            ProbeError::LoaderHook(format!(
+                "{} exports no {LOADER_HOOK_SYMBOL}",
+                ld_so.display()
+            ))
+        })?;
+        let key = (ld_so.display().to_string(), offset);
+        if !self.hooks.insert(key) {
+            return Ok(false);
+        }
+        if let Some(multi) = &self.multi {
+            self.links
+                .push(multi.attach(LOADER_PROGRAM, ld_so, &[(offset, 0)], 0, false)?);
+            return Ok(true);
+        }
+        let prog: &mut UProbe = self
+            .bpf
+            .program_mut(LOADER_PROGRAM)
+            .ok_or(ProbeError::LoaderHook(format!(
+                "no {LOADER_PROGRAM} program"
+            )))?
+            .try_into()
+            .map_err(|source| ProbeError::Program {
+                what: format!("program {LOADER_PROGRAM}"),
+                source,
+            })?;
+        let point = UProbeAttachPoint {
+            location: UProbeAttachLocation::AbsoluteOffset(offset),
+            cookie: None,
+        };
+        prog.attach(point, ld_so, UProbeScope::AllProcesses)
+            .map_err(|source| ProbeError::Program {
+                what: format!("attaching {LOADER_PROGRAM} to {}", ld_so.display()),
+                source,
+            })?;
+        Ok(true)
+    }
+
+    /// Takes the ring of followed processes stopped in the loader hook (once).
+    pub fn take_loads(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
+        let map = self
+            .bpf
+            .take_map(LOADS_MAP)
+            .ok_or(ProbeError::MissingMap(LOADS_MAP))?;
+        RingBuf::try_from(map).map_err(|source| ProbeError::Map {
+            name: LOADS_MAP,
+            source,
+        })
     }
 
     /// Whether attachments use uprobe-multi links.
@@ -522,6 +588,7 @@ impl Probes {
             alloc_map_full: sums[counter::ALLOC_MAP_FULL as usize],
             slot_clash: sums[counter::SLOT_CLASH as usize],
             unfollowed: sums[counter::FOLLOW_FULL as usize],
+            loads_lost: sums[counter::LOADS_LOST as usize],
             abandoned: sums[counter::ABANDONED as usize],
             wakeups: sums[counter::WAKEUPS as usize],
         })
@@ -588,6 +655,7 @@ mod tests {
             abandoned: 100,
             wakeups: 100,
             unfollowed: 100,
+            loads_lost: 100,
         };
         // Processes not followed are reported on their own: their calls were never counted.
         assert_eq!(c.lost(), 15);

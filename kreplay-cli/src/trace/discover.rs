@@ -128,6 +128,65 @@ pub fn all_pids() -> Vec<u32> {
         .collect()
 }
 
+/// The dynamic loader the system's programs use.
+pub const SYSTEM_LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
+
+/// Whether a mapped file's name is a dynamic loader's (`ld-linux-x86-64.so.2`, `ld-2.31.so`).
+fn is_loader(name: &str) -> bool {
+    name.starts_with("ld-linux") || (name.starts_with("ld-") && name.contains(".so"))
+}
+
+/// The dynamic loaders of the processes `pids` (seen through `/proc/PID/root`) and the
+/// system's, each file once.
+pub fn loaders(pids: &[u32]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut add = |p: PathBuf| {
+        if let Ok(m) = fs::metadata(&p) {
+            use std::os::unix::fs::MetadataExt;
+            if seen.insert((m.dev(), m.ino())) {
+                out.push(p);
+            }
+        }
+    };
+    add(PathBuf::from(SYSTEM_LOADER));
+    for &pid in pids {
+        let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            continue;
+        };
+        for path in mapped_paths(&maps) {
+            let trimmed = path.trim_end_matches(" (deleted)");
+            if Path::new(trimmed)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_loader)
+            {
+                add(PathBuf::from(format!("/proc/{pid}/root"))
+                    .join(trimmed.trim_start_matches('/')));
+            }
+        }
+    }
+    out
+}
+
+/// Every process's (pid, parent pid), from `/proc/PID/stat` (the parent is the fourth field,
+/// after the command name in parentheses, which may itself hold spaces and parentheses).
+pub fn parent_pids() -> Vec<(u32, u32)> {
+    all_pids()
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            Some((pid, parent_of_stat(&stat)?))
+        })
+        .collect()
+}
+
+/// The parent pid in a `/proc/PID/stat` line.
+fn parent_of_stat(stat: &str) -> Option<u32> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Where a command about to start will find its runtime libraries: every supported library
 /// file in its LD_LIBRARY_PATH, the loader cache's directories and the standard directories,
 /// plus `extra` (from `--lib`).
@@ -312,6 +371,32 @@ fn loader_cache_dirs() -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn loaders_are_known_by_their_file_names() {
+        for name in ["ld-linux-x86-64.so.2", "ld-2.31.so", "ld-linux.so.2"] {
+            assert!(super::is_loader(name), "{name}");
+        }
+        for name in ["libld.so", "ld.gold", "libc.so.6", "ld-config.txt"] {
+            assert!(!super::is_loader(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn this_process_maps_the_system_loader_once() {
+        let found = super::loaders(&[std::process::id()]);
+        assert_eq!(found.len(), 1, "{found:?}");
+    }
+
+    #[test]
+    fn the_parent_is_read_after_the_last_parenthesis() {
+        assert_eq!(
+            super::parent_of_stat("4242 (a) b (c) S 17 4242 4242 0 -1"),
+            Some(17)
+        );
+        assert_eq!(super::parent_of_stat("1 (init) S 0 1 1"), Some(0));
+        assert_eq!(super::parent_of_stat("garbage"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -76,6 +76,37 @@ pub fn interrupted_written(output: &Path) -> String {
     )
 }
 
+/// What a trace that followed a process tree says about it: how often and how long the
+/// loader hook held processes (`pauses`: median and longest ns, of `stops`), and the children
+/// it could not follow or hold.
+pub fn follow_lines(
+    pauses: Option<(u64, u64)>,
+    stops: usize,
+    c: &crate::probes::loader::Counters,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some((median, longest)) = pauses {
+        out.push(format!(
+            "loader hook: {stops} stops of followed processes, {:.2} ms median, {:.2} ms longest",
+            median as f64 / 1e6,
+            longest as f64 / 1e6
+        ));
+    }
+    if c.unfollowed > 0 {
+        out.push(format!(
+            "kreplay: warning: {} child processes were not followed (the set of followed processes was full): their calls are not in the trace",
+            c.unfollowed
+        ));
+    }
+    if c.loads_lost > 0 {
+        out.push(format!(
+            "kreplay: warning: {} library loads of followed processes were not held (the loader hook's ring was full): calls before the next rescan may be missing",
+            c.loads_lost
+        ));
+    }
+    out
+}
+
 /// What a first Ctrl-C or SIGTERM says as recording stops; `slow_detach` when the probes are
 /// perf events, which take the kernel seconds to detach.
 pub fn stopping_line(attachments: usize, slow_detach: bool) -> String {

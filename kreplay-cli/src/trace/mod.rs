@@ -6,6 +6,7 @@ pub mod capture;
 pub mod discover;
 pub mod ending;
 pub mod histogram;
+pub mod holds;
 pub mod kernels;
 pub mod plan;
 pub mod session;

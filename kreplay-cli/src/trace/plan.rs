@@ -26,6 +26,16 @@ pub enum PlanError {
     /// A `--lib` file does not exist.
     #[error("library not found: {}", .0.display())]
     LibraryNotFound(PathBuf),
+    /// `--children` without `-p`.
+    #[error(
+        "--children adds the descendants of -p PID; a command after -- is followed with its children already (--no-children turns that off)"
+    )]
+    ChildrenWithoutPid,
+    /// `--no-children` without a command.
+    #[error(
+        "--no-children applies to a command after --; -p PID follows no children unless --children"
+    )]
+    NoChildrenWithoutCommand,
 }
 
 /// The target-related arguments of `kreplay trace`, as typed.
@@ -45,6 +55,10 @@ pub struct Request {
     pub ringbuf_bytes: u32,
     /// `--thread-slots`.
     pub thread_slots: u32,
+    /// `--children`: follow the `-p` processes' descendants, present and future.
+    pub children: bool,
+    /// `--no-children`: trace the started command alone, not the processes it starts.
+    pub no_children: bool,
 }
 
 /// What is traced, as asked (a command has no pid until it is started).
@@ -74,6 +88,9 @@ pub struct Plan {
     pub ringbuf_bytes: u32,
     /// Slots for calls in flight.
     pub thread_slots: u32,
+    /// Follow the targets' descendants: the probes are attached for every process and the
+    /// programs record only the followed ones.
+    pub follow: bool,
 }
 
 impl Plan {
@@ -94,6 +111,13 @@ impl Plan {
         if let Some(lib) = req.libs.iter().find(|l| !exists(l)) {
             return Err(PlanError::LibraryNotFound(lib.clone()));
         }
+        if req.children && req.pids.is_empty() {
+            return Err(PlanError::ChildrenWithoutPid);
+        }
+        if req.no_children && req.command.is_empty() {
+            return Err(PlanError::NoChildrenWithoutCommand);
+        }
+        let follow = req.children || (!req.command.is_empty() && !req.no_children);
         let mode = if req.all {
             Mode::All
         } else if !req.command.is_empty() {
@@ -109,6 +133,7 @@ impl Plan {
             libs: req.libs,
             ringbuf_bytes: req.ringbuf_bytes,
             thread_slots: req.thread_slots,
+            follow,
         })
     }
 

@@ -46,6 +46,9 @@ pub trait Probed {
     fn rescan_pid(&mut self, pid: u32);
     /// Attaches to any runtime library a process mapped since the last look (`--all`).
     fn rescan_all(&mut self);
+    /// The processes followed now besides the targets (their descendants, when a process tree
+    /// is followed; empty otherwise).
+    fn followed(&mut self) -> Vec<u32>;
     /// Prints the programs' debug messages (`--debug-probes`).
     fn flush_debug_log(&mut self);
 }
@@ -146,20 +149,30 @@ impl Session {
         probes.flush_debug_log();
         let c = probes.counters()?;
         rec.mark_losses(&c)?;
-        match &self.target {
-            Target::Pids(pids) => {
-                if pids.iter().all(|&p| !alive(p)) {
-                    return Ok((Next::Finish, None));
-                }
-                for &pid in pids {
-                    probes.rescan_pid(pid);
-                    rec.remember(pid);
-                }
+        let watched: Vec<u32> = match &self.target {
+            Target::All => {
+                probes.rescan_all();
+                Vec::new()
             }
-            Target::All => probes.rescan_all(),
-            Target::Command(pid) => {
-                probes.rescan_pid(*pid);
-                rec.remember(*pid);
+            Target::Pids(pids) => pids.clone(),
+            Target::Command(pid) => vec![*pid],
+        };
+        if !watched.is_empty() {
+            let mut all = watched.clone();
+            all.extend(
+                probes
+                    .followed()
+                    .into_iter()
+                    .filter(|p| !watched.contains(p)),
+            );
+            // `-p` ends once its processes and every descendant followed have exited; a
+            // command ends with the command (its wait is the loop's, not the tick's).
+            if matches!(self.target, Target::Pids(_)) && all.iter().all(|&p| !alive(p)) {
+                return Ok((Next::Finish, None));
+            }
+            for pid in all {
+                probes.rescan_pid(pid);
+                rec.remember(pid);
             }
         }
         rec.forget_exited(alive);

@@ -59,6 +59,32 @@ pub trait Attach {
     fn rescan_all(&mut self);
 }
 
+/// The scope of the probes for a process of the plan: every process when a process tree is
+/// followed (the programs then skip the processes outside it), else that process alone.
+pub fn scope(plan: &Plan, pid: u32) -> Scope {
+    if plan.follow {
+        Scope::All
+    } else {
+        Scope::Pid(pid)
+    }
+}
+
+/// The descendants of `root`, given every process's (pid, parent pid), parents before their
+/// children.
+pub fn descendants(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(child, parent) in parents {
+            if parent == p && child != root && !out.contains(&child) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
 /// The runtime libraries of each `-p` process, looked up before anything is loaded: a process
 /// that is gone or maps no runtime ends the run here. Empty for the other modes.
 pub fn pid_libraries(
@@ -107,7 +133,7 @@ pub fn attach(
         Target::Pids(_) => {
             for (pid, mapped) in pid_libs {
                 for lib in mapped {
-                    probes.attach(lib, Scope::Pid(*pid))?;
+                    probes.attach(lib, scope(plan, *pid))?;
                 }
                 // Runtimes of another family the process may still dlopen by name: probed
                 // now, so their first calls are seen (the rescan alone would miss up to a
@@ -117,7 +143,7 @@ pub fn attach(
                     .into_iter()
                     .filter(|c| !mapped.iter().any(|l| l.family == c.family))
                 {
-                    if let Err(e) = probes.attach(&lib, Scope::Pid(*pid)) {
+                    if let Err(e) = probes.attach(&lib, scope(plan, *pid)) {
                         tracing::debug!(pid, library = %lib.host_path.display(), error = %e, "not attached ahead of dlopen");
                     }
                 }
@@ -143,7 +169,7 @@ pub fn attach(
                         .any(|s| s.family == c.family && s.dev_ino != c.dev_ino)
                 });
             for lib in later.chain(startup.iter().cloned()) {
-                probes.attach(&lib, Scope::Pid(*pid))?;
+                probes.attach(&lib, scope(plan, *pid))?;
             }
         }
     }

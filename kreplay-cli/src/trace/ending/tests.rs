@@ -154,3 +154,28 @@ fn the_last_lines_count_what_was_written() {
         "kreplay: wrote run.pftrace (1200 events, 34567 bytes); open it at https://ui.perfetto.dev"
     );
 }
+
+#[test]
+fn a_followed_tree_reports_its_stops_and_what_it_could_not_follow() {
+    use crate::probes::loader::Counters;
+    assert_eq!(
+        follow_lines(Some((1_250_000, 4_000_000)), 6, &Counters::default()),
+        ["loader hook: 6 stops of followed processes, 1.25 ms median, 4.00 ms longest"]
+    );
+    assert_eq!(
+        follow_lines(None, 0, &Counters::default()),
+        Vec::<String>::new()
+    );
+    let c = Counters {
+        unfollowed: 2,
+        loads_lost: 3,
+        ..Counters::default()
+    };
+    assert_eq!(
+        follow_lines(None, 0, &c),
+        [
+            "kreplay: warning: 2 child processes were not followed (the set of followed processes was full): their calls are not in the trace",
+            "kreplay: warning: 3 library loads of followed processes were not held (the loader hook's ring was full): calls before the next rescan may be missing",
+        ]
+    );
+}

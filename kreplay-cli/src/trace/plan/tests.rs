@@ -145,6 +145,7 @@ fn a_valid_request_becomes_its_mode() {
             libs: vec!["/ok.so".into()],
             ringbuf_bytes: 1 << 23,
             thread_slots: 4096,
+            follow: false,
         }
     );
     assert_eq!(pids.program(), None);
@@ -170,6 +171,53 @@ fn a_valid_request_becomes_its_mode() {
         }
     );
     assert_eq!(cmd.program(), Some("./app"));
+}
+
+#[test]
+fn a_command_is_followed_with_its_children_and_pids_only_when_asked() {
+    let cmd = Request {
+        pids: vec![],
+        command: vec!["./app".into()],
+        ..pid7()
+    };
+    assert!(check(cmd.clone()).unwrap().follow);
+    let alone = Request {
+        no_children: true,
+        ..cmd.clone()
+    };
+    assert!(!check(alone).unwrap().follow);
+    assert!(!check(pid7()).unwrap().follow);
+    let tree = Request {
+        children: true,
+        ..pid7()
+    };
+    assert!(check(tree).unwrap().follow);
+    let all = Request {
+        pids: vec![],
+        all: true,
+        ..pid7()
+    };
+    assert!(!check(all.clone()).unwrap().follow);
+    let children_of_command = Request {
+        children: true,
+        ..cmd
+    };
+    assert_eq!(
+        check(children_of_command),
+        Err(PlanError::ChildrenWithoutPid)
+    );
+    let no_children_of_all = Request {
+        no_children: true,
+        ..all
+    };
+    assert_eq!(
+        check(no_children_of_all.clone()),
+        Err(PlanError::NoChildrenWithoutCommand)
+    );
+    assert_eq!(
+        PlanError::NoChildrenWithoutCommand.to_string(),
+        "--no-children applies to a command after --; -p PID follows no children unless --children"
+    );
 }
 
 #[test]

@@ -9,6 +9,8 @@ struct Probes {
     rescanned: Vec<u32>,
     rescans_all: u32,
     debug_flushes: u32,
+    /// What `followed` answers.
+    followed: Vec<u32>,
 }
 
 impl Probed for Probes {
@@ -23,6 +25,9 @@ impl Probed for Probes {
     }
     fn rescan_all(&mut self) {
         self.rescans_all += 1;
+    }
+    fn followed(&mut self) -> Vec<u32> {
+        self.followed.clone()
     }
     fn flush_debug_log(&mut self) {
         self.debug_flushes += 1;
@@ -147,6 +152,47 @@ fn tracing_pids_finishes_once_every_one_has_exited() {
         (r.drains, r.marked.len(), p.rescanned),
         (2, 2, vec![10, 11])
     );
+}
+
+#[test]
+fn followed_descendants_are_rescanned_and_keep_a_pid_trace_going() {
+    let t0 = Instant::now();
+    // -p 10 --children: 10 has exited, its child 12 lives on.
+    let mut s = Session::new(Target::Pids(vec![10]), None, t0);
+    let (mut p, mut r) = (
+        Probes {
+            followed: vec![10, 12],
+            ..Probes::default()
+        },
+        Rec::default(),
+    );
+    let only_12 = |pid| pid == 12;
+    let (next, _) = s
+        .on(Wake::Tick, t0 + ms(200), &mut p, &mut r, &only_12)
+        .unwrap();
+    assert_eq!(next, Next::Continue);
+    assert_eq!(
+        (p.rescanned.clone(), r.remembered.clone()),
+        (vec![10, 12], vec![10, 12])
+    );
+    let none = |_| false;
+    let (next, _) = s
+        .on(Wake::Tick, t0 + ms(400), &mut p, &mut r, &none)
+        .unwrap();
+    assert_eq!(next, Next::Finish);
+    // -- CMD: the command and the processes it started.
+    let mut s = Session::new(Target::Command(42), None, t0);
+    let (mut p, mut r) = (
+        Probes {
+            followed: vec![42, 43, 44],
+            ..Probes::default()
+        },
+        Rec::default(),
+    );
+    s.on(Wake::Tick, t0 + ms(200), &mut p, &mut r, &only_12)
+        .unwrap();
+    assert_eq!(p.rescanned, [42, 43, 44]);
+    assert_eq!(r.remembered, [42, 43, 44]);
 }
 
 #[test]

@@ -78,6 +78,7 @@ fn plan(mode: Mode) -> Plan {
         libs: vec!["/x/libextra.so".into()],
         ringbuf_bytes: 4096,
         thread_slots: 1,
+        follow: false,
     }
 }
 
@@ -317,4 +318,62 @@ fn the_first_line_names_what_is_traced_and_the_time_spent_attaching() {
         tracing_line(&Target::Command(41), Some("./app"), 120, ms(1999)),
         "kreplay: tracing ./app (pid 41): 120 probes attached in 1999 ms; stop with Ctrl-C"
     );
+}
+
+#[test]
+fn descendants_are_found_through_every_generation_once() {
+    // 10 → 11 → 13 → 14, 10 → 12; 20 is another tree; 15's parent 14 appears later in the list.
+    let parents = [(11, 10), (12, 10), (13, 11), (21, 20), (15, 14), (14, 13)];
+    let mut d = descendants(10, &parents);
+    d.sort_unstable();
+    assert_eq!(d, vec![11, 12, 13, 14, 15]);
+    assert_eq!(descendants(12, &parents), Vec::<u32>::new());
+    assert_eq!(descendants(20, &parents), vec![21]);
+}
+
+#[test]
+fn a_followed_tree_is_probed_for_every_process_and_a_lone_target_for_itself() {
+    let libs = Libs {
+        startup: vec![lib("/app/rpath/libamdhip64.so", 1, Library::Hip)],
+        mapped: vec![lib("/r/libcuda.so.1", 2, Library::Cuda)],
+        ..Libs::default()
+    };
+    let followed = Plan {
+        follow: true,
+        ..command()
+    };
+    let mut probes = Probes::default();
+    attach(
+        &followed,
+        &Target::Command(41),
+        &[],
+        None,
+        &libs,
+        &mut probes,
+    )
+    .unwrap();
+    assert_eq!(
+        probes.attached,
+        [("/app/rpath/libamdhip64.so".to_string(), Scope::All)]
+    );
+    let tree = Plan {
+        follow: true,
+        ..plan(Mode::Pids(vec![9]))
+    };
+    let mut probes = Probes::default();
+    attach(
+        &tree,
+        &Target::Pids(vec![9]),
+        &[(9, libs.mapped.clone())],
+        None,
+        &libs,
+        &mut probes,
+    )
+    .unwrap();
+    assert_eq!(
+        probes.attached,
+        [("/r/libcuda.so.1".to_string(), Scope::All)]
+    );
+    assert_eq!(scope(&tree, 9), Scope::All);
+    assert_eq!(scope(&plan(Mode::Pids(vec![9])), 9), Scope::Pid(9));
 }
