@@ -492,3 +492,57 @@ fn a_stream_directory_replay_did_not_create_is_left_as_it_was() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_shell_starting_two_workloads_gets_the_tool_in_both_and_each_kernel_names_its_process() {
+    let w = workload("saxpy");
+    let line = format!(
+        "{w} 1 1024 2 > /dev/null & {w} 1 1024 3 > /dev/null; wait",
+        w = w.display()
+    );
+    let trace = scratch("replay").join("tree.pftrace");
+    let out = Command::new(kreplay_bin())
+        .args(["replay", "--passes", "2", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", &line])
+        .output()
+        .expect("run kreplay replay");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}");
+    // One row per process: `saxpy [pid N]` with its own dispatch count.
+    let mut rows: Vec<(u64, u64)> = stdout
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("saxpy [pid ")?;
+            let (pid, cols) = rest.split_once(']')?;
+            let dispatches = cols.split_whitespace().next()?.parse().ok()?;
+            Some((pid.parse().ok()?, dispatches))
+        })
+        .collect();
+    rows.sort_by_key(|r| r.1);
+    assert_eq!(
+        rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+        [2, 3],
+        "{stdout}"
+    );
+    // The trace puts each process's replays under its own GPU agent track, named with the
+    // process's program and pid.
+    let d = kreplay_tests::decode_trace(&trace);
+    let mut named: Vec<u64> = d["tracks"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|t| {
+            let rest = t["name"].as_str()?.strip_prefix("GPU agent ")?;
+            rest.split_once(" (saxpy ")?
+                .1
+                .strip_suffix(')')?
+                .parse()
+                .ok()
+        })
+        .collect();
+    named.sort_unstable();
+    let mut want: Vec<u64> = rows.iter().map(|r| r.0).collect();
+    want.sort_unstable();
+    assert_eq!(named, want);
+}

@@ -271,6 +271,7 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
     let mut summary = Summary::new();
     for (i, f) in files.iter().enumerate() {
         let r = StreamReader::open(f).with_context(|| format!("cannot read {}", f.display()))?;
+        summary.set_pid(i, r.header().pid);
         for rec in r {
             summary.push(i, &rec);
         }

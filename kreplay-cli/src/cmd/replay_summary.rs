@@ -149,8 +149,11 @@ pub const SETTLED_KEPT: usize = 65_536;
 /// Aggregates records as they are read; [`Summary::finish`] gives the rows by kernel.
 #[derive(Default)]
 pub struct Summary {
-    kernels: Vec<(String, KernelRow)>,
-    by_name: HashMap<String, usize>,
+    /// Rows by (process, kernel name).
+    kernels: Vec<((u32, String), KernelRow)>,
+    by_name: HashMap<(u32, String), usize>,
+    /// The process each stream came from ([`Summary::set_pid`]; 0 when not said).
+    pids: HashMap<usize, u32>,
     /// Per (stream, correlation): what waits for its dispatch's kernel.
     pending: HashMap<(usize, u64), Pending>,
     /// Per (stream, correlation): dispatches whose kernel is known, at most [`SETTLED_KEPT`].
@@ -169,12 +172,19 @@ impl Summary {
         Self::default()
     }
 
+    /// Says that stream `source` was written by process `pid`: its kernels get rows of their
+    /// own when several processes replayed.
+    pub fn set_pid(&mut self, source: usize, pid: u32) {
+        self.pids.insert(source, pid);
+    }
+
     /// Adds one record of stream `source` (correlation ids are per stream).
     pub fn push(&mut self, source: usize, r: &Record) {
         let key = |corr| (source, corr);
         match r {
             Record::Dispatch(d) => {
-                let k = self.kernel(&d.kernel);
+                let pid = self.pids.get(&source).copied().unwrap_or(0);
+                let k = self.kernel(pid, &d.kernel);
                 self.kernels[k].1.dispatches += 1;
                 self.pending(key(d.correlation)).kernel = Some(k);
                 self.flush(key(d.correlation));
@@ -240,13 +250,14 @@ impl Summary {
         }
     }
 
-    fn kernel(&mut self, name: &str) -> usize {
-        if let Some(&k) = self.by_name.get(name) {
+    fn kernel(&mut self, pid: u32, name: &str) -> usize {
+        let key = (pid, name.to_owned());
+        if let Some(&k) = self.by_name.get(&key) {
             return k;
         }
-        self.kernels.push((name.to_owned(), KernelRow::default()));
+        self.kernels.push((key.clone(), KernelRow::default()));
         self.pass_counts.push(PassCounts::default());
-        self.by_name.insert(name.to_owned(), self.kernels.len() - 1);
+        self.by_name.insert(key, self.kernels.len() - 1);
         self.kernels.len() - 1
     }
 
@@ -295,7 +306,8 @@ impl Summary {
         }
     }
 
-    /// The rows by kernel name. Records whose dispatch never arrived count under `?`.
+    /// The rows by kernel name, or `name [pid N]` when kernels of several processes were
+    /// replayed. Records whose dispatch never arrived count under `?`.
     pub fn finish(mut self) -> BTreeMap<String, KernelRow> {
         let mut orphan = KernelRow::default();
         for p in self.pending.values() {
@@ -310,7 +322,25 @@ impl Summary {
             row.left_out = c.left_out;
             row.passes_per_dispatch = c.range;
         }
-        let mut rows: BTreeMap<String, KernelRow> = self.kernels.drain(..).collect();
+        let several = self
+            .kernels
+            .iter()
+            .map(|((pid, _), _)| pid)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1;
+        let mut rows: BTreeMap<String, KernelRow> = self
+            .kernels
+            .drain(..)
+            .map(|((pid, name), row)| {
+                let label = if several {
+                    format!("{name} [pid {pid}]")
+                } else {
+                    name
+                };
+                (label, row)
+            })
+            .collect();
         if orphan != KernelRow::default() {
             rows.insert("?".into(), orphan);
         }

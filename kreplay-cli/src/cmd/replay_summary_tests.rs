@@ -229,6 +229,19 @@ fn kernel_names_are_demangled_shortened_and_elided_for_the_terminal() {
     assert_eq!(short_name(long).chars().count(), 40);
     // (anonymous namespace)::k(float*)
     assert_eq!(short_name("_ZN12_GLOBAL__N_11kEPf"), "(anon)::k");
+    let rows: BTreeMap<String, KernelRow> = [
+        (
+            "_Z5saxpyfPKfPfm [pid 4242]".to_string(),
+            KernelRow::default(),
+        ),
+        (format!("{long} [pid 7]"), KernelRow::default()),
+    ]
+    .into_iter()
+    .collect();
+    let l = super::super::replay_table::labels(&rows);
+    assert_eq!(l[0], "saxpy [pid 4242]");
+    assert_eq!(l[1], "at::native::vectoriz…e_kernel<…> [pid 7]");
+    assert_eq!(l[1].chars().count(), 40);
 }
 
 #[test]
@@ -454,4 +467,28 @@ fn memory_stays_flat_in_dispatches_and_pass_counts_stay_exact() {
     );
     assert_eq!(k.passes, 2 * (n - left_out) + 1 - 1);
     assert!(!rows.contains_key("?"));
+}
+
+#[test]
+fn kernels_of_several_processes_get_a_row_each_and_one_process_keeps_plain_names() {
+    let mut s = Summary::new();
+    s.set_pid(0, 100);
+    s.set_pid(1, 200);
+    for (source, corr) in [(0, 1), (1, 1), (1, 2)] {
+        s.push(source, &dispatch(corr, "saxpy"));
+        s.push(source, &pass(corr, 0, 10));
+        s.push(source, &pass(corr, 1, 10));
+    }
+    let rows = s.finish();
+    let got: Vec<(&str, u64, u64)> = rows
+        .iter()
+        .map(|(k, r)| (k.as_str(), r.dispatches, r.passes))
+        .collect();
+    assert_eq!(got, [("saxpy [pid 100]", 1, 2), ("saxpy [pid 200]", 2, 4)]);
+    let mut one = Summary::new();
+    one.set_pid(0, 100);
+    one.set_pid(1, 100);
+    one.push(0, &dispatch(1, "saxpy"));
+    one.push(1, &dispatch(1, "saxpy"));
+    assert_eq!(one.finish().keys().collect::<Vec<_>>(), ["saxpy"]);
 }

@@ -74,11 +74,20 @@ pub fn elide(s: &str, width: usize) -> String {
 }
 
 /// Unique short names for `rows` (a `#2`, `#3` suffix where two kernels shorten alike).
-fn labels(rows: &BTreeMap<String, KernelRow>) -> Vec<String> {
+pub(crate) fn labels(rows: &BTreeMap<String, KernelRow>) -> Vec<String> {
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
     rows.keys()
         .map(|raw| {
-            let s = short_name(raw);
+            // A row of one process among several (`name [pid N]`): the pid stays whole.
+            let s = match raw.rsplit_once(" [pid ") {
+                Some((name, pid)) if pid.ends_with(']') => {
+                    let tag = format!(" [pid {pid}");
+                    let short = short_name(name);
+                    let room = NAME_WIDTH.saturating_sub(tag.chars().count()).max(8);
+                    format!("{}{tag}", elide(&short, room))
+                }
+                _ => short_name(raw),
+            };
             let n = seen.entry(s.clone()).or_default();
             *n += 1;
             if *n == 1 { s } else { format!("{s}#{n}") }
