@@ -248,10 +248,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         Targets::Command(pid) => {
             // The libraries the loader will map at startup (rpath included), then every
             // runtime library in the usual places, for those loaded later with dlopen.
-            let startup: Vec<RuntimeLib> = discover::startup_libraries(&args.command[0])
-                .iter()
-                .filter_map(|p| discover::describe(p))
-                .collect();
+            let startup: Vec<RuntimeLib> = discover::startup_objects(&args.command[0]);
             let ld = std::env::var("LD_LIBRARY_PATH").ok();
             let libs = discover::candidates(ld.as_deref(), &args.libs)
                 .into_iter()
@@ -327,6 +324,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         pids: Default::default(),
         last_pid: 0,
         io_error: None,
+        held: Default::default(),
     };
     let started = Instant::now();
     let cpu_at_start = reader_cpu_ns();
@@ -384,6 +382,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             }
         }
         intake.finish(&mut |s| col.push(&s));
+        col.finish_held();
         anyhow::Ok((code, signalled))
     })
     .with_context(|| kept_streams(&dir, &output))?;

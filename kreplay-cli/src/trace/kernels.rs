@@ -157,6 +157,29 @@ impl KernelNames {
         })
     }
 
+    /// Gives handle `handle` of process `pid` the name `name`, unless it has one: a driver
+    /// launch's function gets the name of the runtime launch it was made from (see
+    /// [`super::nesting`]). Returns the stream record, timed `ts_ns`, for a name given.
+    pub fn name_handle(
+        &mut self,
+        pid: u32,
+        handle: u64,
+        name: &Arc<str>,
+        ts_ns: u64,
+    ) -> Option<KernelName> {
+        if handle == 0 || self.names.contains_key(&(pid, handle)) {
+            return None;
+        }
+        self.misses.remove(&(pid, handle));
+        self.names.insert((pid, handle), name.clone());
+        Some(KernelName {
+            pid,
+            ts_ns,
+            handle,
+            name: name.to_string(),
+        })
+    }
+
     /// The kernel a launch call runs, for APIs that name one ([`ApiSpec::kernel_arg`]).
     ///
     /// [`ApiSpec::kernel_arg`]: kreplay_common::api::ApiSpec::kernel_arg
@@ -271,6 +294,7 @@ mod tests {
             tid: 1,
             api: id_of(api).unwrap(),
             flags: FLAG_OUT_VALID,
+            parent: 0,
             _pad: 0,
             args,
             extra: [0; 5],

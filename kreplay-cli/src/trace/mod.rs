@@ -6,5 +6,7 @@ pub mod discover;
 pub mod ending;
 pub mod histogram;
 pub mod kernels;
+pub mod nesting;
 pub mod session;
+pub mod static_cudart;
 pub mod summary;
