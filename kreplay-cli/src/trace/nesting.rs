@@ -134,10 +134,7 @@ mod tests {
 
     #[test]
     fn roles_follow_the_parent_call() {
-        assert_eq!(
-            role_of(&call("cuLaunchKernel", "", 1, 2)),
-            LaunchRole::Own
-        );
+        assert_eq!(role_of(&call("cuLaunchKernel", "", 1, 2)), LaunchRole::Own);
         assert_eq!(
             role_of(&call("cuLaunchKernel", "cudaLaunchKernel", 1, 2)),
             LaunchRole::InsideKernelLaunch

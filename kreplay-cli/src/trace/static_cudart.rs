@@ -23,10 +23,7 @@ use std::{
 use object::{
     Endianness, Object, ObjectSymbol,
     elf::FileHeader64,
-    read::{
-        ReadCache,
-        elf::FileHeader,
-    },
+    read::{ReadCache, elf::FileHeader},
 };
 
 /// Sections that hold a module's device code in an nvcc-built object.
