@@ -403,4 +403,23 @@ mod tests {
         let l = spec_of(id_of("cuLaunchKernel").unwrap()).unwrap();
         assert_eq!((l.stream_arg, l.stack_words), (8, 5));
     }
+
+    #[test]
+    fn runtime_launches_and_2d_copies_read_their_arguments() {
+        let l = spec_of(id_of("cudaLaunchKernel").unwrap()).unwrap();
+        assert_eq!(
+            (l.library, l.kernel_arg, l.stream_arg, l.geometry),
+            (Library::CudaRt, 0, 7, Geometry::Dim3Pairs(1))
+        );
+        let ex = spec_of(id_of("cudaLaunchKernelExC").unwrap()).unwrap();
+        assert_eq!((ex.kernel_arg, ex.geometry), (1, Geometry::ConfigStruct));
+        // cudaMemcpy2D(dst, dpitch, src, spitch, width = 32, height = 4, kind).
+        let c = spec_of(id_of("cudaMemcpy2D").unwrap()).unwrap();
+        let args = [0x1000, 64, 0x2000, 64, 32, 4, 0];
+        assert_eq!(c.bytes(|i| args[i as usize]), Some(128));
+        let m = spec_of(id_of("cudaMemcpy").unwrap()).unwrap();
+        assert_eq!(m.bytes(|i| [0, 0, 4096, 1][i as usize]), Some(4096));
+        let sync = spec_of(id_of("cudaDeviceSynchronize").unwrap()).unwrap();
+        assert_eq!(sync.bytes(|_| 7), None);
+    }
 }

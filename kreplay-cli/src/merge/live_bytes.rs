@@ -250,4 +250,38 @@ mod tests {
             "live bytes (CUDA driver, all devices)"
         );
     }
+
+    #[test]
+    fn cuda_runtime_bytes_follow_cuda_set_device_apart_from_hip_and_the_driver() {
+        let mut l = LiveBytes::default();
+        l.account(&call("cudaMalloc", 1, [0, 64, 0, 0, 0, 0], 0x1000, 1));
+        l.account(&call("cudaSetDevice", 1, [2, 0, 0, 0, 0, 0], 0, 2));
+        // The driver allocation cudaMalloc makes: the driver layer's own counter.
+        l.account(&call("cuMemAlloc_v2", 1, [0, 128, 0, 0, 0, 0], 0x2000, 3));
+        l.account(&call("cudaMalloc", 1, [0, 128, 0, 0, 0, 0], 0x2000, 3));
+        // cudaSetDevice is not HIP's device.
+        l.account(&call("hipMalloc", 1, [0, 256, 0, 0, 0, 0], 0x3000, 4));
+        l.account(&call("cudaSetDevice", 1, [0, 0, 0, 0, 0, 0], 0, 5));
+        l.account(&call("cudaFree", 1, [0x2000, 0, 0, 0, 0, 0], 0, 6));
+        let mut got: Vec<(Library, Place, i64)> = l
+            .pending
+            .iter()
+            .map(|Reverse((_, _, (_, layer, p), d))| (*layer, *p, *d))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (Library::Hip, Place::DeviceNotSet, 256),
+                (Library::Cuda, Place::Process, 128),
+                (Library::CudaRt, Place::Device(2), -128),
+                (Library::CudaRt, Place::Device(2), 128),
+                (Library::CudaRt, Place::DeviceNotSet, 64),
+            ]
+        );
+        assert_eq!(
+            Place::Device(2).track_name(Library::CudaRt),
+            "live bytes (CUDA runtime device 2)"
+        );
+    }
 }
