@@ -120,18 +120,32 @@ impl Collector {
         r: &CallRecord,
         children: Vec<CallRecord>,
     ) -> Result<(), kreplay_common::stream::StreamError> {
-        let outer = self.kernels.launch(r);
-        let inner: Vec<Resolved> = children.iter().map(|c| self.kernels.launch(c)).collect();
-        let name = outer
-            .name
-            .clone()
-            .or_else(|| inner.iter().find_map(|k| k.name.clone()));
-        self.summary.add_launch(name.as_deref());
         let handle = |c: &CallRecord| {
             spec_of(c.api)
                 .and_then(|s| c.arg(s.kernel_arg))
                 .unwrap_or(0)
         };
+        let outer = self.kernels.launch(r);
+        // An inner launch's own handle is looked up in the symbols only when the outer one
+        // has no name to give it (a driver function is a heap handle: no symbol).
+        let inner: Vec<Resolved> = children
+            .iter()
+            .map(
+                |c| match (self.kernels.known(c.pid, handle(c)), &outer.name) {
+                    (Some(n), _) => Resolved {
+                        name: Some(n),
+                        new_record: None,
+                    },
+                    (None, Some(_)) => Resolved::default(),
+                    (None, None) => self.kernels.launch(c),
+                },
+            )
+            .collect();
+        let name = outer
+            .name
+            .clone()
+            .or_else(|| inner.iter().find_map(|k| k.name.clone()));
+        self.summary.add_launch(name.as_deref());
         let outer_named = match (&outer.name, &name) {
             (None, Some(n)) => {
                 self.kernels

@@ -157,6 +157,11 @@ impl KernelNames {
         })
     }
 
+    /// The name handle `handle` of process `pid` has now, without looking further.
+    pub fn known(&self, pid: u32, handle: u64) -> Option<Arc<str>> {
+        self.names.get(&(pid, handle)).cloned()
+    }
+
     /// Gives handle `handle` of process `pid` the name `name`, unless it has one: a driver
     /// launch's function gets the name of the runtime launch it was made from (see
     /// [`super::nesting`]). Returns the stream record, timed `ts_ns`, for a name given.
