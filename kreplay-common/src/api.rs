@@ -79,6 +79,9 @@ pub struct ApiSpec {
     pub kind: ApiKind,
     /// Argument index of the size in bytes, or [`NO_ARG`].
     pub size_arg: u8,
+    /// Argument index of a row count the size is multiplied by (2D copies: width × height), or
+    /// [`NO_ARG`].
+    pub rows_arg: u8,
     /// Argument index of the pointer operated on (freed, destination of a copy), or [`NO_ARG`].
     pub ptr_arg: u8,
     /// Argument index of an out-pointer the call writes its result through, or [`NO_ARG`].
@@ -108,6 +111,7 @@ const fn spec(name: &'static str, library: Library, kind: ApiKind) -> ApiSpec {
         library,
         kind,
         size_arg: NO_ARG,
+        rows_arg: NO_ARG,
         ptr_arg: NO_ARG,
         out_arg: NO_ARG,
         stream_arg: NO_ARG,
@@ -121,8 +125,26 @@ const fn spec(name: &'static str, library: Library, kind: ApiKind) -> ApiSpec {
 }
 
 impl ApiSpec {
+    /// The bytes a call allocates or moves, given a reader of its arguments: the size
+    /// argument, times the row count for 2D copies; `None` when the API has no size.
+    pub fn bytes(&self, arg: impl Fn(u8) -> u64) -> Option<u64> {
+        if self.size_arg == NO_ARG {
+            return None;
+        }
+        let size = arg(self.size_arg);
+        Some(if self.rows_arg == NO_ARG {
+            size
+        } else {
+            size.saturating_mul(arg(self.rows_arg))
+        })
+    }
+
     const fn size(mut self, i: u8) -> Self {
         self.size_arg = i;
+        self
+    }
+    const fn rows(mut self, i: u8) -> Self {
+        self.rows_arg = i;
         self
     }
     const fn ptr(mut self, i: u8) -> Self {
@@ -263,6 +285,73 @@ pub const APIS: &[ApiSpec] = &[
     spec("cuLibraryGetKernel", Cuda, Symbol).out(0).name(2),
     // cuKernelGetFunction(CUfunction* out, CUkernel): the function gets the kernel's name.
     spec("cuKernelGetFunction", Cuda, Symbol).out(0).ptr(1),
+    // CUDA runtime (cuda_runtime_api.h). cudaError_t is 0 on success, as CUresult is. A
+    // `dim3` (three u32, 12 bytes) passed by value is two INTEGER eightbytes in the SysV ABI:
+    // x|y<<32 in one register, z in the next, as hipLaunchKernel's. cudaLaunchKernel(func,
+    // gridDim, blockDim, args, sharedMem, stream): func rdi, grid rsi/rdx, block rcx/r8, args
+    // r9, sharedMem and stream the first two stack words.
+    spec("cudaLaunchKernel", CudaRt, Launch)
+        .kernel(0)
+        .stream(7)
+        .stack(2)
+        .geometry(Geometry::Dim3Pairs(1)),
+    // cudaLaunchKernelExC(const cudaLaunchConfig_t*, func, args): the config starts with
+    // gridDim and blockDim, six u32 as CUlaunchConfig does.
+    spec("cudaLaunchKernelExC", CudaRt, Launch)
+        .kernel(1)
+        .geometry(Geometry::ConfigStruct),
+    spec("cudaLaunchCooperativeKernel", CudaRt, Launch)
+        .kernel(0)
+        .stream(7)
+        .stack(2)
+        .geometry(Geometry::Dim3Pairs(1)),
+    spec("cudaGraphLaunch", CudaRt, Launch).stream(1),
+    spec("cudaMalloc", CudaRt, Alloc).out(0).size(1),
+    spec("cudaFree", CudaRt, Free).ptr(0),
+    spec("cudaMallocAsync", CudaRt, Alloc)
+        .out(0)
+        .size(1)
+        .stream(2),
+    spec("cudaFreeAsync", CudaRt, Free).ptr(0).stream(1),
+    spec("cudaMallocHost", CudaRt, Alloc).out(0).size(1),
+    spec("cudaHostAlloc", CudaRt, Alloc).out(0).size(1),
+    spec("cudaFreeHost", CudaRt, Free).ptr(0),
+    spec("cudaMallocManaged", CudaRt, Alloc).out(0).size(1),
+    // cudaMemcpy(dst, src, count, kind): the cudaMemcpyKind stays in the recorded arguments.
+    spec("cudaMemcpy", CudaRt, Copy).ptr(0).size(2),
+    spec("cudaMemcpyAsync", CudaRt, Copy)
+        .ptr(0)
+        .size(2)
+        .stream(4),
+    // cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind): width × height bytes; kind
+    // is the first stack word.
+    spec("cudaMemcpy2D", CudaRt, Copy)
+        .ptr(0)
+        .size(4)
+        .rows(5)
+        .stack(1),
+    spec("cudaMemcpy2DAsync", CudaRt, Copy)
+        .ptr(0)
+        .size(4)
+        .rows(5)
+        .stream(7)
+        .stack(2),
+    // cudaMemcpyPeer(dst, dstDevice, src, srcDevice, count).
+    spec("cudaMemcpyPeer", CudaRt, Copy).ptr(0).size(4),
+    spec("cudaMemcpyPeerAsync", CudaRt, Copy)
+        .ptr(0)
+        .size(4)
+        .stream(5),
+    // cudaMemset(devPtr, value, count).
+    spec("cudaMemset", CudaRt, Copy).ptr(0).size(2),
+    spec("cudaMemsetAsync", CudaRt, Copy)
+        .ptr(0)
+        .size(2)
+        .stream(3),
+    spec("cudaStreamSynchronize", CudaRt, Sync).stream(0),
+    spec("cudaEventSynchronize", CudaRt, Sync),
+    spec("cudaDeviceSynchronize", CudaRt, Sync),
+    spec("cudaSetDevice", CudaRt, Device),
     // A function named by the user (`kreplay probe`): arguments recorded raw.
     spec("user_function", User, Other),
 ];
@@ -313,5 +402,24 @@ mod tests {
         assert_eq!((q.out_arg, q.stack_words), (7, 2));
         let l = spec_of(id_of("cuLaunchKernel").unwrap()).unwrap();
         assert_eq!((l.stream_arg, l.stack_words), (8, 5));
+    }
+
+    #[test]
+    fn runtime_launches_and_2d_copies_read_their_arguments() {
+        let l = spec_of(id_of("cudaLaunchKernel").unwrap()).unwrap();
+        assert_eq!(
+            (l.library, l.kernel_arg, l.stream_arg, l.geometry),
+            (Library::CudaRt, 0, 7, Geometry::Dim3Pairs(1))
+        );
+        let ex = spec_of(id_of("cudaLaunchKernelExC").unwrap()).unwrap();
+        assert_eq!((ex.kernel_arg, ex.geometry), (1, Geometry::ConfigStruct));
+        // cudaMemcpy2D(dst, dpitch, src, spitch, width = 32, height = 4, kind).
+        let c = spec_of(id_of("cudaMemcpy2D").unwrap()).unwrap();
+        let args = [0x1000, 64, 0x2000, 64, 32, 4, 0];
+        assert_eq!(c.bytes(|i| args[i as usize]), Some(128));
+        let m = spec_of(id_of("cudaMemcpy").unwrap()).unwrap();
+        assert_eq!(m.bytes(|i| [0, 0, 4096, 1][i as usize]), Some(4096));
+        let sync = spec_of(id_of("cudaDeviceSynchronize").unwrap()).unwrap();
+        assert_eq!(sync.bytes(|_| 7), None);
     }
 }

@@ -336,8 +336,12 @@ pub struct CallRecord {
     pub api: u16,
     /// Bit 0: `out` holds a value read through the out-pointer.
     pub flags: u16,
+    /// The API id + 1 of the thread's innermost probed call in flight when this one was
+    /// entered (the call it was made from: `cuLaunchKernel` inside `cudaLaunchKernel`), 0 when
+    /// none was.
+    pub parent: u16,
     /// Padding, zero.
-    pub _pad: u32,
+    pub _pad: u16,
     /// The six argument registers at entry.
     pub args: [u64; 6],
     /// Stack arguments or struct words captured at entry.
@@ -589,6 +593,7 @@ mod tests {
             tid: 4,
             api: 5,
             flags: FLAG_OUT_VALID,
+            parent: 0,
             _pad: 0,
             args: [6, 7, 8, 9, 10, 11],
             extra: [12, 13, 14, 15, 16],

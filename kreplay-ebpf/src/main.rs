@@ -202,6 +202,7 @@ fn try_call_return(ctx: &RetProbeContext) {
                 tid,
                 api: c.api(),
                 flags,
+                parent: found.parent_plus_one(),
                 _pad: 0,
                 args: state.args,
                 extra: state.extra,

@@ -143,6 +143,20 @@ impl Found {
         }
     }
 
+    /// The API id + 1 of the frame below this call's (the probed call of the same thread it
+    /// was made from), 0 when it was the thread's outermost call in flight.
+    #[inline(always)]
+    pub fn parent_plus_one(&self) -> u16 {
+        if self.level == 0 {
+            return 0;
+        }
+        // SAFETY: as in `first_wake`; the index is masked into the frame array.
+        let s = unsafe { &*self.slot };
+        s.frames[((self.level - 1) as usize) & (FRAME_DEPTH - 1)]
+            .api
+            .wrapping_add(1)
+    }
+
     /// Removes the call (and any frames above it, whose return never fired). Call it after the
     /// last read of the frame and after a helper call (the ring buffer submit), which keeps the
     /// compiler from moving the frame's reads below this store.

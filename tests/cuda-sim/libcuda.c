@@ -68,7 +68,12 @@ static void k_hits(Func *f, void **a) {
   unsigned *hits = global(f->m, "hits");
   for (int i = 0; i < n; i++) { y[i] += 1.0f; if (hits) (*hits)++; }
 }
-static const struct { const char *name; Impl run; } known[] = { { "axpy_inplace", k_axpy }, { "count_hits", k_hits } };
+// Each kernel under its plain name (the driver-API programs' PTX) and its mangled one (the
+// runtime program's, as nvcc names a C++ kernel's entry).
+static const struct { const char *name; Impl run; } known[] = {
+  { "axpy_inplace", k_axpy }, { "count_hits", k_hits },
+  { "_Z12axpy_inplacePfPKffi", k_axpy }, { "_Z10count_hitsPfi", k_hits },
+};
 
 CUresult cuInit(unsigned flags) { (void)flags; return OK; }
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }

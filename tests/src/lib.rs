@@ -450,3 +450,71 @@ pub fn cuda_sim(name: &str) -> &'static CudaSim {
         }
     })
 }
+
+/// The stand-in CUDA runtime of `tests/cuda-sim` (`libcudart.so.12`, over the stand-in
+/// driver) and its program, built once per test binary beside [`cuda_sim`]'s driver.
+pub struct CudartSim {
+    /// Directory holding `libcuda.so.1` and `libcudart.so.12` (put it on `LD_LIBRARY_PATH`:
+    /// the runtime dlopens the driver by name).
+    pub dir: PathBuf,
+    /// `cudart_app`, linked against `libcudart.so.12`.
+    pub app: PathBuf,
+    /// `cudart_app` with the runtime linked in statically (no `libcudart.so` mapped).
+    pub static_app: PathBuf,
+}
+
+/// Builds [`CudartSim`] in [`cuda_sim`]`(name)`'s directory; later calls return the same build.
+pub fn cudart_sim(name: &str) -> &'static CudartSim {
+    static BUILT: std::sync::OnceLock<CudartSim> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = cuda_sim(name).dir.clone();
+        let src = workspace_root().join("tests/cuda-sim");
+        let s = |p: &Path| p.display().to_string();
+        let (lib, app, static_app) = (
+            dir.join("libcudart.so.12"),
+            dir.join("cudart_app"),
+            dir.join("cudart_app_static"),
+        );
+        // Exported with the real runtime's symbol version node (`cudaMalloc@@libcudart.so.12`).
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Wl,-soname,libcudart.so.12",
+            &format!("-Wl,--version-script,{}", s(&src.join("libcudart.map"))),
+            "-o",
+            &s(&lib),
+            &s(&src.join("libcudart.c")),
+            "-ldl",
+            "-lpthread",
+        ]);
+        let app_src = s(&src.join("cudart_app.c"));
+        cc(&[
+            "-O1",
+            "-Wall",
+            "-o",
+            &s(&app),
+            &app_src,
+            &format!("-L{}", dir.display()),
+            "-l:libcudart.so.12",
+            &format!("-Wl,-rpath,{}", dir.display()),
+        ]);
+        // The runtime compiled into the program, as `nvcc -cudart static` links it.
+        cc(&[
+            "-O1",
+            "-Wall",
+            "-o",
+            &s(&static_app),
+            &app_src,
+            &s(&src.join("libcudart.c")),
+            "-ldl",
+            "-lpthread",
+        ]);
+        CudartSim {
+            dir,
+            app,
+            static_app,
+        }
+    })
+}

@@ -15,6 +15,8 @@ use serde_json::Value;
 mod all;
 #[path = "trace_parts/cuda.rs"]
 mod cuda;
+#[path = "trace_parts/cudart.rs"]
+mod cudart;
 #[path = "trace_parts/devices.rs"]
 mod devices;
 #[path = "trace_parts/dlopen.rs"]

@@ -293,6 +293,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         pids: Default::default(),
         last_pid: 0,
         io_error: None,
+        held: Default::default(),
     };
     let started = Instant::now();
     let cpu_at_start = reader_cpu_ns();
@@ -525,6 +526,7 @@ async fn record(
     }
     let col = &mut *rec.col;
     rec.intake.finish(&mut |s| col.push(&s));
+    col.finish_held();
     Ok((code, signalled))
 }
 

@@ -10,7 +10,8 @@ use kreplay_cli::{
         attach::Attacher,
         capture::Capture,
         discover::RuntimeLib,
-        kernels::KernelNames,
+        kernels::{KernelNames, Resolved},
+        nesting::{Held, LaunchRole, role_of},
         session::{Probed, Recording},
         summary::Summary,
         targets::Attach,
@@ -55,6 +56,8 @@ pub(super) struct Collector {
     pub(super) last_pid: u32,
     /// The first failed write, reported once recording ends.
     pub(super) io_error: Option<anyhow::Error>,
+    /// Driver launches waiting for the runtime launch they were made from.
+    pub(super) held: Held,
 }
 
 impl Collector {
@@ -75,23 +78,110 @@ impl Collector {
             self.kernels.remember(r.pid);
         }
         self.last_pid = r.pid;
+        if !self.held.is_empty() {
+            for orphan in self.held.orphans(r) {
+                self.own_launch(&orphan, Vec::new())?;
+            }
+        }
         self.summary.add(r);
         let Some(spec) = spec_of(r.api) else {
             return self.capture.push(r);
         };
-        let named = match spec.kind {
-            ApiKind::Launch if spec.kernel_arg != NO_ARG => {
-                let k = self.kernels.launch(r);
-                self.summary.add_launch(k.name.as_deref());
-                k.new_record
+        match spec.kind {
+            ApiKind::Launch if spec.kernel_arg != NO_ARG => match role_of(r) {
+                LaunchRole::Own => {
+                    let children = self.held.children_of(r);
+                    self.own_launch(r, children)
+                }
+                LaunchRole::InsideKernelLaunch => match self.held.hold(r) {
+                    Some(lost_parent) => self.own_launch(&lost_parent, Vec::new()),
+                    None => Ok(()),
+                },
+                LaunchRole::InsideGraphLaunch => {
+                    if let Some(rec) = self.kernels.launch(r).new_record {
+                        self.capture.kernel_name(r.tid, rec)?;
+                    }
+                    self.capture.push(r)
+                }
+            },
+            ApiKind::Symbol => {
+                if let Some(rec) = self.kernels.alias(r) {
+                    self.capture.kernel_name(r.tid, rec)?;
+                }
+                self.capture.push(r)
             }
-            ApiKind::Symbol => self.kernels.alias(r),
-            _ => None,
+            _ => self.capture.push(r),
+        }
+    }
+
+    /// Writes launch `r` and the inner launches made inside it (held until now), counting them
+    /// as one launch in the per-kernel table. Each takes the other's kernel name where its own
+    /// is unknown, so a driver function made before the attach is named by its runtime launch.
+    fn own_launch(
+        &mut self,
+        r: &CallRecord,
+        children: Vec<CallRecord>,
+    ) -> Result<(), kreplay_common::stream::StreamError> {
+        let handle = |c: &CallRecord| {
+            spec_of(c.api)
+                .and_then(|s| c.arg(s.kernel_arg))
+                .unwrap_or(0)
         };
-        if let Some(rec) = named {
+        let outer = self.kernels.launch(r);
+        // An inner launch's own handle is looked up in the symbols only when the outer one
+        // has no name to give it (a driver function is a heap handle: no symbol).
+        let inner: Vec<Resolved> = children
+            .iter()
+            .map(
+                |c| match (self.kernels.known(c.pid, handle(c)), &outer.name) {
+                    (Some(n), _) => Resolved {
+                        name: Some(n),
+                        new_record: None,
+                    },
+                    (None, Some(_)) => Resolved::default(),
+                    (None, None) => self.kernels.launch(c),
+                },
+            )
+            .collect();
+        let name = outer
+            .name
+            .clone()
+            .or_else(|| inner.iter().find_map(|k| k.name.clone()));
+        self.summary.add_launch(name.as_deref());
+        let outer_named = match (&outer.name, &name) {
+            (None, Some(n)) => {
+                self.kernels
+                    .name_handle(r.pid, handle(r), n, r.enter_ns.saturating_sub(1))
+            }
+            _ => outer.new_record,
+        };
+        if let Some(rec) = outer_named {
             self.capture.kernel_name(r.tid, rec)?;
         }
+        for (c, k) in children.iter().zip(inner) {
+            let named = match (&k.name, &name) {
+                (None, Some(n)) => {
+                    self.kernels
+                        .name_handle(c.pid, handle(c), n, c.enter_ns.saturating_sub(1))
+                }
+                _ => k.new_record,
+            };
+            if let Some(rec) = named {
+                self.capture.kernel_name(c.tid, rec)?;
+            }
+            self.capture.push(c)?;
+        }
         self.capture.push(r)
+    }
+
+    /// Writes the inner launches still held: their outer records never came (the trace ended
+    /// inside the outer call, or its record was lost). Called once the rings are drained.
+    pub(super) fn finish_held(&mut self) {
+        for orphan in self.held.drain() {
+            if let Err(e) = self.own_launch(&orphan, Vec::new()) {
+                self.io_error.get_or_insert_with(|| e.into());
+            }
+        }
     }
 
     fn name(&mut self, n: &NameRecord) -> Result<(), kreplay_common::stream::StreamError> {

@@ -28,6 +28,7 @@ fn call() -> CallRecord {
         tid: 43,
         api: USER_FUNCTION,
         flags: 0,
+        parent: 0,
         _pad: 0,
         args: [1, 2, 0xff, 0, 0, 7],
         extra: [0; EXTRA_WORDS],

@@ -2,10 +2,11 @@
 //! it), the bytes allocated and not yet freed, changed when an allocation or free returns.
 //!
 //! Where an allocation lives ([`Place`]):
-//! - HIP: the calling thread's current device, known from the last successful `hipSetDevice`
-//!   the thread made during the trace. HIP keeps the current device per thread and the probes
-//!   cannot read it, so a thread that never called `hipSetDevice` while traced (it may have
-//!   before) counts on a track named "device not set during trace", not on a guessed device.
+//! - HIP and the CUDA runtime: the calling thread's current device, known from the last
+//!   successful `hipSetDevice` / `cudaSetDevice` the thread made during the trace. Both keep
+//!   the current device per thread and the probes cannot read it, so a thread that never set
+//!   it while traced (it may have before) counts on a track named "device not set during
+//!   trace", not on a guessed device.
 //! - HSA: the memory pool (or region) argument: each pool belongs to one agent.
 //! - CUDA: the current context is not visible to the probes: one track per process, named so.
 use std::{cmp::Reverse, collections::BinaryHeap, io::Write};
@@ -22,10 +23,10 @@ use crate::perfetto::{CounterUnit, Sequence, TraceWriter, Track, WriterError};
 /// Where an allocation's bytes are counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Place {
-    /// A HIP device ordinal, from the thread's `hipSetDevice`.
-    HipDevice(i32),
-    /// A HIP allocation by a thread whose current device the trace did not see set.
-    HipDeviceNotSet,
+    /// A device ordinal, from the thread's `hipSetDevice` or `cudaSetDevice`.
+    Device(i32),
+    /// An allocation by a thread whose current device the trace did not see set.
+    DeviceNotSet,
     /// An HSA memory pool (`hsa_amd_memory_pool_allocate`'s pool handle).
     HsaPool(u64),
     /// An HSA region (`hsa_memory_allocate`'s region handle).
@@ -39,8 +40,8 @@ impl Place {
     pub fn track_name(self, layer: Library) -> String {
         let l = layer_name(layer);
         match self {
-            Place::HipDevice(d) => format!("live bytes ({l} device {d})"),
-            Place::HipDeviceNotSet => format!("live bytes ({l}, device not set during trace)"),
+            Place::Device(d) => format!("live bytes ({l} device {d})"),
+            Place::DeviceNotSet => format!("live bytes ({l}, device not set during trace)"),
             Place::HsaPool(p) => format!("live bytes ({l} pool {p:#x})"),
             Place::HsaRegion(r) => format!("live bytes ({l} region {r:#x})"),
             Place::Process => format!("live bytes ({l}, all devices)"),
@@ -62,8 +63,9 @@ pub struct LiveBytes {
     live: FastMap<(u32, Library, u64), (u64, Place)>,
     totals: FastMap<(u32, Library), i64>,
     place_totals: FastMap<CounterKey, i64>,
-    /// Current HIP device per (pid, tid), from successful `hipSetDevice` calls.
-    hip_device: FastMap<(u32, u32), i32>,
+    /// Current device per (layer, pid, tid), from successful `hipSetDevice` and
+    /// `cudaSetDevice` calls.
+    device: FastMap<(Library, u32, u32), i32>,
     /// Changes not yet written. Allocation takes effect when the call returns, later than the
     /// entry time records are merged by.
     pending: BinaryHeap<Reverse<PendingDelta>>,
@@ -72,7 +74,7 @@ pub struct LiveBytes {
 
 impl LiveBytes {
     /// Queues the live-bytes change a successful allocation or free makes, and follows the
-    /// threads' current HIP device. Each runtime layer (HIP, HSA, CUDA) has its own counters:
+    /// threads' current HIP and CUDA runtime device. Each runtime layer has its own counters:
     /// a HIP allocation is also an HSA allocation made on the application's behalf, and the
     /// HSA layer also holds the runtime's own memory.
     pub fn account(&mut self, c: &ApiCall) {
@@ -88,8 +90,9 @@ impl LiveBytes {
             }
         };
         let (key, delta) = match spec.kind {
-            ApiKind::Device if spec.library == Library::Hip => {
-                self.hip_device.insert((c.pid, c.tid), arg(0) as u32 as i32);
+            ApiKind::Device => {
+                self.device
+                    .insert((spec.library, c.pid, c.tid), arg(0) as u32 as i32);
                 return;
             }
             ApiKind::Alloc if c.out != 0 && spec.size_arg != NO_ARG => {
@@ -118,9 +121,9 @@ impl LiveBytes {
     /// Where an allocation call's bytes are counted.
     fn place(&self, c: &ApiCall, layer: Library, api: &str) -> Place {
         match layer {
-            Library::Hip => match self.hip_device.get(&(c.pid, c.tid)) {
-                Some(&d) => Place::HipDevice(d),
-                None => Place::HipDeviceNotSet,
+            Library::Hip | Library::CudaRt => match self.device.get(&(layer, c.pid, c.tid)) {
+                Some(&d) => Place::Device(d),
+                None => Place::DeviceNotSet,
             },
             // The pool or region handle is the first argument, passed by value.
             Library::Hsa if api == "hsa_amd_memory_pool_allocate" => Place::HsaPool(c.args[0]),
@@ -226,16 +229,16 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (Place::HipDevice(0), 800),
-                (Place::HipDevice(1), -200),
-                (Place::HipDevice(1), 200),
-                (Place::HipDeviceNotSet, 100),
-                (Place::HipDeviceNotSet, 400),
+                (Place::Device(0), 800),
+                (Place::Device(1), -200),
+                (Place::Device(1), 200),
+                (Place::DeviceNotSet, 100),
+                (Place::DeviceNotSet, 400),
                 (Place::HsaPool(0xabc), 16),
             ]
         );
         assert_eq!(
-            Place::HipDevice(1).track_name(Library::Hip),
+            Place::Device(1).track_name(Library::Hip),
             "live bytes (HIP device 1)"
         );
         assert_eq!(
@@ -245,6 +248,40 @@ mod tests {
         assert_eq!(
             Place::Process.track_name(Library::Cuda),
             "live bytes (CUDA driver, all devices)"
+        );
+    }
+
+    #[test]
+    fn cuda_runtime_bytes_follow_cuda_set_device_apart_from_hip_and_the_driver() {
+        let mut l = LiveBytes::default();
+        l.account(&call("cudaMalloc", 1, [0, 64, 0, 0, 0, 0], 0x1000, 1));
+        l.account(&call("cudaSetDevice", 1, [2, 0, 0, 0, 0, 0], 0, 2));
+        // The driver allocation cudaMalloc makes: the driver layer's own counter.
+        l.account(&call("cuMemAlloc_v2", 1, [0, 128, 0, 0, 0, 0], 0x2000, 3));
+        l.account(&call("cudaMalloc", 1, [0, 128, 0, 0, 0, 0], 0x2000, 3));
+        // cudaSetDevice is not HIP's device.
+        l.account(&call("hipMalloc", 1, [0, 256, 0, 0, 0, 0], 0x3000, 4));
+        l.account(&call("cudaSetDevice", 1, [0, 0, 0, 0, 0, 0], 0, 5));
+        l.account(&call("cudaFree", 1, [0x2000, 0, 0, 0, 0, 0], 0, 6));
+        let mut got: Vec<(Library, Place, i64)> = l
+            .pending
+            .iter()
+            .map(|Reverse((_, _, (_, layer, p), d))| (*layer, *p, *d))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (Library::Hip, Place::DeviceNotSet, 256),
+                (Library::Cuda, Place::Process, 128),
+                (Library::CudaRt, Place::Device(2), -128),
+                (Library::CudaRt, Place::Device(2), 128),
+                (Library::CudaRt, Place::DeviceNotSet, 64),
+            ]
+        );
+        assert_eq!(
+            Place::Device(2).track_name(Library::CudaRt),
+            "live bytes (CUDA runtime device 2)"
         );
     }
 }

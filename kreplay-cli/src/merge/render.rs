@@ -505,10 +505,10 @@ impl<W: Write> Renderer<W> {
                 });
             }
         }
-        if spec.size_arg != NO_ARG {
+        if let Some(bytes) = spec.bytes(arg) {
             ann.push(Annotation {
                 name: n.size,
-                value: Value::Uint(arg(spec.size_arg)),
+                value: Value::Uint(bytes),
             });
         }
         if spec.ptr_arg != NO_ARG {

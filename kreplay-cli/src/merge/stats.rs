@@ -57,6 +57,7 @@ pub fn call_record(c: &ApiCall) -> CallRecord {
         tid: c.tid,
         api: c.api,
         flags: if c.out != 0 { FLAG_OUT_VALID } else { 0 },
+        parent: 0,
         _pad: 0,
         args: c.args,
         extra: c.extra,

@@ -72,6 +72,9 @@ impl SymbolTable {
                 continue;
             }
             let Ok(name) = sym.name() else { continue };
+            // A versioned symbol's name as a static symbol table may spell it
+            // (`cudaMalloc@@libcudart.so.12`): the base name is the API's.
+            let name = name.split_once('@').map_or(name, |(base, _)| base);
             if text && table.offsets.contains_key(name) {
                 continue;
             }

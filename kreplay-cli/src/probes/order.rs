@@ -77,6 +77,7 @@ mod tests {
             tid,
             api: 0,
             flags: 0,
+            parent: 0,
             _pad: 0,
             args: [0; 6],
             extra: [0; 5],

@@ -223,6 +223,7 @@ mod tests {
             tid,
             api: 1,
             flags: 0,
+            parent: 0,
             _pad: 0,
             args: [0; 6],
             extra: [0; kreplay_common::probe::EXTRA_WORDS],

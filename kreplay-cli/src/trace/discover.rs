@@ -92,7 +92,40 @@ pub fn libs_of_pid(pid: u32) -> std::io::Result<Vec<RuntimeLib>> {
             out.insert(lib);
         }
     }
+    for path in super::static_cudart::in_maps(&maps, &root) {
+        if let Some(lib) = static_runtime(&root.join(path.trim_start_matches('/'))) {
+            out.insert(lib);
+        }
+    }
     Ok(out.into_iter().collect())
+}
+
+/// The object at `host_path` as a CUDA runtime when it has the runtime linked in statically
+/// (see [`super::static_cudart`]).
+fn static_runtime(host_path: &Path) -> Option<RuntimeLib> {
+    let meta = fs::metadata(host_path).ok()?;
+    Some(RuntimeLib {
+        dev_ino: (meta.dev(), meta.ino()),
+        host_path: host_path.to_path_buf(),
+        family: Library::CudaRt,
+    })
+}
+
+/// The runtime libraries a command about to start will map at startup: its own executable
+/// when it has the CUDA runtime linked in, and the libraries the loader will load for it
+/// ([`startup_libraries`]), by name or with a static runtime inside.
+pub fn startup_objects(program: &str) -> Vec<RuntimeLib> {
+    which(program)
+        .into_iter()
+        .chain(startup_libraries(program))
+        .filter_map(|p| {
+            describe(&p).or_else(|| {
+                super::static_cudart::has_static_cudart(&p)
+                    .then(|| static_runtime(&p))
+                    .flatten()
+            })
+        })
+        .collect()
 }
 
 /// The runtime libraries to probe in process `pid` (plus the `--lib` paths in `extra`), or

@@ -157,6 +157,34 @@ impl KernelNames {
         })
     }
 
+    /// The name handle `handle` of process `pid` has now, without looking further.
+    pub fn known(&self, pid: u32, handle: u64) -> Option<Arc<str>> {
+        self.names.get(&(pid, handle)).cloned()
+    }
+
+    /// Gives handle `handle` of process `pid` the name `name`, unless it has one: a driver
+    /// launch's function gets the name of the runtime launch it was made from (see
+    /// [`super::nesting`]). Returns the stream record, timed `ts_ns`, for a name given.
+    pub fn name_handle(
+        &mut self,
+        pid: u32,
+        handle: u64,
+        name: &Arc<str>,
+        ts_ns: u64,
+    ) -> Option<KernelName> {
+        if handle == 0 || self.names.contains_key(&(pid, handle)) {
+            return None;
+        }
+        self.misses.remove(&(pid, handle));
+        self.names.insert((pid, handle), name.clone());
+        Some(KernelName {
+            pid,
+            ts_ns,
+            handle,
+            name: name.to_string(),
+        })
+    }
+
     /// The kernel a launch call runs, for APIs that name one ([`ApiSpec::kernel_arg`]).
     ///
     /// [`ApiSpec::kernel_arg`]: kreplay_common::api::ApiSpec::kernel_arg
@@ -205,7 +233,11 @@ impl KernelNames {
     /// exits (records are drained a little after they are made). Called when a process is
     /// attached and on each rescan.
     pub fn remember(&mut self, pid: u32) {
-        if let Some(m) = ProcMaps::read(pid) {
+        // A process that has exited but not been reaped yet shows no mappings: what was read
+        // while it lived is kept, since its last launches may still be waiting in the rings.
+        if let Some(m) = ProcMaps::read(pid)
+            && !m.maps.is_empty()
+        {
             self.maps.insert(pid, m);
         }
     }
@@ -271,6 +303,7 @@ mod tests {
             tid: 1,
             api: id_of(api).unwrap(),
             flags: FLAG_OUT_VALID,
+            parent: 0,
             _pad: 0,
             args,
             extra: [0; 5],
@@ -311,6 +344,28 @@ mod tests {
         );
         assert_eq!(demangle("saxpy"), "saxpy");
         assert_eq!(demangle("_Znot valid"), "_Znot valid");
+    }
+
+    #[test]
+    fn the_mappings_of_a_process_that_exited_are_kept() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let mut k = KernelNames::default();
+        k.remember(std::process::id());
+        let mine = k.maps[&std::process::id()].maps.len();
+        assert!(mine > 0);
+        // The child, exited and not yet reaped, has no mappings to read: nothing is stored.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        k.remember(pid);
+        assert!(!k.maps.contains_key(&pid));
+        // Stored mappings are not replaced by an empty read.
+        let zombie = ProcMaps::read(pid).unwrap();
+        assert!(zombie.maps.is_empty());
+        k.maps
+            .insert(pid, ProcMaps::read(std::process::id()).unwrap());
+        k.remember(pid);
+        assert_eq!(k.maps[&pid].maps.len(), mine);
+        child.wait().unwrap();
     }
 
     #[test]

@@ -63,11 +63,7 @@ impl Summary {
         if !ok && spec.kind != ApiKind::Other && !spec.void_ret {
             s.errors += 1;
         }
-        let size = if spec.size_arg == NO_ARG {
-            0
-        } else {
-            r.arg(spec.size_arg).unwrap_or(0)
-        };
+        let size = spec.bytes(|i| r.arg(i).unwrap_or(0)).unwrap_or(0);
         match spec.kind {
             ApiKind::Copy if ok => s.bytes += size,
             ApiKind::Alloc if ok && r.flags & FLAG_OUT_VALID != 0 && r.out != 0 => {
@@ -159,6 +155,7 @@ mod tests {
             tid: pid,
             api: id_of(api).unwrap(),
             flags: if out != 0 { FLAG_OUT_VALID } else { 0 },
+            parent: 0,
             _pad: 0,
             args,
             extra: [0; 5],

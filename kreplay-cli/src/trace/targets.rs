@@ -44,10 +44,8 @@ impl Libraries for HostLibraries {
     }
 
     fn startup(&self, program: &str) -> Vec<RuntimeLib> {
-        discover::startup_libraries(program)
-            .iter()
-            .filter_map(|p| discover::describe(p))
-            .collect()
+        // The program itself too: a CUDA runtime linked into it statically.
+        discover::startup_objects(program)
     }
 }
 
