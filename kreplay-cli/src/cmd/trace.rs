@@ -25,6 +25,7 @@ use kreplay_cli::{
         discover::{self, RuntimeLib},
         ending::{kept_streams, merge_command, running},
         kernels::KernelNames,
+        nvtx,
         session::{Next, Session, Target as Targets, Wake},
         summary::Summary,
     },
@@ -108,6 +109,15 @@ pub struct TraceArgs {
 
 /// Most `--thread-slots` accepted: 113 MiB of kernel memory.
 const MAX_THREAD_SLOTS: u32 = 1 << 18;
+
+/// The started command's `--env` pairs plus those that make kreplay-tool its NVTX injection
+/// library, writing to `dir` (`kreplay_cli::trace::nvtx::injection_env`), and what its NVTX
+/// calls will reach.
+fn nvtx_env(user: &[(String, String)], dir: &Path) -> (Vec<(String, String)>, nvtx::Injection) {
+    let set = |k: &str| user.iter().any(|(u, _)| u == k) || std::env::var_os(k).is_some();
+    let (add, injection) = nvtx::injection_env(nvtx::tool_lib().as_deref(), dir, set);
+    (user.iter().cloned().chain(add).collect(), injection)
+}
 
 /// `KEY=VALUE` of `--env`: a non-empty key without `=` or NUL; the value may hold anything but
 /// NUL, `=` included.
@@ -208,11 +218,27 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     } else {
         Targets::Pids(args.pids.clone())
     };
+    // The stream directory exists before the command starts: its NVTX calls go to
+    // kreplay-tool, which writes its stream there.
+    let want = streams_dir(&output);
+    let dir = out_file::fresh_dir(&want, 0o777)
+        .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
     let child = match targets {
-        Targets::Command(_) => Some(
-            launch::spawn_paused(&args.command, &args.env)
-                .with_context(|| format!("starting {}", args.command[0]))?,
-        ),
+        Targets::Command(_) => {
+            let (env, injection) = nvtx_env(&args.env, &dir);
+            match launch::spawn_paused(&args.command, &env) {
+                Ok(c) => {
+                    tracing::debug!(?injection, "NVTX annotations of the command");
+                    Some(c)
+                }
+                Err(e) => {
+                    out_file::remove_own(&dir, &[]);
+                    return Err(
+                        anyhow::Error::new(e).context(format!("starting {}", args.command[0]))
+                    );
+                }
+            }
+        }
         _ => None,
     };
     let targets = match (targets, &child) {
@@ -220,61 +246,68 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         (t, _) => t,
     };
     // Attach before anything runs.
-    match &targets {
-        Targets::Pids(_) => {
-            for (pid, libs) in &pid_libs {
-                for lib in libs {
-                    attacher.attach(&mut probes, lib, Scope::Pid(*pid))?;
-                }
-                // Runtimes of another family the process may still dlopen by name: probed
-                // now, so their first calls are seen (the rescan alone would miss up to a
-                // tick's worth of them).
-                for lib in discover::dlopen_candidates(*pid)
-                    .into_iter()
-                    .filter(|c| !libs.iter().any(|l| l.family == c.family))
-                {
-                    if let Err(e) = attacher.attach(&mut probes, &lib, Scope::Pid(*pid)) {
-                        tracing::debug!(pid, library = %lib.host_path.display(), error = %e, "not attached ahead of dlopen");
+    let attached = (|| -> Result<()> {
+        match &targets {
+            Targets::Pids(_) => {
+                for (pid, libs) in &pid_libs {
+                    for lib in libs {
+                        attacher.attach(&mut probes, lib, Scope::Pid(*pid))?;
+                    }
+                    // Runtimes of another family the process may still dlopen by name: probed
+                    // now, so their first calls are seen (the rescan alone would miss up to a
+                    // tick's worth of them).
+                    for lib in discover::dlopen_candidates(*pid)
+                        .into_iter()
+                        .filter(|c| !libs.iter().any(|l| l.family == c.family))
+                    {
+                        if let Err(e) = attacher.attach(&mut probes, &lib, Scope::Pid(*pid)) {
+                            tracing::debug!(pid, library = %lib.host_path.display(), error = %e, "not attached ahead of dlopen");
+                        }
                     }
                 }
             }
-        }
-        Targets::All => {
-            for lib in discover::candidates(None, &args.libs) {
-                attacher.attach(&mut probes, &lib, Scope::All)?;
+            Targets::All => {
+                for lib in discover::candidates(None, &args.libs) {
+                    attacher.attach(&mut probes, &lib, Scope::All)?;
+                }
+                attacher.rescan_all(&mut probes);
             }
-            attacher.rescan_all(&mut probes);
-        }
-        Targets::Command(pid) => {
-            // The libraries the loader will map at startup (rpath included), then every
-            // runtime library in the usual places, for those loaded later with dlopen.
-            let startup: Vec<RuntimeLib> = discover::startup_libraries(&args.command[0])
-                .iter()
-                .filter_map(|p| discover::describe(p))
-                .collect();
-            let ld = std::env::var("LD_LIBRARY_PATH").ok();
-            let libs = discover::candidates(ld.as_deref(), &args.libs)
-                .into_iter()
-                // A family the loader already resolves at startup is not looked for elsewhere.
-                .filter(|c| {
-                    !startup
-                        .iter()
-                        .any(|s| s.family == c.family && s.dev_ino != c.dev_ino)
-                })
-                .chain(startup.iter().cloned());
-            for lib in libs {
-                attacher.attach(&mut probes, &lib, Scope::Pid(*pid))?;
+            Targets::Command(pid) => {
+                // The libraries the loader will map at startup (rpath included), then every
+                // runtime library in the usual places, for those loaded later with dlopen.
+                let startup: Vec<RuntimeLib> = discover::startup_libraries(&args.command[0])
+                    .iter()
+                    .filter_map(|p| discover::describe(p))
+                    .collect();
+                let ld = std::env::var("LD_LIBRARY_PATH").ok();
+                let libs = discover::candidates(ld.as_deref(), &args.libs)
+                    .into_iter()
+                    // A family the loader already resolves at startup is not looked for elsewhere.
+                    .filter(|c| {
+                        !startup
+                            .iter()
+                            .any(|s| s.family == c.family && s.dev_ino != c.dev_ino)
+                    })
+                    .chain(startup.iter().cloned());
+                for lib in libs {
+                    attacher.attach(&mut probes, &lib, Scope::Pid(*pid))?;
+                }
             }
         }
-    }
-    let mut intake = {
+        Ok(())
+    })();
+    let made = attached.and_then(|()| {
         let _in_runtime = rt.enter();
-        Intake::new(probes.take_events()?, probes.rings().bytes)?
+        let intake = Intake::new(probes.take_events()?, probes.rings().bytes)?;
+        Ok((intake, Capture::create(&dir)?))
+    });
+    let (mut intake, capture) = match made {
+        Ok(m) => m,
+        Err(e) => {
+            out_file::remove_own(&dir, &nvtx::tool_streams(&dir));
+            return Err(e);
+        }
     };
-    let want = streams_dir(&output);
-    let dir = out_file::fresh_dir(&want, 0o777)
-        .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
-    let capture = Capture::create(&dir)?;
     // The targets' mappings as of the attach, read before the status line says tracing has
     // begun (a target told to go on that line may run and exit at once): a launch drained after
     // its process exited still finds the file its kernel's address lies in.
@@ -328,6 +361,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         pids: Default::default(),
         last_pid: 0,
         io_error: None,
+        roctx: Default::default(),
     };
     let started = Instant::now();
     let cpu_at_start = reader_cpu_ns();
@@ -385,6 +419,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             }
         }
         intake.finish(&mut |s| col.push(&s));
+        col.finish();
         anyhow::Ok((code, signalled))
     })
     .with_context(|| kept_streams(&dir, &output))?;
@@ -421,9 +456,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     } else {
         " (a few seconds)"
     };
-    let files = capture
+    let mut files = capture
         .finish()
         .with_context(|| kept_streams(&dir, &output))?;
+    // The NVTX annotations kreplay-tool wrote for the traced processes.
+    files.extend(nvtx::tool_streams(&dir));
     // Every record is in the stream files now: an interrupt from here on ends kreplay at
     // once, and the streams say what the trace would have held.
     let merge_cmd = merge_command(&dir, &output);
