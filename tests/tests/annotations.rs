@@ -1,0 +1,264 @@
+//! User annotations under `kreplay trace -- CMD`, decoded by the independent decoder: roctx
+//! (probed in the simulated `libroctx64`) and NVTX (a program built against the real NVTX v3
+//! headers, with kreplay-tool as its injection library), with exact names, nesting and counts.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kreplay_tests::{
+    cc, decode_trace, kreplay_bin, make_sim, nvtx_include, require_root, scratch, sim_dir,
+    sim_root, workload,
+};
+use serde_json::Value;
+
+fn out_path(name: &str) -> PathBuf {
+    let p = scratch("annotations").join(format!("{name}.pftrace"));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn trace(output: &Path, extra: &[&str], cmd: &[&str]) -> Output {
+    let out = Command::new(kreplay_bin())
+        .args(["trace", "-q", "-o", output.to_str().unwrap()])
+        .args(extra)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .expect("run kreplay trace");
+    assert!(
+        out.status.success(),
+        "kreplay trace failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The tracks named `name` of kind `kind`, as (uuid, track).
+fn tracks<'a>(d: &'a Value, kind: &str, name: &str) -> Vec<(&'a String, &'a Value)> {
+    d["tracks"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, t)| t["kind"] == kind && t["name"] == name)
+        .collect()
+}
+
+/// (depth, name) of every slice of a track, in time order.
+fn slices(d: &Value, uuid: &str) -> Vec<(u64, String)> {
+    d["slices"][uuid]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .map(|s| {
+                    (
+                        s["depth"].as_u64().unwrap(),
+                        s["name"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Names of the instants of a track.
+fn instants(d: &Value, uuid: &str) -> Vec<String> {
+    d["instants"][uuid]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .map(|s| s["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The thread track whose first slice is `first`.
+fn thread_starting_with<'a>(d: &'a Value, first: &str) -> &'a String {
+    let all: Vec<&String> = d["tracks"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(u, t)| {
+            t["kind"] == "thread" && slices(d, u).first().is_some_and(|s| s.1 == first)
+        })
+        .map(|(u, _)| u)
+        .collect();
+    assert_eq!(all.len(), 1, "one thread starts with {first}");
+    all[0]
+}
+
+fn s(depth: u64, name: &str) -> (u64, String) {
+    (depth, name.to_owned())
+}
+
+#[test]
+fn roctx_ranges_nest_with_the_hip_calls_and_marks_are_instants() {
+    require_root!();
+    make_sim(&["hsa", "hip", "roctx"]);
+    let out = out_path("roctx");
+    let run = trace(
+        &out,
+        &[],
+        &[workload("roctx_ranges").to_str().unwrap(), "3"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout),
+        "ranges: 10\nmarks: 3\n"
+    );
+    let d = decode_trace(&out);
+    assert_eq!(d["errors"], serde_json::json!([]));
+    let main = thread_starting_with(&d, "hipMalloc");
+    let step = [
+        s(0, "step"),
+        s(1, "copy"),
+        s(2, "hipMemcpy"),
+        s(3, "hsa_amd_memory_async_copy"),
+        s(1, "sync"),
+        s(2, "hipDeviceSynchronize"),
+    ];
+    let mut want = vec![s(0, "hipMalloc"), s(1, "hsa_amd_memory_pool_allocate")];
+    // The first copy also creates the simulated runtime's queue and its ring buffer.
+    want.extend(step[..3].iter().cloned());
+    want.extend([
+        s(3, "hsa_queue_create"),
+        s(3, "hsa_amd_memory_pool_allocate"),
+    ]);
+    want.extend(step[3..].iter().cloned());
+    want.extend(step.iter().cloned());
+    want.extend(step.iter().cloned());
+    want.extend([s(0, "hipFree"), s(1, "hsa_amd_memory_pool_free")]);
+    assert_eq!(slices(&d, main), want);
+    assert_eq!(instants(&d, main), ["begin", "begin", "begin"]);
+    let step_args = &d["slices"][main.as_str()][2]["args"];
+    assert_eq!(step_args["source"]["string"], "roctx");
+    let worker = thread_starting_with(&d, "worker");
+    assert_eq!(
+        slices(&d, worker),
+        [
+            s(0, "worker"),
+            s(1, "hipMalloc"),
+            s(2, "hsa_amd_memory_pool_allocate"),
+            s(1, "hipFree"),
+            s(2, "hsa_amd_memory_pool_free"),
+        ]
+    );
+    // The start/end range began on the main thread and ended on the worker.
+    let [(async_track, _)] = tracks(&d, "named", "roctx ranges")[..] else {
+        panic!("one roctx ranges track")
+    };
+    assert_eq!(slices(&d, async_track), [s(0, "load")]);
+    let load = &d["slices"][async_track.as_str()][0];
+    let worker_end = d["slices"][worker.as_str()][0]["ts"].as_u64().unwrap()
+        + d["slices"][worker.as_str()][0]["dur"].as_u64().unwrap();
+    assert!(load["ts"].as_u64().unwrap() < d["slices"][worker.as_str()][0]["ts"].as_u64().unwrap());
+    assert!(load["ts"].as_u64().unwrap() + load["dur"].as_u64().unwrap() > worker_end);
+}
+
+/// Builds `tests/trace/nvtx_threads.c` against the real NVTX headers and the simulated HIP.
+fn build_nvtx_program() -> PathBuf {
+    make_sim(&["hsa", "hip"]);
+    let sim = sim_dir();
+    let root = sim_root();
+    let exe = scratch("annotations").join("nvtx_threads");
+    let src = kreplay_tests::workspace_root().join("tests/trace/nvtx_threads.c");
+    cc(&[
+        "-std=gnu11",
+        "-O1",
+        "-pthread",
+        &format!("-I{}", root.join("include").display()),
+        &format!("-I{}", root.join("workloads").display()),
+        &format!("-I{}", nvtx_include().display()),
+        "-o",
+        exe.to_str().unwrap(),
+        src.to_str().unwrap(),
+        &format!("-L{}", sim.display()),
+        "-l:libamdhip64.so.6",
+        "-l:libhsa-runtime64.so.1",
+        &format!("-Wl,-rpath,{}", sim.display()),
+        "-ldl",
+    ]);
+    exe
+}
+
+#[test]
+fn nvtx_ranges_marks_and_a_range_ended_on_another_thread() {
+    require_root!();
+    let exe = build_nvtx_program();
+    let out = out_path("nvtx");
+    let run = trace(&out, &[], &[exe.to_str().unwrap()]);
+    // NVTX returned the levels kreplay-tool gave: it was loaded as the injection library.
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "levels: 0 1 0 1 0\n");
+    let d = decode_trace(&out);
+    assert_eq!(d["errors"], serde_json::json!([]));
+    let main = thread_starting_with(&d, "outer");
+    let round = [
+        s(0, "outer"),
+        s(1, "inner"),
+        s(2, "hipMalloc"),
+        s(3, "hsa_amd_memory_pool_allocate"),
+        s(2, "hipFree"),
+        s(3, "hsa_amd_memory_pool_free"),
+    ];
+    let mut want: Vec<_> = round.iter().chain(round.iter()).cloned().collect();
+    want.extend([s(0, "wide"), s(1, "hipDeviceSynchronize")]);
+    assert_eq!(slices(&d, main), want);
+    assert_eq!(instants(&d, main), ["tick", "tick"]);
+    let inner = &d["slices"][main.as_str()][1]["args"];
+    assert_eq!(inner["domain"]["string"], "kreplay-test");
+    assert_eq!(inner["category"]["string"], "io");
+    assert_eq!(inner["source"]["string"], "NVTX");
+    let worker = thread_starting_with(&d, "worker");
+    assert_eq!(
+        slices(&d, worker),
+        [
+            s(0, "worker"),
+            s(1, "hipMalloc"),
+            s(2, "hsa_amd_memory_pool_allocate"),
+            s(1, "hipFree"),
+            s(2, "hsa_amd_memory_pool_free"),
+        ]
+    );
+    assert_eq!(instants(&d, worker), ["worker mark"]);
+    let [(async_track, _)] = tracks(&d, "named", "NVTX ranges")[..] else {
+        panic!("one NVTX ranges track")
+    };
+    assert_eq!(slices(&d, async_track), [s(0, "load")]);
+    // The tool's stream was merged and removed with the probes' streams.
+    assert!(!out.with_file_name("nvtx.pftrace.streams").exists());
+}
+
+#[test]
+fn a_users_own_nvtx_injection_library_is_left_in_place() {
+    require_root!();
+    let exe = build_nvtx_program();
+    let out = out_path("nvtx-user");
+    let run = trace(
+        &out,
+        &["--env", "NVTX_INJECTION64_PATH=/nonexistent/libother.so"],
+        &[exe.to_str().unwrap()],
+    );
+    // NVTX could not load the user's library: every call is a no-op returning an error level.
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout),
+        "levels: -2 -2 -2 -2 -2\n"
+    );
+    let d = decode_trace(&out);
+    let mut per_thread: Vec<Vec<(u64, String)>> = d["tracks"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, t)| t["kind"] == "thread")
+        .map(|(u, _)| slices(&d, u))
+        .collect();
+    per_thread.sort_by_key(|v| v.len());
+    let pair = [s(0, "hipMalloc"), s(1, "hsa_amd_memory_pool_allocate")];
+    let free = [s(0, "hipFree"), s(1, "hsa_amd_memory_pool_free")];
+    let worker: Vec<_> = pair.iter().chain(free.iter()).cloned().collect();
+    let mut main: Vec<_> = [&worker[..], &worker[..]].concat();
+    main.push(s(0, "hipDeviceSynchronize"));
+    assert_eq!(
+        per_thread,
+        [worker, main],
+        "the API slices alone, no ranges"
+    );
+    assert!(tracks(&d, "named", "NVTX ranges").is_empty());
+}
