@@ -264,16 +264,18 @@ unsafe extern "C" fn mark_ex(a: Attr) {
 }
 
 unsafe extern "C" fn mark_a(m: CStrPtr) {
-    // SAFETY: NVTX passes the application's string.
     guarded((), || {
-        record(annotation::MARK, 0, 0, "", unsafe { ascii(m) })
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { ascii(m) };
+        record(annotation::MARK, 0, 0, "", v)
     })
 }
 
 unsafe extern "C" fn mark_w(m: *const WChar) {
-    // SAFETY: NVTX passes the application's string.
     guarded((), || {
-        record(annotation::MARK, 0, 0, "", unsafe { wide(m) })
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { wide(m) };
+        record(annotation::MARK, 0, 0, "", v)
     })
 }
 
@@ -286,13 +288,19 @@ unsafe extern "C" fn start_ex(a: Attr) -> u64 {
 }
 
 unsafe extern "C" fn start_a(m: CStrPtr) -> u64 {
-    // SAFETY: NVTX passes the application's string.
-    guarded(0, || start("", unsafe { ascii(m) }, 0))
+    guarded(0, || {
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { ascii(m) };
+        start("", v, 0)
+    })
 }
 
 unsafe extern "C" fn start_w(m: *const WChar) -> u64 {
-    // SAFETY: NVTX passes the application's string.
-    guarded(0, || start("", unsafe { wide(m) }, 0))
+    guarded(0, || {
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { wide(m) };
+        start("", v, 0)
+    })
 }
 
 extern "C" fn end(id: u64) {
@@ -308,13 +316,19 @@ unsafe extern "C" fn push_ex(a: Attr) -> i32 {
 }
 
 unsafe extern "C" fn push_a(m: CStrPtr) -> i32 {
-    // SAFETY: NVTX passes the application's string.
-    guarded(-1, || push("", unsafe { ascii(m) }, 0))
+    guarded(-1, || {
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { ascii(m) };
+        push("", v, 0)
+    })
 }
 
 unsafe extern "C" fn push_w(m: *const WChar) -> i32 {
-    // SAFETY: NVTX passes the application's string.
-    guarded(-1, || push("", unsafe { wide(m) }, 0))
+    guarded(-1, || {
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { wide(m) };
+        push("", v, 0)
+    })
 }
 
 extern "C" fn pop() -> i32 {
@@ -322,16 +336,18 @@ extern "C" fn pop() -> i32 {
 }
 
 unsafe extern "C" fn name_category_a(cat: u32, m: CStrPtr) {
-    // SAFETY: NVTX passes the application's string.
     guarded((), || {
-        record(annotation::NAME_CATEGORY, cat, 0, "", unsafe { ascii(m) })
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { ascii(m) };
+        record(annotation::NAME_CATEGORY, cat, 0, "", v)
     })
 }
 
 unsafe extern "C" fn name_category_w(cat: u32, m: *const WChar) {
-    // SAFETY: NVTX passes the application's string.
     guarded((), || {
-        record(annotation::NAME_CATEGORY, cat, 0, "", unsafe { wide(m) })
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { wide(m) };
+        record(annotation::NAME_CATEGORY, cat, 0, "", v)
     })
 }
 
@@ -368,8 +384,11 @@ unsafe extern "C" fn domain_push_ex(d: DomainH, a: Attr) -> i32 {
 }
 
 unsafe extern "C" fn domain_pop(d: DomainH) -> i32 {
-    // SAFETY: NVTX passes a handle of ours (or null).
-    guarded(-1, || pop_in(unsafe { domain_name(d) }))
+    guarded(-1, || {
+        // SAFETY: NVTX passes a handle of ours (or null).
+        let v = unsafe { domain_name(d) };
+        pop_in(v)
+    })
 }
 
 unsafe extern "C" fn domain_name_category_a(d: DomainH, cat: u32, m: CStrPtr) {
@@ -397,13 +416,19 @@ fn leak_c_string(s: String) -> *const c_char {
 }
 
 unsafe extern "C" fn register_string_a(_d: DomainH, m: CStrPtr) -> *const c_char {
-    // SAFETY: NVTX passes the application's string.
-    guarded(core::ptr::null(), || leak_c_string(unsafe { ascii(m) }))
+    guarded(core::ptr::null(), || {
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { ascii(m) };
+        leak_c_string(v)
+    })
 }
 
 unsafe extern "C" fn register_string_w(_d: DomainH, m: *const WChar) -> *const c_char {
-    // SAFETY: NVTX passes the application's string.
-    guarded(core::ptr::null(), || leak_c_string(unsafe { wide(m) }))
+    guarded(core::ptr::null(), || {
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { wide(m) };
+        leak_c_string(v)
+    })
 }
 
 fn leak_domain(name: String) -> DomainH {
@@ -411,11 +436,17 @@ fn leak_domain(name: String) -> DomainH {
 }
 
 unsafe extern "C" fn domain_create_a(m: CStrPtr) -> DomainH {
-    // SAFETY: NVTX passes the application's string.
-    guarded(core::ptr::null(), || leak_domain(unsafe { ascii(m) }))
+    guarded(core::ptr::null(), || {
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { ascii(m) };
+        leak_domain(v)
+    })
 }
 
 unsafe extern "C" fn domain_create_w(m: *const WChar) -> DomainH {
-    // SAFETY: NVTX passes the application's string.
-    guarded(core::ptr::null(), || leak_domain(unsafe { wide(m) }))
+    guarded(core::ptr::null(), || {
+        // SAFETY: NVTX passes the application's string.
+        let v = unsafe { wide(m) };
+        leak_domain(v)
+    })
 }

@@ -95,10 +95,8 @@ fn injection_fills_the_slots_and_each_call_records_one_annotation() {
     }
     *FAKE.lock().unwrap() = Some(fake);
     // SAFETY: a getter with NVTX's protocol.
-    assert_eq!(
-        unsafe { super::InitializeInjectionNvtx2(Some(get_export_table)) },
-        1
-    );
+    let ok = unsafe { super::InitializeInjectionNvtx2(Some(get_export_table)) };
+    assert_eq!(ok, 1);
     let (core, core2) = {
         let g = FAKE.lock().unwrap();
         let f = g.as_ref().unwrap();
