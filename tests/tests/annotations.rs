@@ -262,3 +262,34 @@ fn a_users_own_nvtx_injection_library_is_left_in_place() {
     );
     assert!(tracks(&d, "named", "NVTX ranges").is_empty());
 }
+
+#[test]
+fn nvtx_ranges_reach_the_replay_trace() {
+    let exe = build_nvtx_program();
+    let out = out_path("nvtx-replay");
+    let run = Command::new(kreplay_bin())
+        .args(["replay", "-o", out.to_str().unwrap(), "--"])
+        .arg(&exe)
+        .output()
+        .expect("run kreplay replay");
+    assert!(
+        run.status.success(),
+        "kreplay replay failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // The preloaded tool is also NVTX's injection library: NVTX returned its levels.
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "levels: 0 1 0 1 0\n");
+    let d = decode_trace(&out);
+    assert_eq!(d["errors"], serde_json::json!([]));
+    let main = thread_starting_with(&d, "outer");
+    let round = [s(0, "outer"), s(1, "inner")];
+    let want: Vec<_> = [&round[..], &round[..], &[s(0, "wide")][..]].concat();
+    assert_eq!(slices(&d, main), want);
+    assert_eq!(instants(&d, main), ["tick", "tick"]);
+    let worker = thread_starting_with(&d, "worker");
+    assert_eq!(slices(&d, worker), [s(0, "worker")]);
+    let [(async_track, _)] = tracks(&d, "named", "NVTX ranges")[..] else {
+        panic!("one NVTX ranges track")
+    };
+    assert_eq!(slices(&d, async_track), [s(0, "load")]);
+}
