@@ -73,13 +73,16 @@ steps = int(sys.argv[2])
 ranges, marks = collections.Counter(), collections.Counter()
 nested_calls = 0
 for uuid, sl in d["slices"].items():
-    open_nvtx = []
-    for s in sl:
+    stack = []  # (end, is NVTX) of the slices enclosing the current one
+    for s in sorted(sl, key=lambda s: (s["ts"], -s["dur"])):
+        while stack and stack[-1][0] <= s["ts"]:
+            stack.pop()
         is_nvtx = s["args"].get("source", {}).get("string") == "NVTX"
         if is_nvtx:
             ranges[s["name"]] += 1
-        elif s["depth"] > 0 and s["name"].startswith("cu"):
+        elif s["name"].startswith("cu") and any(n for _, n in stack):
             nested_calls += 1
+        stack.append((s["ts"] + s["dur"], is_nvtx))
 for uuid, ins in d["instants"].items():
     for s in ins:
         if s["args"].get("source", {}).get("string") == "NVTX":
@@ -87,7 +90,7 @@ for uuid, ins in d["instants"].items():
 print(f"RESULT nvtx_ranges {sum(ranges.values())}")
 print(f"RESULT nvtx_marks {sum(marks.values())}")
 print(f"RESULT nvtx_distinct_names {len(ranges)}")
-print(f"RESULT driver_calls_below_a_range {nested_calls}")
+print(f"RESULT cuda_calls_inside_nvtx_ranges {nested_calls}")
 print(f"RESULT decoder_errors {len(d['errors'])}")
 steps_seen = sum(n for k, n in ranges.items() if k.startswith("step "))
 print(f"CHECK steps {steps_seen} {steps}")
