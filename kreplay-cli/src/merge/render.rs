@@ -17,6 +17,8 @@
 //! thread's track: a reader sees at a glance which slices the application made, and queries
 //! over the thread's slices (Perfetto's `thread_slice`) leave kreplay's out without knowing
 //! about it.
+mod annotations;
+
 use std::{collections::VecDeque, io::Write, rc::Rc};
 
 use kreplay_common::{
