@@ -294,3 +294,100 @@ fn nvtx_ranges_reach_the_replay_trace() {
     };
     assert_eq!(slices(&d, async_track), [s(0, "load")]);
 }
+
+fn mark(tid: u32, ts_ns: u64, kind: u8, id: u64, name: &str) -> kreplay_common::stream::Record {
+    kreplay_common::stream::Annotation {
+        pid: 42,
+        tid,
+        ts_ns,
+        kind,
+        source: kreplay_common::stream::annotation::NVTX,
+        category: 0,
+        id,
+        domain: String::new(),
+        name: name.into(),
+    }
+    .into()
+}
+
+#[test]
+fn unmatched_pops_are_left_out_and_ranges_open_at_the_end_close_at_its_last_event() {
+    use kreplay_common::stream::{
+        ApiCall, ProcessName, StreamHeader, StreamKind, StreamWriter, annotation::*,
+    };
+    let dir = scratch("annotations").join("unmatched");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("tool-42.krs");
+    let mut w = StreamWriter::create(&input, &StreamHeader::new(StreamKind::Tool, 42)).unwrap();
+    let call = |tid: u32, enter_ns: u64, exit_ns: u64| ApiCall {
+        pid: 42,
+        tid,
+        api: kreplay_common::api::id_of("hipDeviceSynchronize").unwrap(),
+        enter_ns,
+        exit_ns,
+        ret: 0,
+        args: [0; 6],
+        extra: [0; 5],
+        out: 0,
+    };
+    for r in [
+        ProcessName {
+            pid: 42,
+            name: "app".into(),
+        }
+        .into(),
+        // Popped before anything was pushed (pushed before the trace): left out.
+        mark(7, 100, POP, 0, ""),
+        mark(7, 200, PUSH, 0, "never popped"),
+        call(7, 300, 400).into(),
+        // An end whose start was never seen, and a start never ended: neither drawn.
+        mark(7, 500, END, 99, ""),
+        mark(7, 600, START, 1, "never ended"),
+        call(7, 700, 900).into(),
+    ] {
+        w.push(&r).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let out = out_path("unmatched");
+    let run = Command::new(kreplay_bin())
+        .args([
+            "merge",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .expect("run kreplay merge");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let d = decode_trace(&out);
+    assert_eq!(d["errors"], serde_json::json!([]));
+    let t = thread_starting_with(&d, "never popped");
+    let got: Vec<(u64, String, u64, u64)> = d["slices"][t.as_str()]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["depth"].as_u64().unwrap(),
+                s["name"].as_str().unwrap().to_owned(),
+                s["ts"].as_u64().unwrap(),
+                s["dur"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0, "never popped".to_owned(), 200, 700),
+            (1, "hipDeviceSynchronize".to_owned(), 300, 100),
+            (1, "hipDeviceSynchronize".to_owned(), 700, 200),
+        ]
+    );
+    assert!(tracks(&d, "named", "NVTX ranges").is_empty());
+}
