@@ -48,6 +48,9 @@ use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
     old FILE as it was. At the end kreplay removes the stream files it wrote, then the \
     directory if nothing else is in it (--keep-streams keeps them; a failed render keeps \
     them and says where).\n\n\
+    roctx ranges and marks are traced with the runtimes. With -- CMD, kreplay-tool is also \
+    the command's NVTX injection library (NVTX_INJECTION64_PATH, unless already set), so its \
+    NVTX ranges and marks are in the trace too.\n\n\
     Open the trace at https://ui.perfetto.dev (Open trace file).")]
 pub struct TraceArgs {
     /// Trace this running process (repeatable).
