@@ -10,8 +10,9 @@
 //!
 //! Under `kreplay trace -- CMD` this is the only thing the tool does in the traced process:
 //! nothing else of it runs unless `kreplay replay` also injected it. The callbacks
-//! ([`callbacks`]) never panic across the boundary, take no lock, and allocate only the
-//! message they copy.
+//! ([`callbacks`]) never panic across the boundary, take no lock once the calling thread's
+//! buffer is registered (its first record takes the registry's lock once), and allocate only
+//! the message they copy.
 
 mod callbacks;
 mod ffi;
