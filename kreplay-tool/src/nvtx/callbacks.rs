@@ -30,6 +30,9 @@ static NEXT_RANGE: AtomicU64 = AtomicU64::new(1);
 thread_local! {
     /// The calling thread's pushed ranges not yet popped, over all domains (what push returns).
     static DEPTH: Cell<i32> = const { Cell::new(0) };
+    /// Bit `l`: the push at level `l` (< 64) was dropped at the buffer's cap, so its pop is
+    /// left out too (kept alone, it would close the enclosing range instead).
+    static DROPPED: Cell<u64> = const { Cell::new(0) };
 }
 
 type Attr = *const EventAttributes;
@@ -133,10 +136,10 @@ pub static CORE2: [(usize, FunctionPointer); 11] = [
     ),
 ];
 
-/// Records one annotation of the calling thread, now.
+/// Records one annotation of the calling thread, now; false when it was dropped.
 #[inline]
-fn record(kind: u8, category: u32, id: u64, domain: &str, name: String) {
-    global().record(Record::Annotation(Annotation {
+fn record(kind: u8, category: u32, id: u64, domain: &str, name: String) -> bool {
+    global().record_kept(Record::Annotation(Annotation {
         pid: current_pid(),
         tid: current_tid(),
         ts_ns: monotonic_ns(),
@@ -231,7 +234,11 @@ fn push(domain: &str, name: String, category: u32) -> i32 {
         d.set(l.saturating_add(1));
         l
     });
-    record(annotation::PUSH, category, 0, domain, name);
+    let kept = record(annotation::PUSH, category, 0, domain, name);
+    if (0..64).contains(&level) {
+        let bit = 1u64 << level;
+        DROPPED.with(|d| d.set(if kept { d.get() & !bit } else { d.get() | bit }));
+    }
     level
 }
 
@@ -245,12 +252,16 @@ fn pop_in(domain: &str) -> i32 {
     }) else {
         return -1;
     };
-    record(annotation::POP, 0, 0, domain, String::new());
+    let push_dropped = (0..64).contains(&level) && DROPPED.with(|d| d.get() >> level & 1 == 1);
+    if !push_dropped {
+        record(annotation::POP, 0, 0, domain, String::new());
+    }
     level
 }
 
 fn start(domain: &str, name: String, category: u32) -> u64 {
     let id = NEXT_RANGE.fetch_add(1, Ordering::Relaxed);
+    // A start dropped at the cap leaves its end unmatched: the merge counts it and draws none.
     record(annotation::START, category, id, domain, name);
     id
 }
@@ -267,7 +278,7 @@ unsafe extern "C" fn mark_a(m: CStrPtr) {
     guarded((), || {
         // SAFETY: NVTX passes the application's string.
         let v = unsafe { ascii(m) };
-        record(annotation::MARK, 0, 0, "", v)
+        record(annotation::MARK, 0, 0, "", v);
     })
 }
 
@@ -275,7 +286,7 @@ unsafe extern "C" fn mark_w(m: *const WChar) {
     guarded((), || {
         // SAFETY: NVTX passes the application's string.
         let v = unsafe { wide(m) };
-        record(annotation::MARK, 0, 0, "", v)
+        record(annotation::MARK, 0, 0, "", v);
     })
 }
 
@@ -304,7 +315,9 @@ unsafe extern "C" fn start_w(m: *const WChar) -> u64 {
 }
 
 extern "C" fn end(id: u64) {
-    guarded((), || record(annotation::END, 0, id, "", String::new()))
+    guarded((), || {
+        record(annotation::END, 0, id, "", String::new());
+    })
 }
 
 unsafe extern "C" fn push_ex(a: Attr) -> i32 {
@@ -339,7 +352,7 @@ unsafe extern "C" fn name_category_a(cat: u32, m: CStrPtr) {
     guarded((), || {
         // SAFETY: NVTX passes the application's string.
         let v = unsafe { ascii(m) };
-        record(annotation::NAME_CATEGORY, cat, 0, "", v)
+        record(annotation::NAME_CATEGORY, cat, 0, "", v);
     })
 }
 
@@ -347,7 +360,7 @@ unsafe extern "C" fn name_category_w(cat: u32, m: *const WChar) {
     guarded((), || {
         // SAFETY: NVTX passes the application's string.
         let v = unsafe { wide(m) };
-        record(annotation::NAME_CATEGORY, cat, 0, "", v)
+        record(annotation::NAME_CATEGORY, cat, 0, "", v);
     })
 }
 

@@ -94,9 +94,10 @@ fn injection_fills_the_slots_and_each_call_records_one_annotation() {
         fake.core2_table[i] = &raw mut fake.core2_fns[i];
     }
     *FAKE.lock().unwrap() = Some(fake);
+    // `install`, not the entry point: that also starts the flusher thread, which (with no
+    // output directory) would discard the rows this test reads back.
     // SAFETY: a getter with NVTX's protocol.
-    let ok = unsafe { super::InitializeInjectionNvtx2(Some(get_export_table)) };
-    assert_eq!(ok, 1);
+    assert!(unsafe { super::install(Some(get_export_table)) });
     let (core, core2) = {
         let g = FAKE.lock().unwrap();
         let f = g.as_ref().unwrap();
@@ -169,4 +170,35 @@ fn injection_fills_the_slots_and_each_call_records_one_annotation() {
         ]
     );
     assert!(id > 0);
+
+    // A push dropped at the thread buffer's cap takes its pop with it: kept alone, the pop
+    // would close the enclosing range instead.
+    let recorder = crate::record::global();
+    // SAFETY: as above.
+    assert_eq!(unsafe { push_a(c"kept".as_ptr()) }, 0);
+    let mut filler = 0;
+    while recorder.record_kept(Record::Annotation(Annotation {
+        pid: 0,
+        tid,
+        ts_ns: 0,
+        kind: MARK,
+        source: NVTX,
+        category: 0,
+        id: 0,
+        domain: String::new(),
+        name: String::new(),
+    })) {
+        filler += 1;
+    }
+    assert!(filler > 0, "the buffer filled up");
+    // SAFETY: as above.
+    assert_eq!(unsafe { push_a(c"dropped".as_ptr()) }, 1);
+    assert_eq!(
+        taken(tid).len(),
+        1 + filler,
+        "the first push and the marks, not the second"
+    );
+    assert_eq!((pop(), pop()), (1, 0));
+    let got: Vec<(u8, String)> = taken(tid).into_iter().map(|a| (a.kind, a.name)).collect();
+    assert_eq!(got, [(POP, s(""))], "only the kept push's pop");
 }
