@@ -22,6 +22,9 @@ pub struct Plan {
 ///   tools the user already loads keep loading first.
 /// - `LD_PRELOAD`: the tool first, then the caller's (`preload`): on CUDA it must be in front
 ///   of the process's symbol lookups (kreplay-tool's `cuda/interpose.rs`).
+/// - `NVTX_INJECTION64_PATH`: the tool, unless the caller set one (`nvtx_set`), so the
+///   application's NVTX ranges and marks join the replay's trace (NVTX loads it once more by
+///   that path, which finds the preloaded copy).
 /// - With `probes = Some((kreplay, trace_output))`, the command runs under `kreplay trace`,
 ///   which starts it with the preload set for it alone (in the tracer the preload would load
 ///   the tool too), keeps its streams beside `trace_output` and prints no summary of its own
@@ -31,6 +34,7 @@ pub fn plan(
     lib: &Path,
     hsa_tools: Option<&str>,
     preload: Option<&str>,
+    nvtx_set: bool,
     probes: Option<(&Path, &Path)>,
 ) -> Plan {
     let lib = lib.display().to_string();
@@ -38,11 +42,17 @@ pub fn plan(
         Some(v) => format!("{v} {lib}"),
         None => lib.clone(),
     };
+    let mut env = vec![(OsString::from("HSA_TOOLS_LIB"), OsString::from(tools))];
+    if !nvtx_set {
+        env.push((
+            OsString::from(crate::trace::nvtx::INJECTION_VAR),
+            OsString::from(&lib),
+        ));
+    }
     let preload = match preload.map(str::trim).filter(|v| !v.is_empty()) {
         Some(v) => format!("{lib} {v}"),
         None => lib,
     };
-    let mut env = vec![(OsString::from("HSA_TOOLS_LIB"), OsString::from(tools))];
     match probes {
         Some((kreplay, trace_output)) => {
             let mut args: Vec<OsString> = [
@@ -97,6 +107,7 @@ mod tests {
             Path::new("/k/libkreplay_tool.so"),
             Some("/opt/rocprof.so"),
             Some("/usr/lib/libjemalloc.so"),
+            false,
             None,
         );
         assert_eq!(p.program, "python3");
@@ -109,13 +120,24 @@ mod tests {
                     OsString::from("/opt/rocprof.so /k/libkreplay_tool.so")
                 ),
                 (
+                    OsString::from("NVTX_INJECTION64_PATH"),
+                    OsString::from("/k/libkreplay_tool.so")
+                ),
+                (
                     OsString::from("LD_PRELOAD"),
                     OsString::from("/k/libkreplay_tool.so /usr/lib/libjemalloc.so")
                 ),
             ]
         );
-        // Empty or blank values count as unset.
-        let p = plan(&cmd(), Path::new("/k/t.so"), Some("  "), Some(""), None);
+        // Empty or blank values count as unset; a user's NVTX injection library stays.
+        let p = plan(
+            &cmd(),
+            Path::new("/k/t.so"),
+            Some("  "),
+            Some(""),
+            true,
+            None,
+        );
         assert_eq!(
             p.env,
             [
@@ -132,6 +154,7 @@ mod tests {
             Path::new("/k/t.so"),
             None,
             None,
+            false,
             Some((
                 Path::new("/usr/bin/kreplay"),
                 Path::new("/tmp/r/probes.pftrace"),
@@ -155,10 +178,17 @@ mod tests {
                 "train.py",
             ])
         );
-        // The tracer gets HSA_TOOLS_LIB (the command inherits it), never LD_PRELOAD.
+        // The tracer gets HSA_TOOLS_LIB and NVTX_INJECTION64_PATH (the command inherits
+        // them; the tracer then leaves the injection as it is), never LD_PRELOAD.
         assert_eq!(
             p.env,
-            [(OsString::from("HSA_TOOLS_LIB"), OsString::from("/k/t.so"))]
+            [
+                (OsString::from("HSA_TOOLS_LIB"), OsString::from("/k/t.so")),
+                (
+                    OsString::from("NVTX_INJECTION64_PATH"),
+                    OsString::from("/k/t.so")
+                )
+            ]
         );
     }
 }

@@ -22,6 +22,8 @@ pub enum Library {
     CudaRt = 3,
     /// A function the user named on the command line (`kreplay probe`).
     User = 4,
+    /// ROCm's annotation library, `libroctx64.so.*`.
+    Roctx = 5,
 }
 
 /// What an API call does, for summaries and for the live-allocation inventory.
@@ -49,6 +51,9 @@ pub enum ApiKind {
     Symbol = 8,
     /// Sets the calling thread's current device (argument 0, the device ordinal).
     Device = 9,
+    /// A user annotation (roctx): a range pushed, popped, started or stopped, or a mark; the
+    /// message string is read at return like a kernel name ([`ApiSpec::name_arg`]).
+    Annotate = 10,
 }
 
 /// Sentinel for "this API has no such argument".
@@ -352,6 +357,20 @@ pub const APIS: &[ApiSpec] = &[
     spec("cudaEventSynchronize", CudaRt, Sync),
     spec("cudaDeviceSynchronize", CudaRt, Sync),
     spec("cudaSetDevice", CudaRt, Device),
+    // roctx (roctx.h): annotations, not runtime calls. The message (argument 0) is read at
+    // return; its pointer is the name record's handle. `void`: the pushes return a nesting
+    // level, not a status, and the name is read whatever it is.
+    spec("roctxRangePushA", Roctx, Annotate)
+        .name(0)
+        .handle(0)
+        .void(),
+    spec("roctxRangePop", Roctx, Annotate),
+    spec("roctxMarkA", Roctx, Annotate).name(0).handle(0).void(),
+    spec("roctxRangeStartA", Roctx, Annotate)
+        .name(0)
+        .handle(0)
+        .void(),
+    spec("roctxRangeStop", Roctx, Annotate),
     // A function named by the user (`kreplay probe`): arguments recorded raw.
     spec("user_function", User, Other),
 ];

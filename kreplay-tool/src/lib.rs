@@ -4,13 +4,15 @@
 //! device allocations and replays kernels ([`engine`], runtime-independent, driven through
 //! [`engine::backend::Backend`]), bound to HSA by [`hsa`] and loaded through `HSA_TOOLS_LIB`
 //! (the `OnLoad`/`OnUnload` exports in [`hsa::tool`]), and to CUDA by `cuda` (preloaded; it wraps
-//! `dlsym`, `cuGetProcAddress` and the driver entries it needs).
+//! `dlsym`, `cuGetProcAddress` and the driver entries it needs), and records the application's
+//! NVTX ranges and marks as NVTX's injection library ([`nvtx`]).
 #[cfg(target_arch = "x86_64")]
 pub mod cuda;
 pub mod engine;
 pub mod fault;
 pub mod hsa;
 pub mod logging;
+pub mod nvtx;
 pub mod progress;
 pub mod record;
 pub mod status;

@@ -9,6 +9,7 @@ set -u
 C=${C:-.gpu-carry}
 K=$C/kreplay
 OUT=${OUT:-/tmp}
+mkdir -p "$OUT"
 PY=${PY:-/opt/torch/.venv/bin/python3}
 echo "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null), kernel $(uname -r), $(date -u)"
 now_ns() { date +%s%N; }

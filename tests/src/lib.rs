@@ -336,6 +336,29 @@ pub fn ensure_decoder() {
     }
 }
 
+/// The directory holding the real NVTX v3 headers (`nvtx3/nvToolsExt.h`), from the pinned
+/// `nvidia-nvtx-cu12` wheel of tests/python/requirements.txt (installed when missing).
+pub fn nvtx_include() -> PathBuf {
+    let find = || {
+        Command::new("python3")
+            .args(["-c", "import nvidia.nvtx as m; print(list(m.__path__)[0])"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join("include"))
+    };
+    if let Some(p) = find() {
+        return p;
+    }
+    let reqs = workspace_root().join("tests/python/requirements.txt");
+    let status = Command::new("python3")
+        .args(["-m", "pip", "install", "-q", "-r", reqs.to_str().unwrap()])
+        .status()
+        .expect("python3 is needed for the NVTX headers");
+    assert!(status.success(), "pip install -r {} failed", reqs.display());
+    find().expect("nvidia-nvtx-cu12 installed but nvidia.nvtx not importable")
+}
+
 /// Decodes a trace file with the independent decoder (tests/python/decode_trace.py).
 pub fn decode_trace(path: &Path) -> serde_json::Value {
     ensure_decoder();

@@ -355,7 +355,8 @@ fn bad_input_is_one_clear_line() {
             vec!["audit", "-p", &spid],
             format!(
                 "kreplay: error: process {spid} (sleep) maps no supported GPU runtime library \
-                 (looked for libhsa-runtime64.so*, libamdhip64.so*, libcuda.so*, libcudart.so*)"
+                 (looked for libhsa-runtime64.so*, libamdhip64.so*, libcuda.so*, libcudart.so*, \
+                 libroctx64.so*)"
             ),
         ),
         (

@@ -424,7 +424,8 @@ fn bad_targets_and_outputs_are_one_clear_line() {
             vec!["trace", "-p", &spid],
             format!(
                 "kreplay: error: process {spid} (sleep) maps no supported GPU runtime library \
-                 (looked for libhsa-runtime64.so*, libamdhip64.so*, libcuda.so*, libcudart.so*)"
+                 (looked for libhsa-runtime64.so*, libamdhip64.so*, libcuda.so*, libcudart.so*, \
+                 libroctx64.so*)"
             ),
         ),
         (

@@ -138,7 +138,7 @@ fn python() -> Result<()> {
     let mut probe = cmd("python3");
     probe.args([
         "-c",
-        "import perfetto.protos.perfetto.trace.perfetto_trace_pb2, google.protobuf",
+        "import perfetto.protos.perfetto.trace.perfetto_trace_pb2, google.protobuf, nvidia.nvtx",
     ]);
     if output(probe).is_some() {
         say("setup", "Python test packages: already installed");
@@ -146,6 +146,10 @@ fn python() -> Result<()> {
     }
     let mut pip = cmd("python3");
     pip.args(["-m", "pip", "install", "-q", "-r"]).arg(&req);
-    check("setup", pip)
-        .or_else(|e| bail!("{e}: the trace tests decode with the perfetto PyPI package"))
+    check("setup", pip).or_else(|e| {
+        bail!(
+            "{e}: the trace tests decode with the perfetto PyPI package and build against \
+                 the NVTX headers of nvidia-nvtx-cu12"
+        )
+    })
 }

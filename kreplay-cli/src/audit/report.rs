@@ -123,6 +123,7 @@ pub fn layer_of(lib: Library) -> &'static str {
         Library::Cuda => "cuda",
         Library::CudaRt => "cudart",
         Library::User => "user",
+        Library::Roctx => "roctx",
     }
 }
 

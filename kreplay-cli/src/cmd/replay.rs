@@ -230,6 +230,7 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
         lib,
         std::env::var("HSA_TOOLS_LIB").ok().as_deref(),
         std::env::var("LD_PRELOAD").ok().as_deref(),
+        std::env::var_os(kreplay_cli::trace::nvtx::INJECTION_VAR).is_some(),
         kreplay.as_deref().map(|k| (k, probe_trace.as_path())),
     );
     let mut cmd = Command::new(&plan.program);

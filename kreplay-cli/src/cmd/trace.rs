@@ -25,6 +25,7 @@ use kreplay_cli::{
         ending::{self, kept_streams},
         holds::{Holds, pause_summary},
         kernels::KernelNames,
+        nvtx,
         plan::{self, Plan, Request},
         session::{Next, Probed, Session, Target, Wake},
         summary::Summary,
@@ -50,6 +51,9 @@ use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
     old FILE as it was. At the end kreplay removes the stream files it wrote, then the \
     directory if nothing else is in it (--keep-streams keeps them; a failed render keeps \
     them and says where).\n\n\
+    roctx ranges and marks are traced with the runtimes. With -- CMD, kreplay-tool is also \
+    the command's NVTX injection library (NVTX_INJECTION64_PATH, unless already set), so its \
+    NVTX ranges and marks are in the trace too.\n\n\
     Open the trace at https://ui.perfetto.dev (Open trace file).")]
 pub struct TraceArgs {
     /// Trace this running process (repeatable).
@@ -128,6 +132,15 @@ fn env_pair(v: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The started command's `--env` pairs plus those that make kreplay-tool its NVTX injection
+/// library, writing to `dir` (`kreplay_cli::trace::nvtx::injection_env`), and what its NVTX
+/// calls will reach.
+fn nvtx_env(user: &[(String, String)], dir: &Path) -> (Vec<(String, String)>, nvtx::Injection) {
+    let set = |k: &str| user.iter().any(|(u, _)| u == k) || std::env::var_os(k).is_some();
+    let (add, injection) = nvtx::injection_env(nvtx::tool_lib().as_deref(), dir, set);
+    (user.iter().cloned().chain(add).collect(), injection)
+}
+
 /// Runs `kreplay trace`; returns the exit code.
 pub fn run(args: TraceArgs) -> Result<u8> {
     let plan = Plan::check(
@@ -172,77 +185,93 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         None
     };
     let mut attacher = Attacher::default();
-    let (target, child) = targets::start(&plan, |argv, env| {
-        launch::spawn_paused(argv, env).map(|c| {
+    // The stream directory exists before the command starts: its NVTX calls go to
+    // kreplay-tool, which writes its stream there.
+    let want = plan::streams_dir(&output);
+    let dir = out_file::fresh_dir(&want, 0o777)
+        .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
+    let started_target = targets::start(&plan, |argv, env| {
+        let (env, injection) = nvtx_env(env, &dir);
+        tracing::debug!(?injection, "NVTX annotations of the command");
+        launch::spawn_paused(argv, &env).map(|c| {
             let pid = c.pid;
             (c, pid)
         })
-    })?;
-    // Followed before anything runs: the command from its first instruction, a `-p`
-    // process's descendants from now (their libraries are attached below or at the first
-    // rescan).
-    let mut seeds: Vec<u32> = Vec::new();
-    if plan.follow {
-        let roots = match &target {
-            Target::Pids(p) => p.clone(),
-            Target::Command(pid) => vec![*pid],
-            Target::All => Vec::new(),
-        };
-        let parents = discover::parent_pids();
-        for root in roots {
-            seeds.push(root);
-            seeds.extend(targets::descendants(root, &parents));
+    });
+    let (target, child) = match started_target {
+        Ok(t) => t,
+        Err(e) => {
+            out_file::remove_own(&dir, &[]);
+            return Err(e);
         }
-        for &pid in &seeds {
-            probes
-                .follow(pid)
-                .with_context(|| format!("following pid {pid}"))?;
-        }
-        // Libraries a followed process maps later (start-up libraries of a program it runs, a
-        // dlopen) are probed in the loader's hook, before their code runs.
-        for ld in discover::loaders(&seeds) {
-            if let Err(e) = probes.attach_loader_hook(&ld) {
-                tracing::warn!(loader = %ld.display(), error = %e, "no loader hook: libraries the followed processes map later are found by the rescan");
+    };
+    // Until the capture exists, a failure removes what this run wrote.
+    let setup = (|| -> Result<_> {
+        // Followed before anything runs: the command from its first instruction, a `-p`
+        // process's descendants from now (their libraries are attached below or at the first
+        // rescan).
+        let mut seeds: Vec<u32> = Vec::new();
+        if plan.follow {
+            let roots = match &target {
+                Target::Pids(p) => p.clone(),
+                Target::Command(pid) => vec![*pid],
+                Target::All => Vec::new(),
+            };
+            let parents = discover::parent_pids();
+            for root in roots {
+                seeds.push(root);
+                seeds.extend(targets::descendants(root, &parents));
+            }
+            for &pid in &seeds {
+                probes
+                    .follow(pid)
+                    .with_context(|| format!("following pid {pid}"))?;
+            }
+            // Libraries a followed process maps later (start-up libraries of a program it runs, a
+            // dlopen) are probed in the loader's hook, before their code runs.
+            for ld in discover::loaders(&seeds) {
+                if let Err(e) = probes.attach_loader_hook(&ld) {
+                    tracing::warn!(loader = %ld.display(), error = %e, "no loader hook: libraries the followed processes map later are found by the rescan");
+                }
             }
         }
-    }
-    // Attach before anything runs.
-    let ld = std::env::var("LD_LIBRARY_PATH").ok();
-    let mut live = LiveProbes {
-        probes: &mut probes,
-        attacher: &mut attacher,
-        follow: plan.follow,
-    };
-    targets::attach(
-        &plan,
-        &target,
-        &pid_libs,
-        ld.as_deref(),
-        &HostLibraries,
-        &mut live,
-    )?;
-    // The descendants of `-p --children` processes, as they are now.
-    if let Target::Pids(pids) = &target {
-        for &pid in seeds.iter().filter(|p| !pids.contains(p)) {
-            live.rescan_pid(pid);
+        // Attach before anything runs.
+        let ld = std::env::var("LD_LIBRARY_PATH").ok();
+        let mut live = LiveProbes {
+            probes: &mut probes,
+            attacher: &mut attacher,
+            follow: plan.follow,
+        };
+        targets::attach(
+            &plan,
+            &target,
+            &pid_libs,
+            ld.as_deref(),
+            &HostLibraries,
+            &mut live,
+        )?;
+        // The descendants of `-p --children` processes, as they are now.
+        if let Target::Pids(pids) = &target {
+            for &pid in seeds.iter().filter(|p| !pids.contains(p)) {
+                live.rescan_pid(pid);
+            }
         }
-    }
-    let (mut intake, mut holds) = {
         let _in_runtime = rt.enter();
         let holds = if plan.follow {
             Some(Holds::new(probes.take_loads()?)?)
         } else {
             None
         };
-        (
-            Intake::new(probes.take_events()?, probes.rings().bytes)?,
-            holds,
-        )
+        let intake = Intake::new(probes.take_events()?, probes.rings().bytes)?;
+        Ok((intake, holds, Capture::create(&dir)?))
+    })();
+    let (mut intake, mut holds, capture) = match setup {
+        Ok(m) => m,
+        Err(e) => {
+            out_file::remove_own(&dir, &nvtx::tool_streams(&dir));
+            return Err(e);
+        }
     };
-    let want = plan::streams_dir(&output);
-    let dir = out_file::fresh_dir(&want, 0o777)
-        .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
-    let capture = Capture::create(&dir)?;
     // The targets' mappings as of the attach, read before the status line says tracing has
     // begun (a target told to go on that line may run and exit at once): a launch drained after
     // its process exited still finds the file its kernel's address lies in.
@@ -294,6 +323,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         last_pid: 0,
         io_error: None,
         held: Default::default(),
+        roctx: Default::default(),
     };
     let started = Instant::now();
     let cpu_at_start = reader_cpu_ns();
@@ -412,10 +442,12 @@ fn finish(
     // on a busy host: do it beside the rendering instead of before it.
     let attachments = probes.attachments();
     let slow_detach = !probes.uses_multi_links();
-    let files = rec
+    let mut files = rec
         .capture
         .finish()
         .with_context(|| kept_streams(dir, output))?;
+    // The NVTX annotations kreplay-tool wrote for the traced processes.
+    files.extend(nvtx::tool_streams(dir));
     // Every record is in the stream files now: an interrupt from here on ends kreplay at
     // once, and the streams say what the trace would have held.
     quick_exit::arm(&ending::interrupted_rendering(dir, output));
@@ -527,6 +559,7 @@ async fn record(
     let col = &mut *rec.col;
     rec.intake.finish(&mut |s| col.push(&s));
     col.finish_held();
+    col.finish();
     Ok((code, signalled))
 }
 

@@ -12,6 +12,7 @@ use kreplay_cli::{
         discover::RuntimeLib,
         kernels::{KernelNames, Resolved},
         nesting::{Held, LaunchRole, role_of},
+        roctx::{Roctx, is_roctx},
         session::{Probed, Recording},
         summary::Summary,
         targets::Attach,
@@ -58,9 +59,20 @@ pub(super) struct Collector {
     pub(super) io_error: Option<anyhow::Error>,
     /// Driver launches waiting for the runtime launch they were made from.
     pub(super) held: Held,
+    /// roctx calls waiting for their messages.
+    pub(super) roctx: Roctx,
 }
 
 impl Collector {
+    /// Writes what is still waiting when recording ends (roctx calls whose message never came).
+    pub(super) fn finish(&mut self) {
+        for a in self.roctx.finish() {
+            if let Err(e) = self.capture.annotation(a) {
+                self.io_error.get_or_insert_with(|| e.into());
+            }
+        }
+    }
+
     /// Takes one ring-buffer record.
     pub(super) fn push(&mut self, s: &Sample) {
         let r = match s {
@@ -84,6 +96,12 @@ impl Collector {
             }
         }
         self.summary.add(r);
+        if is_roctx(r.api) {
+            for a in self.roctx.call(r) {
+                self.capture.annotation(a)?;
+            }
+            return Ok(());
+        }
         let Some(spec) = spec_of(r.api) else {
             return self.capture.push(r);
         };
@@ -185,6 +203,12 @@ impl Collector {
     }
 
     fn name(&mut self, n: &NameRecord) -> Result<(), kreplay_common::stream::StreamError> {
+        if is_roctx(n.api) {
+            return match self.roctx.name(n) {
+                Some(a) => self.capture.annotation(a),
+                None => Ok(()),
+            };
+        }
         let rec = self.kernels.named(n);
         self.capture.kernel_name(n.tid, rec)
     }

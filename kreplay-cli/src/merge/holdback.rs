@@ -15,7 +15,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::FastMap;
 
-use kreplay_common::stream::ApiCall;
+use kreplay_common::stream::{Annotation, ApiCall};
 
 use crate::perfetto::Sequence;
 
@@ -37,6 +37,9 @@ pub struct HeldCall {
     pub external: Option<u64>,
     /// kreplay's own call ([`super::own_calls`]): written on the thread's kreplay track.
     pub own: bool,
+    /// Not a call but a user annotation of the thread, queued behind its held calls so that
+    /// its sequence stays in time order (`call` then only places it: pid, tid, time).
+    pub annotation: Option<Box<Annotation>>,
 }
 
 #[derive(Default)]
@@ -97,6 +100,7 @@ impl Holdback {
             flows: Vec::new(),
             external: None,
             own,
+            annotation: None,
         });
         self.held_calls += 1;
         if thread.items.len() > MAX_HELD {
@@ -106,6 +110,40 @@ impl Holdback {
             thread.scheduled = true;
             self.due.push(Reverse((call.exit_ns, thread_key(key))));
         }
+        Offer::Held
+    }
+
+    /// Takes a user annotation of a thread: held behind the thread's held calls, if any
+    /// ([`Offer::Held`]); else the caller writes it now.
+    pub fn offer_annotation(&mut self, seq: Sequence, a: &Annotation) -> Offer {
+        let any = self.held_calls > 0;
+        let Some(thread) = self
+            .threads
+            .get_mut(&(a.pid, a.tid))
+            .filter(|t| any && !t.items.is_empty())
+        else {
+            return Offer::WriteNow;
+        };
+        thread.items.push_back(HeldCall {
+            seq,
+            call: ApiCall {
+                pid: a.pid,
+                tid: a.tid,
+                api: u16::MAX,
+                enter_ns: a.ts_ns,
+                exit_ns: a.ts_ns,
+                ret: 0,
+                args: [0; 6],
+                extra: [0; 5],
+                out: 0,
+            },
+            launch: false,
+            flows: Vec::new(),
+            external: None,
+            own: false,
+            annotation: Some(Box::new(a.clone())),
+        });
+        self.held_calls += 1;
         Offer::Held
     }
 

@@ -12,6 +12,7 @@ pub fn layer_name(layer: Library) -> &'static str {
         Library::Cuda => "CUDA driver",
         Library::CudaRt => "CUDA runtime",
         Library::User => "user",
+        Library::Roctx => "roctx",
     }
 }
 

@@ -15,6 +15,7 @@ pub mod replay_args;
 pub mod replay_slices;
 pub mod scratch;
 pub mod stats;
+pub mod user_ranges;
 
 /// The hash map of the merge's per-record lookups: foldhash, not std's SipHash, whose cost
 /// showed in the merge's profile. Iteration order is random per run either way.

@@ -17,6 +17,8 @@
 //! thread's track: a reader sees at a glance which slices the application made, and queries
 //! over the thread's slices (Perfetto's `thread_slice`) leave kreplay's out without knowing
 //! about it.
+mod annotations;
+
 use std::{collections::VecDeque, io::Write, rc::Rc};
 
 use kreplay_common::{
@@ -34,6 +36,7 @@ use super::own_calls::OwnCalls;
 use super::scratch::{Annotations, Dim3, stream_slot};
 pub use super::stats::RenderStats;
 use super::stats::call_record;
+use super::user_ranges::UserRanges;
 use crate::perfetto::{
     Annotation, AnnotationName, EventArgs, EventName, Sequence, TraceWriter, Track, Value,
     WriterError,
@@ -48,7 +51,7 @@ const OWN_TRACK_KEY: u64 = 0x6b72_6570_6c61_7900;
 /// A launch's grid and block dimensions, and their `AxBxC` labels.
 type Geometry3 = (([u64; 3], [u64; 3]), String, String);
 
-struct Names {
+pub(super) struct Names {
     ret: AnnotationName,
     size: AnnotationName,
     ptr: AnnotationName,
@@ -58,21 +61,20 @@ struct Names {
     block: AnnotationName,
     args: [AnnotationName; 6],
     count: AnnotationName,
-    source: AnnotationName,
+    pub(super) source: AnnotationName,
     external_id: AnnotationName,
     kernel: AnnotationName,
 }
 
 /// Turns merged records into a trace.
 pub struct Renderer<W: Write> {
-    w: TraceWriter<W>,
-    names: Names,
-    process_names: FastMap<u32, String>,
+    pub(super) w: TraceWriter<W>,
+    pub(super) names: Names,
+    pub(super) process_names: FastMap<u32, String>,
     thread_names: FastMap<(u32, u32), String>,
     threads: FastMap<(u32, u32), Track>,
     /// Each input stream's sequence, and its sequence for late records, by stream index
     /// (made at the stream's first such record).
-    seqs: Vec<Option<Sequence>>,
     late_seqs: Vec<Option<Sequence>>,
     /// The thread track of each sequence's last call, by `trusted_id`.
     last_track: Vec<Option<(u32, u32, Track)>>,
@@ -83,7 +85,7 @@ pub struct Renderer<W: Write> {
     app_summary: Option<Summary>,
     marker_track: Option<Track>,
     pub(super) gpu: Gpu,
-    hold: Holdback,
+    pub(super) hold: Holdback,
     /// External ids by (pid, correlation), from `Correlation` records, until the dispatch comes.
     externals: FastMap<(u32, u64), (u32, u64, u64)>,
     /// `(ts, pid, correlation)` of `externals` entries in arrival order, to forget those whose
@@ -99,6 +101,8 @@ pub struct Renderer<W: Write> {
     dims: Option<Geometry3>,
     /// What rendering did so far.
     pub stats: RenderStats,
+    /// The application's annotations ([`super::user_ranges`]).
+    pub(super) ranges: UserRanges,
 }
 
 impl<W: Write> Renderer<W> {
@@ -133,7 +137,6 @@ impl<W: Write> Renderer<W> {
             process_names: FastMap::default(),
             thread_names: FastMap::default(),
             threads: FastMap::default(),
-            seqs: Vec::new(),
             late_seqs: Vec::new(),
             last_track: Vec::new(),
             counter_seq,
@@ -149,6 +152,7 @@ impl<W: Write> Renderer<W> {
             kernel_names: FastMap::default(),
             dims: None,
             stats: RenderStats::default(),
+            ranges: UserRanges::default(),
         }
     }
 
@@ -179,9 +183,11 @@ impl<W: Write> Renderer<W> {
                     let w = &mut self.w;
                     *stream_slot(&mut self.late_seqs, stream).get_or_insert_with(|| w.sequence())
                 } else {
-                    let w = &mut self.w;
-                    *stream_slot(&mut self.seqs, stream).get_or_insert_with(|| w.sequence())
+                    // One sequence per thread: its annotations, from another stream (NVTX,
+                    // the tool's), open and close slices around these calls on one track.
+                    self.thread_seq(c.pid, c.tid)
                 };
+                self.ranges.latest = self.ranges.latest.max(c.exit_ns);
                 let spec = spec_of(c.api);
                 let launch = spec.is_some_and(|s| s.kind == ApiKind::Launch);
                 let own = self.own.is_own(c);
@@ -269,6 +275,7 @@ impl<W: Write> Renderer<W> {
                 let ann = self.gpu.names.decline_args(&r.reason, r.correlation);
                 self.gpu_instant(pid, r.correlation, "replay declined", r.ts_ns, &ann)?;
             }
+            Record::Annotation(a) => self.user_mark(a)?,
             Record::Nondeterministic(r) => {
                 let ann =
                     self.gpu
@@ -346,10 +353,14 @@ impl<W: Write> Renderer<W> {
             flows,
             external,
             own,
+            annotation,
             ..
         } in ready.drain(..)
         {
-            self.write_call(seq, &call, &flows, external, own)?;
+            match annotation {
+                Some(a) => self.write_user_mark(seq, &a)?,
+                None => self.write_call(seq, &call, &flows, external, own)?,
+            }
         }
         self.hold.recycle(ready);
         Ok(())
@@ -383,7 +394,7 @@ impl<W: Write> Renderer<W> {
         Ok(t)
     }
 
-    fn thread_track(&mut self, pid: u32, tid: u32) -> Result<Track, WriterError> {
+    pub(super) fn thread_track(&mut self, pid: u32, tid: u32) -> Result<Track, WriterError> {
         if let Some(&t) = self.threads.get(&(pid, tid)) {
             return Ok(t);
         }
@@ -559,6 +570,9 @@ impl<W: Write> Renderer<W> {
         self.hold.drain();
         self.write_ready()?;
         self.advance(u64::MAX)?;
+        self.finish_user_marks()?;
+        self.stats.annotations = self.ranges.written;
+        self.stats.unmatched_annotations = self.ranges.unmatched;
         self.stats.forced_launches = self.hold.forced;
         let bytes = self.w.bytes();
         let out = self.w.finish()?;

@@ -35,6 +35,10 @@ pub struct RenderStats {
     pub own_calls: BTreeMap<&'static str, u64>,
     /// Tool window records that arrived out of order (calls before them may be the app's).
     pub late_windows: u64,
+    /// The application's annotation ranges and marks written (roctx, NVTX).
+    pub annotations: u64,
+    /// Annotation pops and ends whose push or start was not seen (not drawn).
+    pub unmatched_annotations: u64,
 }
 
 /// The per-API summary of the application's probed calls, kreplay's own left out.

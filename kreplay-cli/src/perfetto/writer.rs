@@ -361,13 +361,37 @@ impl<W: Write> TraceWriter<W> {
         ts: u64,
         args: &EventArgs<'_>,
     ) -> Result<(), WriterError> {
+        self.begin_with(seq, track, Name::Interned(name), ts, args)
+    }
+
+    /// [`TraceWriter::begin`] with its name written in the event (see
+    /// [`TraceWriter::slice_inline`]): for names an application makes up as it runs.
+    pub fn begin_inline(
+        &mut self,
+        seq: Sequence,
+        track: Track,
+        name: &str,
+        ts: u64,
+        args: &EventArgs<'_>,
+    ) -> Result<(), WriterError> {
+        self.begin_with(seq, track, Name::Inline(name), ts, args)
+    }
+
+    fn begin_with(
+        &mut self,
+        seq: Sequence,
+        track: Track,
+        name: Name<'_>,
+        ts: u64,
+        args: &EventArgs<'_>,
+    ) -> Result<(), WriterError> {
         self.advance(seq, ts)?;
         self.event(
             seq,
             ts,
             EventType::TypeSliceBegin,
             track,
-            Some(Name::Interned(name)),
+            Some(name),
             args,
             None,
         )?;

@@ -95,6 +95,15 @@ impl Capture {
         o.w.push(&Record::KernelName(k))
     }
 
+    /// Appends a user annotation (roctx) to its thread's stream.
+    pub fn annotation(&mut self, a: kreplay_common::stream::Annotation) -> Result<(), StreamError> {
+        let o = self.thread(a.pid, a.tid)?;
+        o.pushed += 1;
+        o.w.push(&Record::Annotation(a))?;
+        self.records += 1;
+        Ok(())
+    }
+
     /// The stream of thread `tid` of `pid`, created (with the names) on first sight, reopened
     /// after [`Capture::close_idle`] closed it.
     fn thread(&mut self, pid: u32, tid: u32) -> Result<&mut Open, StreamError> {

@@ -19,6 +19,7 @@ pub const RUNTIME_LIBRARIES: &[(&str, Library)] = &[
     ("libamdhip64.so", Library::Hip),
     ("libcuda.so", Library::Cuda),
     ("libcudart.so", Library::CudaRt),
+    ("libroctx64.so", Library::Roctx),
 ];
 
 /// The names looked for, for error messages.
@@ -440,6 +441,7 @@ mod tests {
         assert_eq!(family_of("libamdhip64.so.6"), Some(Library::Hip));
         assert_eq!(family_of("libcuda.so.1"), Some(Library::Cuda));
         assert_eq!(family_of("libcudart.so.12"), Some(Library::CudaRt));
+        assert_eq!(family_of("libroctx64.so.4"), Some(Library::Roctx));
         assert_eq!(family_of("libcudnn.so.9"), None);
         assert_eq!(family_of("libcuda.sox"), None);
     }

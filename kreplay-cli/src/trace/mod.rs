@@ -1,6 +1,6 @@
 //! `kreplay trace`'s machinery: the checked request, library discovery, choosing and attaching
-//! targets, capture to per-thread streams, kernel names, the recording loop, and what the run
-//! says as it ends.
+//! targets, capture to per-thread streams, kernel names, NVTX injection for a started command,
+//! roctx calls as annotations, the recording loop, and what the run says as it ends.
 pub mod attach;
 pub mod capture;
 pub mod discover;
@@ -9,7 +9,9 @@ pub mod histogram;
 pub mod holds;
 pub mod kernels;
 pub mod nesting;
+pub mod nvtx;
 pub mod plan;
+pub mod roctx;
 pub mod session;
 pub mod static_cudart;
 pub mod summary;

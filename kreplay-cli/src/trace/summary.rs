@@ -60,7 +60,7 @@ impl Summary {
         s.total_ns += dur;
         s.latency.record(dur);
         let ok = r.ret as u32 == 0;
-        if !ok && spec.kind != ApiKind::Other && !spec.void_ret {
+        if !ok && !matches!(spec.kind, ApiKind::Other | ApiKind::Annotate) && !spec.void_ret {
             s.errors += 1;
         }
         let size = spec.bytes(|i| r.arg(i).unwrap_or(0)).unwrap_or(0);
@@ -235,5 +235,14 @@ mod tests {
         r.ret = 0xdead;
         s.add(&r);
         assert_eq!(s.apis[&r.api].errors, 0);
+    }
+
+    #[test]
+    fn a_roctx_pop_returning_its_level_is_no_error() {
+        let mut s = Summary::default();
+        let mut r = call("roctxRangePop", 1, [0; 6], 0, 1);
+        r.ret = 2;
+        s.add(&r);
+        assert_eq!((s.apis[&r.api].calls, s.apis[&r.api].errors), (1, 0));
     }
 }

@@ -7,8 +7,8 @@
 //! a version appended are read as 0 from an older version's stream.
 
 use super::record::{
-    ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic, ProcessName,
-    Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName, ToolWindow,
+    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic,
+    ProcessName, Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName, ToolWindow,
 };
 
 /// Bytes before each record body: the tag and the body length.
@@ -34,6 +34,8 @@ mod tag {
     pub const REPLAY_STEP: u8 = 14;
     /// Version 4: an `ApiCall` with only its nonzero words ([`super::API_CALL_PACKED_FIXED`]).
     pub const API_CALL_PACKED: u8 = 15;
+    /// Version 5: a user annotation (roctx, NVTX).
+    pub const ANNOTATION: u8 = 16;
 }
 
 /// The first format version whose writers write `ApiCall` packed (tag 15).
@@ -247,6 +249,18 @@ pub fn encode_version(rec: &Record, version: u16, out: &mut Vec<u8>) {
             e.u32(r.pass);
             e.u64s(&[r.start_ns, r.end_ns, r.bytes]);
             tag::REPLAY_STEP
+        }
+        Record::Annotation(r) => {
+            e.u32(r.pid);
+            e.u32(r.tid);
+            e.u64(r.ts_ns);
+            e.u8(r.kind);
+            e.u8(r.source);
+            e.u32(r.category);
+            e.u64(r.id);
+            e.str(&r.domain);
+            e.str(&r.name);
+            tag::ANNOTATION
         }
     };
     let body_len = (out.len() - start - RECORD_HEADER_LEN) as u32;
@@ -558,6 +572,18 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             start_ns: d.u64()?,
             end_ns: d.u64()?,
             bytes: d.u64()?,
+        }
+        .into(),
+        tag::ANNOTATION => Annotation {
+            pid: d.u32()?,
+            tid: d.u32()?,
+            ts_ns: d.u64()?,
+            kind: d.u8()?,
+            source: d.u8()?,
+            category: d.u32()?,
+            id: d.u64()?,
+            domain: d.str()?,
+            name: d.str()?,
         }
         .into(),
         _ => return Some(None),

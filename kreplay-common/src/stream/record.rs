@@ -339,6 +339,61 @@ pub struct KernelName {
     pub name: String,
 }
 
+/// A user annotation: a range pushed or popped, a mark, a start/end range's ends, or a
+/// category's name, made by the application through roctx (probed) or NVTX (the tool as NVTX's
+/// injection library). New in version 5 (tag 16).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Annotation {
+    /// Process id.
+    pub pid: u32,
+    /// The calling thread.
+    pub tid: u32,
+    /// When: a push's or start's beginning, a pop's or end's end, a mark's instant.
+    pub ts_ns: u64,
+    /// What happened: an [`annotation`] kind code.
+    pub kind: u8,
+    /// Who reported it: an [`annotation`] source code.
+    pub source: u8,
+    /// The event's category (0: none); for [`annotation::NAME_CATEGORY`], the one named.
+    pub category: u32,
+    /// A start/end range's id (its start and end carry the same); 0 for the other kinds.
+    pub id: u64,
+    /// The domain's name; empty for the default domain.
+    pub domain: String,
+    /// The message (range or mark name, or category name); empty for a pop or an end.
+    pub name: String,
+}
+
+/// The codes of [`Annotation::kind`] and [`Annotation::source`].
+pub mod annotation {
+    /// A range pushed on the calling thread (`roctxRangePushA`, `nvtxRangePush*`).
+    pub const PUSH: u8 = 1;
+    /// The calling thread's innermost pushed range ends (`roctxRangePop`, `nvtxRangePop`).
+    pub const POP: u8 = 2;
+    /// An instant (`roctxMarkA`, `nvtxMark*`).
+    pub const MARK: u8 = 3;
+    /// A start/end range begins (`roctxRangeStartA`, `nvtxRangeStart*`); it may end on
+    /// another thread.
+    pub const START: u8 = 4;
+    /// The start/end range with this id ends (`roctxRangeStop`, `nvtxRangeEnd`).
+    pub const END: u8 = 5;
+    /// A category of the domain is named (`nvtxNameCategory*`, `nvtxDomainNameCategory*`).
+    pub const NAME_CATEGORY: u8 = 6;
+    /// Source: roctx, read by the probes.
+    pub const ROCTX: u8 = 1;
+    /// Source: NVTX, through kreplay-tool as the injection library.
+    pub const NVTX: u8 = 2;
+
+    /// The name of a source, as the trace's track and argument names use it.
+    pub fn source_name(code: u8) -> &'static str {
+        match code {
+            ROCTX => "roctx",
+            NVTX => "NVTX",
+            _ => "annotation",
+        }
+    }
+}
+
 /// Any record of a stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -370,6 +425,8 @@ pub enum Record {
     ToolWindow(ToolWindow),
     /// See [`ReplayStep`].
     ReplayStep(ReplayStep),
+    /// See [`Annotation`].
+    Annotation(Annotation),
 }
 
 impl Record {
@@ -391,6 +448,7 @@ impl Record {
             Self::KernelName(r) => r.ts_ns,
             Self::ToolWindow(r) => r.start_ns,
             Self::ReplayStep(r) => r.start_ns,
+            Self::Annotation(r) => r.ts_ns,
         }
     }
 }
@@ -427,6 +485,7 @@ impl Record {
             Self::KernelName(_) => "KernelName",
             Self::ToolWindow(_) => "ToolWindow",
             Self::ReplayStep(_) => "ReplayStep",
+            Self::Annotation(_) => "Annotation",
         }
     }
 
@@ -469,5 +528,6 @@ impl_from!(
     Drops,
     KernelName,
     ToolWindow,
-    ReplayStep
+    ReplayStep,
+    Annotation
 );

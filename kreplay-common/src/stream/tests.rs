@@ -134,7 +134,55 @@ fn one_of_each() -> Vec<Record> {
             end_ns: 51,
         }
         .into(),
+        annotation_push(),
     ]
+}
+
+fn annotation_push() -> Record {
+    Annotation {
+        pid: 77,
+        tid: 78,
+        ts_ns: 61,
+        kind: annotation::PUSH,
+        source: annotation::NVTX,
+        category: 3,
+        id: 0,
+        domain: "my-lib".into(),
+        name: "forward ü".into(),
+    }
+    .into()
+}
+
+#[test]
+fn an_annotation_encodes_its_fields_in_order() {
+    let mut out = Vec::new();
+    codec::encode(&annotation_push(), &mut out);
+    let mut want = vec![16u8];
+    let body_len = 4 + 4 + 8 + 1 + 1 + 4 + 8 + (4 + 6) + (4 + 10);
+    want.extend_from_slice(&(body_len as u32).to_le_bytes());
+    want.extend_from_slice(&77u32.to_le_bytes());
+    want.extend_from_slice(&78u32.to_le_bytes());
+    want.extend_from_slice(&61u64.to_le_bytes());
+    want.extend_from_slice(&[1, 2]);
+    want.extend_from_slice(&3u32.to_le_bytes());
+    want.extend_from_slice(&0u64.to_le_bytes());
+    want.extend_from_slice(&6u32.to_le_bytes());
+    want.extend_from_slice(b"my-lib");
+    want.extend_from_slice(&10u32.to_le_bytes());
+    want.extend_from_slice("forward ü".as_bytes());
+    assert_eq!(out, want);
+    assert_eq!(
+        codec::decode(&out, 0, FORMAT_VERSION),
+        codec::Decoded::Record(annotation_push(), out.len())
+    );
+    assert_eq!(annotation_push().timestamp(), 61);
+    // Without its name's bytes the body is malformed.
+    let mut short = out[..out.len() - 10].to_vec();
+    short[1..5].copy_from_slice(&((body_len - 10) as u32).to_le_bytes());
+    assert_eq!(
+        codec::decode(&short, 0, FORMAT_VERSION),
+        codec::Decoded::Malformed
+    );
 }
 
 /// A stream of `n` api calls in chunks of about `threshold` bytes; returns bytes and the
@@ -308,7 +356,7 @@ fn header_errors_name_the_file() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "v.krs: stream format version 9, this reader understands up to 4"
+        "v.krs: stream format version 9, this reader understands up to 5"
     );
     let err = StreamReader::new(Cursor::new(b"NOTASTREAM__"), Path::new("m.krs"))
         .err()

@@ -146,7 +146,7 @@ fn a_stream_of_a_newer_version_is_refused_with_both_versions_named() {
         .expect("refused");
     assert_eq!(
         err.to_string(),
-        "new.krs: stream format version 5, this reader understands up to 4"
+        "new.krs: stream format version 6, this reader understands up to 5"
     );
 }
 

@@ -153,6 +153,14 @@ impl Recorder {
     /// and its hand-off check; registering, the shared path and hand-offs are out of line.
     #[inline(always)]
     pub fn record(&self, row: Record) {
+        self.record_kept(row);
+    }
+
+    /// [`Recorder::record`], saying whether the row was kept: false when it was dropped at a
+    /// cap (counted) or recording is off. A caller whose later rows only make sense with this
+    /// one (a range's end after its start) leaves those out too.
+    #[inline(always)]
+    pub fn record_kept(&self, row: Record) -> bool {
         match self.mode.load(Ordering::Relaxed) {
             MODE_PER_THREAD => {
                 if let Some(buffer) = self.local_buffer() {
@@ -160,17 +168,18 @@ impl Recorder {
                     // for this call, so this thread is the only one pushing to its logs;
                     // `row` is valid, and forgotten below unless the log dropped it.
                     let pushed = unsafe { buffer.as_ref().rows.push_from(&row) };
-                    if pushed != Pushed::Dropped {
+                    let kept = pushed != Pushed::Dropped;
+                    if kept {
                         std::mem::forget(row);
                     }
                     self.after_push(pushed);
-                    return;
+                    return kept;
                 }
             }
             MODE_SHARED => {}
-            _ => return,
+            _ => return false,
         }
-        self.push_shared(|m| m.rows.push(row), |m| m.rows.len());
+        self.push_shared(|m| m.rows.push(row), |m| m.rows.len())
     }
 
     /// Records the row `make` builds (not built at all when the thread's buffer is at its
@@ -242,13 +251,13 @@ impl Recorder {
     /// The baseline: one Vec behind one mutex, with a cap and counted drops. Out of line: it
     /// keeps the per-thread path's code (and stack frame) small.
     #[inline(never)]
-    fn push_shared(&self, push: impl FnOnce(&mut Merged), len: impl Fn(&Merged) -> usize) {
+    fn push_shared(&self, push: impl FnOnce(&mut Merged), len: impl Fn(&Merged) -> usize) -> bool {
         let mut m = lock(&self.merged);
         let n = len(&m);
         if n >= self.config.shared_cap {
             m.shared_dropped += 1;
             m.shared_unreported += 1;
-            return;
+            return false;
         }
         push(&mut m);
         m.shared_appends += 1;
@@ -257,6 +266,7 @@ impl Recorder {
         if want_flush {
             self.request_flush();
         }
+        true
     }
 
     #[cold]
