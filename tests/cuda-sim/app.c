@@ -1,7 +1,10 @@
 // A CUDA driver-API program for the stand-in libcuda (tests/cuda-sim/libcuda.c). Built twice:
 // linked against libcuda (calls go through its symbols), and with -DRUNTIME_STYLE, where it
 // dlopens libcuda.so.1 and takes every entry from cuGetProcAddress_v2, as the CUDA runtime does.
-//   app inplace | devicevar | graph | async | vmm | realloc | teardown
+//   app inplace | devicevar | graph | async | vmm | realloc | teardown | attach
+// attach: gets its function handle, prints "ready", waits for a line on stdin (a tracer
+// attaches meanwhile), then launches it 5 times, prints "attach done" and waits for another
+// line before going on (a long-running process, whose memory the tracer can still read).
 // realloc: inplace, then frees x and allocates 40 KiB (room the device must have).
 // teardown: inplace, then frees both buffers and unloads the module.
 #include <dlfcn.h>
@@ -102,7 +105,16 @@ int main(int argc, char **argv) {
   } else {
     CK(C(cuModuleGetFunction)(&fn, mod, "axpy_inplace"));
     void *args[] = { &dy, &dx, &a, &n };
-    if (!strcmp(c, "graph")) {
+    if (!strcmp(c, "attach")) {
+      printf("ready\n");
+      fflush(stdout);
+      char line[16];
+      if (!fgets(line, sizeof line, stdin)) return 3;
+      for (int i = 0; i < 5; i++) CK(C(cuLaunchKernel)(fn, N / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
+      printf("attach done\n");
+      fflush(stdout);
+      if (!fgets(line, sizeof line, stdin)) return 3;
+    } else if (!strcmp(c, "graph")) {
       struct { H f; void *params[8]; } g = { fn, { &dy, &dx, &a, &n } };
       CK(C(cuGraphLaunch)(&g, 0));
     } else {

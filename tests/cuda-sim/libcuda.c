@@ -53,7 +53,9 @@ typedef struct { char name[64]; void *addr; size_t size; } Global;
 typedef struct Module { Global g[16]; int ng; } Module;
 typedef struct Func Func;
 typedef void (*Impl)(Func *, void **);
-struct Func { const char *name; Impl run; Module *m; unsigned grid, block; };
+// Laid out as the real driver's function objects are where a tracer can see it: the kernel's
+// name pointer is the second word (tests/gpu/cufunc_layout.py).
+struct Func { void *driver_private; const char *name; Impl run; Module *m; unsigned grid, block; };
 
 static void *global(Module *m, const char *n) { for (int i = 0; i < m->ng; i++) if (!strcmp(m->g[i].name, n)) return m->g[i].addr; return 0; }
 

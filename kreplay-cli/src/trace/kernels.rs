@@ -206,7 +206,14 @@ impl KernelNames {
                 new_record: None,
             };
         }
-        match self.symbol_at(r.pid, handle) {
+        // A driver handle is heap memory, not a symbol: its name is read from the driver's
+        // object (see `driver_names`) while the process lives.
+        let found = if spec.library == kreplay_common::api::Library::Cuda {
+            super::driver_names::function_name(r.pid, handle)
+        } else {
+            self.symbol_at(r.pid, handle)
+        };
+        match found {
             Some(raw) => {
                 let name = demangle(&raw);
                 let shared: Arc<str> = Arc::from(name.as_str());

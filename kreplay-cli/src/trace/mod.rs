@@ -4,6 +4,7 @@
 pub mod attach;
 pub mod capture;
 pub mod discover;
+pub mod driver_names;
 pub mod ending;
 pub mod histogram;
 pub mod holds;

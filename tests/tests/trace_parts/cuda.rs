@@ -76,3 +76,58 @@ fn cuda_launches_name_their_module_function_linked_and_runtime_style() {
         );
     }
 }
+
+/// A driver-API program attached after it made its function handle: no naming call is seen,
+/// and the handle is heap memory with no symbol; each launch is named from the driver's
+/// object, whose second word points to the kernel's name (the sim lays it out as the driver
+/// does).
+#[test]
+fn driver_launches_after_a_late_attach_are_named_from_the_function_object() {
+    use std::io::{BufRead, BufReader, Write};
+    require_root!();
+    let (dir, linked, _) = built();
+    let mut app = Command::new(linked)
+        .arg("attach")
+        .env("LD_LIBRARY_PATH", dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut app_out = BufReader::new(app.stdout.take().unwrap());
+    let mut line = String::new();
+    app_out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let out = out_path("cuda-late-attach");
+    let mut kreplay = Command::new(kreplay_bin())
+        .args(["trace", "-o", out.to_str().unwrap(), "-p"])
+        .arg(app.id().to_string())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watch = super::StderrWatch::new(&mut kreplay);
+    watch.wait_for("kreplay: tracing pid");
+    app.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    line.clear();
+    app_out.read_line(&mut line).unwrap();
+    assert_eq!(line, "attach done\n");
+    // The records are drained while the process lives on, as a training job does.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    app.stdin.as_mut().unwrap().write_all(b"end\n").unwrap();
+    assert!(app.wait().unwrap().success());
+    assert!(kreplay.wait().unwrap().success());
+    let stderr = watch.finish();
+    let d = decode_trace(&out);
+    assert_valid(&d);
+    let threads = thread_tracks(&d);
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    let c = counts(&d, &threads[0].0);
+    assert_eq!(c.get("cuModuleGetFunction"), None, "{c:?}");
+    let names: Vec<&str> = d["slices"][&threads[0].0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"] == "cuLaunchKernel")
+        .map(|s| s["args"]["kernel"]["string"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(names, vec!["axpy_inplace"; 5], "{stderr}");
+}
