@@ -10,6 +10,7 @@ pub mod holds;
 pub mod kernels;
 pub mod nesting;
 pub mod plan;
+pub mod registrations;
 pub mod session;
 pub mod static_cudart;
 pub mod summary;
