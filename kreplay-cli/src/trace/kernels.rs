@@ -7,13 +7,15 @@
 //! `cuLibraryGetKernel`: [`NameRecord`]s), and a handle nobody named during the trace (a
 //! process attached with `-p` registered its kernels long before) is looked up in the ELF
 //! symbol table of the file mapped at that address in the process (`/proc/PID/maps`, files
-//! opened through `/proc/PID/root`). Mangled C++ names are demangled. Each name found becomes
+//! opened through `/proc/PID/root`), and, for a host stub without a symbol (a stripped
+//! library), in the file's CUDA registration code ([`super::registrations`]). Mangled C++
+//! names are demangled. Each name found becomes
 //! a [`KernelName`] stream record, so the trace renders it after the process is gone.
 use std::{
     collections::{HashMap, HashSet},
     fs,
     os::unix::fs::MetadataExt,
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::Arc,
 };
 
@@ -23,7 +25,8 @@ use kreplay_common::{
     stream::KernelName,
 };
 
-use crate::probes::elf::SymbolTable;
+use super::registrations::registered_kernels;
+use crate::probes::elf::{ElfError, SymbolTable};
 
 /// One file-backed mapping of a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +99,42 @@ impl ProcMaps {
     }
 }
 
+/// What one mapped file says about the names of addresses in it: its symbols, and the host
+/// stubs its CUDA registration code names (empty for files that do not register kernels).
+struct FileNames {
+    symbols: SymbolTable,
+    registered: HashMap<u64, String>,
+}
+
+impl FileNames {
+    /// Reads the file at `path` once for both.
+    fn read(path: &Path) -> Result<FileNames, ElfError> {
+        let data = fs::read(path).map_err(|source| ElfError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let symbols = SymbolTable::parse(&data).map_err(|source| ElfError::Parse {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let registered = registered_kernels(&data).unwrap_or_else(|e| {
+            tracing::debug!(error = %e, path = %path.display(), "no registrations read");
+            HashMap::new()
+        });
+        Ok(FileNames {
+            symbols,
+            registered,
+        })
+    }
+
+    /// The symbol at file offset `off`, else the kernel registered with the host stub there.
+    fn name_at(&self, off: u64) -> Option<&str> {
+        self.symbols
+            .name_at(off)
+            .or_else(|| self.registered.get(&off).map(String::as_str))
+    }
+}
+
 /// What a launch call's kernel resolved to.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Resolved {
@@ -112,8 +151,9 @@ pub struct KernelNames {
     /// Handles looked up in the symbols without success (not looked up again).
     misses: HashSet<(u32, u64)>,
     maps: HashMap<u32, ProcMaps>,
-    /// Symbol tables by the file's (device, inode); `None` when it could not be read.
-    tables: HashMap<(u64, u64), Option<SymbolTable>>,
+    /// Symbol and registration tables by the file's (device, inode); `None` when it could not
+    /// be read.
+    tables: HashMap<(u64, u64), Option<FileNames>>,
     /// Processes found gone at the last [`KernelNames::forget_exited`].
     gone: HashSet<u32>,
 }
@@ -258,7 +298,8 @@ impl KernelNames {
         self.gone = now_gone;
     }
 
-    /// The symbol at `addr` in the file process `pid` maps there.
+    /// The symbol at `addr` in the file process `pid` maps there, or the kernel the file's
+    /// registration code registers with the host stub at `addr`.
     fn symbol_at(&mut self, pid: u32, addr: u64) -> Option<String> {
         if self.maps.get(&pid).and_then(|m| m.find(addr)).is_none() {
             // Not in the mappings read so far: the process may have mapped more since.
@@ -279,7 +320,7 @@ impl KernelNames {
         let table = self
             .tables
             .entry((meta.dev(), meta.ino()))
-            .or_insert_with(|| match SymbolTable::read(&host) {
+            .or_insert_with(|| match FileNames::read(&host) {
                 Ok(t) => Some(t),
                 Err(e) => {
                     tracing::debug!(error = %e, "no symbols for kernel names");
