@@ -271,3 +271,24 @@ fn files_without_the_registration_function_have_no_registrations() {
         }
     }
 }
+
+#[test]
+fn a_stripped_program_names_its_stubs_and_survives_being_cut() {
+    // tests/cuda-sim's cudart_app linked with -s, calling through the PLT and (-fno-plt)
+    // through the GOT: the offsets are those of the two host stubs in the unstripped builds.
+    let plt = include_bytes!("../../../fuzz/corpus/registrations/cudart_app_stripped");
+    let got = include_bytes!("../../../fuzz/corpus/registrations/cudart_app_stripped_noplt");
+    for (data, axpy, hits) in [(&plt[..], 0x23c9, 0x248b), (&got[..], 0x2129, 0x21fe)] {
+        let want = HashMap::from([
+            (axpy, "_Z12axpy_inplacePfPKffi".to_string()),
+            (hits, "_Z10count_hitsPfi".to_string()),
+        ]);
+        assert_eq!(registered_kernels(data).unwrap(), want);
+        // Cut anywhere: an error, or a subset of the names at their offsets.
+        for len in (0..data.len()).step_by(61) {
+            if let Ok(found) = registered_kernels(&data[..len]) {
+                assert!(found.iter().all(|(k, v)| want.get(k) == Some(v)), "{len}");
+            }
+        }
+    }
+}
