@@ -281,7 +281,8 @@ pub fn scan_code(bytes: &[u8], addr: u64, targets: &CallTargets) -> Vec<Registra
 
 /// The host stub and name loaded before the registration call at `bytes[call..]`: decoded
 /// forward from [`WINDOW`] bytes back, the last load into each register, forgetting what came
-/// before any other call seen on the way.
+/// before any other call seen on the way. Only the loads are decoded, the rest is stepped
+/// over a byte at a time.
 fn operands_before(
     bytes: &[u8],
     addr: u64,
@@ -302,13 +303,13 @@ fn operands_before(
             p += len;
             continue;
         }
+        // A call is not skipped over: when its bytes are really the start of a `lea` that
+        // follows (an `e8` ending another instruction), the `lea` is still read.
         if let Some((len, c)) = call_at(bytes, addr, p)
             && p + len <= call
             && plausible_call(c, targets)
         {
             (rsi, rdx, rcx) = (None, None, None);
-            p += len;
-            continue;
         }
         p += 1;
     }

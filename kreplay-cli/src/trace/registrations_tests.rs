@@ -292,3 +292,20 @@ fn a_stripped_program_names_its_stubs_and_survives_being_cut() {
         }
     }
 }
+
+#[test]
+fn a_call_byte_ending_the_instruction_before_a_load_does_not_hide_it() {
+    // `mov eax, 0xe8000000` then the loads: its last byte and the lea's first four read as a
+    // call into the code, which must not swallow the lea.
+    let code = Asm::default()
+        .raw(&[0xb8, 0x00, 0x00, 0x00, 0xe8])
+        .lea_rdx(NAME_A)
+        .lea_rsi(STUB_A)
+        .call(PLT)
+        .0;
+    let t = CallTargets {
+        code: vec![(0, u64::MAX)],
+        ..targets(&[PLT], &[])
+    };
+    assert_eq!(scan_code(&code, BASE, &t), [reg(STUB_A, NAME_A)]);
+}
