@@ -484,6 +484,13 @@ pub struct CudartSim {
     pub app: PathBuf,
     /// `cudart_app` with the runtime linked in statically (no `libcudart.so` mapped).
     pub static_app: PathBuf,
+    /// `cudart_app` linked with `-s`: no symbol names its host stubs, as in a pip wheel's
+    /// libraries; its registration code still does.
+    pub stripped_app: PathBuf,
+    /// `stripped_app` compiled with `-fno-plt`: the registrations call through the GOT.
+    pub stripped_noplt_app: PathBuf,
+    /// `stripped_noplt_app` before stripping (same code, same addresses), for reference.
+    pub noplt_app: PathBuf,
 }
 
 /// Builds [`CudartSim`] in [`cuda_sim`]`(name)`'s directory; later calls return the same build.
@@ -534,10 +541,42 @@ pub fn cudart_sim(name: &str) -> &'static CudartSim {
             "-ldl",
             "-lpthread",
         ]);
+        // Stripped, with and without PLT calls, and the -fno-plt build unstripped.
+        let [stripped_app, stripped_noplt_app, noplt_app] = [
+            "cudart_app_stripped",
+            "cudart_app_stripped_noplt",
+            "cudart_app_noplt",
+        ]
+        .map(|n| dir.join(n));
+        for (out, flags) in [
+            (&stripped_app, &["-s"][..]),
+            (&stripped_noplt_app, &["-s", "-fno-plt"]),
+            (&noplt_app, &["-fno-plt"]),
+        ] {
+            let mut args = vec!["-O1", "-Wall"];
+            args.extend(flags);
+            let (o, l, r) = (
+                s(out),
+                format!("-L{}", dir.display()),
+                format!("-Wl,-rpath,{}", dir.display()),
+            );
+            args.extend([
+                "-o",
+                o.as_str(),
+                app_src.as_str(),
+                l.as_str(),
+                "-l:libcudart.so.12",
+                r.as_str(),
+            ]);
+            cc(&args);
+        }
         CudartSim {
             dir,
             app,
             static_app,
+            stripped_app,
+            stripped_noplt_app,
+            noplt_app,
         }
     })
 }

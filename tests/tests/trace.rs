@@ -25,6 +25,8 @@ mod dlopen;
 mod files;
 #[path = "trace_parts/links.rs"]
 mod links;
+#[path = "trace_parts/registrations.rs"]
+mod registrations;
 #[path = "trace_parts/rings.rs"]
 mod rings;
 #[path = "trace_parts/slots.rs"]

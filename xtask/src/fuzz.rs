@@ -7,7 +7,14 @@ use anyhow::Result;
 use crate::run::{check, cmd, root, say};
 
 /// The fuzz targets, one per parser (see fuzz/README.md).
-pub const TARGETS: &[&str] = &["fatbin", "cubin", "ptx", "cli_elf", "proc_maps"];
+pub const TARGETS: &[&str] = &[
+    "fatbin",
+    "cubin",
+    "ptx",
+    "cli_elf",
+    "proc_maps",
+    "registrations",
+];
 
 /// How long each target runs in the test pass.
 const PER_TARGET: Duration = Duration::from_secs(8);

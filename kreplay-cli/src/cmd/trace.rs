@@ -279,6 +279,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     if let Target::Pids(pids) = &target {
         for &pid in pids {
             kernels.remember(pid);
+            // Read now, with the attach, rather than while the rings wait.
+            let files = kernels.warm(pid);
+            tracing::debug!(pid, files, "kernel names read ahead");
         }
     }
     // This thread drains the ring; the traced command was started above, so it keeps its own

@@ -7,13 +7,15 @@
 //! `cuLibraryGetKernel`: [`NameRecord`]s), and a handle nobody named during the trace (a
 //! process attached with `-p` registered its kernels long before) is looked up in the ELF
 //! symbol table of the file mapped at that address in the process (`/proc/PID/maps`, files
-//! opened through `/proc/PID/root`). Mangled C++ names are demangled. Each name found becomes
+//! opened through `/proc/PID/root`), and, for a host stub without a symbol (a stripped
+//! library), in the file's CUDA registration code ([`super::registrations`]). Mangled C++
+//! names are demangled. Each name found becomes
 //! a [`KernelName`] stream record, so the trace renders it after the process is gone.
 use std::{
     collections::{HashMap, HashSet},
     fs,
     os::unix::fs::MetadataExt,
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::Arc,
 };
 
@@ -23,7 +25,8 @@ use kreplay_common::{
     stream::KernelName,
 };
 
-use crate::probes::elf::SymbolTable;
+use super::registrations::registered_kernels;
+use crate::probes::elf::{ElfError, SymbolTable};
 
 /// One file-backed mapping of a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +99,88 @@ impl ProcMaps {
     }
 }
 
+/// What one mapped file says about the names of addresses in it: its symbols, and the host
+/// stubs its CUDA registration code names (empty for files that do not register kernels).
+struct FileNames {
+    symbols: SymbolTable,
+    registered: HashMap<u64, String>,
+}
+
+impl FileNames {
+    /// Reads the file at `path` once for both.
+    fn read(path: &Path) -> Result<FileNames, ElfError> {
+        let data = fs::read(path).map_err(|source| ElfError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let symbols = SymbolTable::parse(&data).map_err(|source| ElfError::Parse {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let registered = registered_kernels(&data).unwrap_or_else(|e| {
+            tracing::debug!(error = %e, path = %path.display(), "no registrations read");
+            HashMap::new()
+        });
+        Ok(FileNames {
+            symbols,
+            registered,
+        })
+    }
+
+    /// The symbol at file offset `off`, else the kernel registered with the host stub there.
+    fn name_at(&self, off: u64) -> Option<&str> {
+        self.symbols
+            .name_at(off)
+            .or_else(|| self.registered.get(&off).map(String::as_str))
+    }
+}
+
+/// Whether the ELF file at `path` registers GPU kernels: it imports or defines
+/// `__cudaRegisterFunction` or `__hipRegisterFunction`. Only its headers and dynamic symbols are
+/// read (the file is mapped, not read whole).
+pub fn registers_kernels(path: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(file) = fs::File::open(path) else {
+        return false;
+    };
+    let Ok(len) = file.metadata().map(|m| m.len() as usize) else {
+        return false;
+    };
+    if len < 64 {
+        return false;
+    }
+    // SAFETY: a private read-only mapping of a file opened here; it is unmapped below, after
+    // the last use of the slice made from it. A file truncated meanwhile would fault on the
+    // pages past its end: the runtime libraries kreplay reads are not rewritten in place.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return false;
+    }
+    // SAFETY: `addr` maps `len` readable bytes until the munmap below.
+    let data = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+    let wanted = |n: &str| {
+        let base = n.split_once('@').map_or(n, |(b, _)| b);
+        base == "__cudaRegisterFunction" || base == "__hipRegisterFunction"
+    };
+    let found = object::File::parse(data).is_ok_and(|f| {
+        f.dynamic_symbols()
+            .chain(f.symbols())
+            .any(|s| s.name().is_ok_and(wanted))
+    });
+    // SAFETY: unmaps the mapping made above; `data` is not used after this.
+    unsafe { libc::munmap(addr, len) };
+    found
+}
+
 /// What a launch call's kernel resolved to.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Resolved {
@@ -112,8 +197,9 @@ pub struct KernelNames {
     /// Handles looked up in the symbols without success (not looked up again).
     misses: HashSet<(u32, u64)>,
     maps: HashMap<u32, ProcMaps>,
-    /// Symbol tables by the file's (device, inode); `None` when it could not be read.
-    tables: HashMap<(u64, u64), Option<SymbolTable>>,
+    /// Symbol and registration tables by the file's (device, inode); `None` when it could not
+    /// be read.
+    tables: HashMap<(u64, u64), Option<FileNames>>,
     /// Processes found gone at the last [`KernelNames::forget_exited`].
     gone: HashSet<u32>,
 }
@@ -249,6 +335,32 @@ impl KernelNames {
         }
     }
 
+    /// Reads, now, the names in every file process `pid` maps that registers GPU kernels (see
+    /// [`registers_kernels`]): done at a late attach, so that the first launches drained do not
+    /// wait while a large library (PyTorch's is over a gigabyte) is read and scanned, which
+    /// would leave the rings to overflow meanwhile. Returns how many files were read.
+    pub fn warm(&mut self, pid: u32) -> usize {
+        let Some(procmaps) = self.maps.get(&pid) else {
+            return 0;
+        };
+        let paths: HashSet<String> = procmaps.maps.iter().map(|m| m.path.clone()).collect();
+        let mut read = 0;
+        for path in paths {
+            let host =
+                PathBuf::from(format!("/proc/{pid}/root")).join(path.trim_start_matches('/'));
+            let Ok(meta) = fs::metadata(&host) else {
+                continue;
+            };
+            let key = (meta.dev(), meta.ino());
+            if self.tables.contains_key(&key) || !registers_kernels(&host) {
+                continue;
+            }
+            self.tables.insert(key, FileNames::read(&host).ok());
+            read += 1;
+        }
+        read
+    }
+
     /// Drops what is kept about processes that have exited: those found gone at two calls in
     /// a row (the records they made before exiting were drained in between). Called on each
     /// tick, so a long `--all` trace keeps memory for live processes only.
@@ -265,7 +377,8 @@ impl KernelNames {
         self.gone = now_gone;
     }
 
-    /// The symbol at `addr` in the file process `pid` maps there.
+    /// The symbol at `addr` in the file process `pid` maps there, or the kernel the file's
+    /// registration code registers with the host stub at `addr`.
     fn symbol_at(&mut self, pid: u32, addr: u64) -> Option<String> {
         if self.maps.get(&pid).and_then(|m| m.find(addr)).is_none() {
             // Not in the mappings read so far: the process may have mapped more since.
@@ -286,7 +399,7 @@ impl KernelNames {
         let table = self
             .tables
             .entry((meta.dev(), meta.ino()))
-            .or_insert_with(|| match SymbolTable::read(&host) {
+            .or_insert_with(|| match FileNames::read(&host) {
                 Ok(t) => Some(t),
                 Err(e) => {
                     tracing::debug!(error = %e, "no symbols for kernel names");

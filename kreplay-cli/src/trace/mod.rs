@@ -12,6 +12,7 @@ pub mod kernels;
 pub mod nesting;
 pub mod nvtx;
 pub mod plan;
+pub mod registrations;
 pub mod roctx;
 pub mod session;
 pub mod static_cudart;

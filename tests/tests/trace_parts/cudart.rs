@@ -2,7 +2,8 @@
 //! libcudart.so.12 over its stand-in driver, and the same program with the runtime linked in
 //! statically. Exact calls of both layers, each driver call nested in the runtime call that
 //! made it, one launch per runtime launch in the per-kernel table, kernels named by their host
-//! stubs also when kreplay attaches after the program loaded them, live bytes per device.
+//! stubs also when kreplay attaches after the program loaded them (by their registration code
+//! when the program is stripped), live bytes per device.
 use std::{
     collections::BTreeMap,
     io::{BufRead, BufReader, Write},
@@ -238,7 +239,22 @@ fn a_statically_linked_runtime_is_found_in_the_program_itself() {
 fn an_attach_after_the_kernels_were_loaded_names_every_launch() {
     require_root!();
     let sim = cudart_sim("trace-cuda-sim");
-    let mut app = Command::new(&sim.app)
+    attach_after_load_names_every_launch(&sim.app, "cudart-attach");
+}
+
+#[test]
+fn an_attach_to_a_stripped_program_names_every_launch_by_its_registration_code() {
+    require_root!();
+    // No symbol names a host stub: the names come from the calls that registered them.
+    let sim = cudart_sim("trace-cuda-sim");
+    attach_after_load_names_every_launch(&sim.stripped_app, "cudart-attach-stripped");
+}
+
+/// Attaches to `cudart_app attach 20` (`program`: one of its builds) once it has launched each
+/// kernel, and checks that every launch after the attach is named.
+fn attach_after_load_names_every_launch(program: &Path, out_name: &str) {
+    let sim = cudart_sim("trace-cuda-sim");
+    let mut app = Command::new(program)
         .args(["attach", "20"])
         .env("LD_LIBRARY_PATH", &sim.dir)
         .stdin(Stdio::piped())
@@ -249,7 +265,7 @@ fn an_attach_after_the_kernels_were_loaded_names_every_launch() {
     let mut line = String::new();
     app_out.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
-    let out = out_path("cudart-attach");
+    let out = out_path(out_name);
     let mut kreplay = Command::new(kreplay_bin())
         .args([
             "trace",
