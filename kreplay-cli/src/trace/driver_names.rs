@@ -51,6 +51,21 @@ pub fn plausible(name: &[u8]) -> bool {
 /// The name of driver handle `handle` in process `pid`, when its name pointer leads to a
 /// plausible symbol.
 pub fn function_name(pid: u32, handle: u64) -> Option<String> {
+    let found = read_name(pid, handle);
+    if found.is_none() && tracing::enabled!(tracing::Level::DEBUG) {
+        // What the object held instead, for whoever looks at a driver that lays it out
+        // differently.
+        let words: Vec<String> = read_mem(pid, handle, 32)
+            .unwrap_or_default()
+            .chunks_exact(8)
+            .map(|w| format!("{:#x}", u64::from_le_bytes(w.try_into().expect("8 bytes"))))
+            .collect();
+        tracing::debug!(pid, handle = %format!("{handle:#x}"), ?words, "driver handle without a readable name");
+    }
+    found
+}
+
+fn read_name(pid: u32, handle: u64) -> Option<String> {
     let word = read_mem(pid, handle.checked_add(NAME_POINTER_OFFSET)?, 8)?;
     let ptr = u64::from_le_bytes(word.get(..8)?.try_into().ok()?);
     if ptr < 0x1000 {

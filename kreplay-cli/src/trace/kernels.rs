@@ -294,10 +294,14 @@ impl KernelNames {
         }
         // A driver handle is heap memory, not a symbol: its name is read from the driver's
         // object (see `driver_names`) while the process lives.
-        let found = if spec.library == kreplay_common::api::Library::Cuda {
-            super::driver_names::function_name(r.pid, handle)
-        } else {
-            self.symbol_at(r.pid, handle)
+        // A runtime launch may also pass a kernel handle instead of a host stub
+        // (`cudaKernel_t`, a `CUkernel`: PyTorch's launches do), heap memory outside every file.
+        let found = match spec.library {
+            kreplay_common::api::Library::Cuda => super::driver_names::function_name(r.pid, handle),
+            kreplay_common::api::Library::CudaRt => self
+                .symbol_at(r.pid, handle)
+                .or_else(|| super::driver_names::function_name(r.pid, handle)),
+            _ => self.symbol_at(r.pid, handle),
         };
         match found {
             Some(raw) => {
@@ -316,6 +320,14 @@ impl KernelNames {
                 }
             }
             None => {
+                if tracing::enabled!(tracing::Level::DEBUG) {
+                    let at = self
+                        .maps
+                        .get(&r.pid)
+                        .and_then(|m| m.find(handle))
+                        .map(|m| format!("{}+{:#x}", m.path, handle - m.start + m.offset));
+                    tracing::debug!(pid = r.pid, handle = %format!("{handle:#x}"), api = spec.name, ?at, "kernel not named");
+                }
                 self.misses.insert(key);
                 Resolved::default()
             }
@@ -430,6 +442,43 @@ mod tests {
             ret: 0,
             out,
         }
+    }
+
+    /// A driver object as the driver lays it out: a word, then the name pointer.
+    #[repr(C)]
+    struct DriverObject {
+        first: u64,
+        name: *const u8,
+    }
+
+    #[test]
+    fn kernel_handles_of_runtime_and_driver_launches_are_named_from_the_driver_object() {
+        let name = b"_Z4stepPf\0";
+        let obj = DriverObject {
+            first: 1,
+            name: name.as_ptr(),
+        };
+        let handle = &obj as *const DriverObject as u64;
+        let mut k = KernelNames::default();
+        // A cudaKernel_t passed to cudaLaunchKernel: heap memory, no file, no symbol.
+        let r = k.launch(&call("cudaLaunchKernel", [handle, 0, 0, 0, 0, 0], 0));
+        assert_eq!(r.name.as_deref(), Some("step(float*)"));
+        assert_eq!(
+            r.new_record.map(|n| (n.handle, n.name)),
+            Some((handle, "step(float*)".into()))
+        );
+        // A CUfunction passed to cuLaunchKernel, once per handle.
+        let r = k.launch(&call("cuLaunchKernel", [handle, 0, 0, 0, 0, 0], 0));
+        assert_eq!(r.name.as_deref(), Some("step(float*)"));
+        // A handle whose object points at no symbol stays unnamed.
+        let junk = b"not a name\0";
+        let bad = DriverObject {
+            first: 1,
+            name: junk.as_ptr(),
+        };
+        let bad_handle = &bad as *const DriverObject as u64;
+        let r = k.launch(&call("cudaLaunchKernel", [bad_handle, 0, 0, 0, 0, 0], 0));
+        assert_eq!(r, Resolved::default());
     }
 
     #[test]
