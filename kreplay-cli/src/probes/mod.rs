@@ -1,6 +1,7 @@
 //! The BPF side seen from userspace: loading, attaching, symbol resolution and record intake.
 pub mod btf;
 pub mod cost;
+pub mod counters;
 pub mod debug_log;
 pub mod elf;
 pub mod follow;
