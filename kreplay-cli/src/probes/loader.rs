@@ -17,7 +17,7 @@ use kreplay_common::audit::{AUDIT_ENTRY_PROGRAM, AUDIT_RETURN_PROGRAM};
 use kreplay_common::probe::{
     ALLOCS_MAP, AllocInfo, AllocKey, BARE_ENTRY_PROGRAM, BARE_RETURN_PROGRAM, COUNTERS_MAP, Cookie,
     ENTRY_PROGRAM, EVENTS_MAP, EVENTS_MAPS, LOADER_HOOK_SYMBOL, LOADER_PROGRAM, LOADS_MAP,
-    RETURN_PROGRAM, RING_COUNT_GLOBAL, SLOT_MASK_GLOBAL, THREADS_MAP, counter,
+    RETURN_PROGRAM, RING_COUNT_GLOBAL, SLOT_MASK_GLOBAL, THREADS_MAP, TRACED_MAP, counter,
 };
 
 use super::multi::{MultiError, MultiPrograms};
@@ -226,8 +226,12 @@ impl Probes {
         // Off, the verifier sees the level as a constant and drops the programs' log calls.
         let level = super::debug_log::level();
         loader.override_global(LOG_LEVEL_GLOBAL, &level, true);
-        if let Some(t) = &tree {
-            t.configure(&mut loader);
+        match &tree {
+            Some(t) => t.configure(&mut loader),
+            // Not following: the set stays empty, so it takes no kernel memory to speak of.
+            None => {
+                loader.map_max_entries(TRACED_MAP, 1);
+            }
         }
         let mut bpf = loader.load(BPF_OBJECT)?;
         if follow_tree {

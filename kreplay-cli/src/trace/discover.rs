@@ -132,6 +132,21 @@ pub fn startup_objects(program: &str) -> Vec<RuntimeLib> {
 /// The runtime libraries to probe in process `pid` (plus the `--lib` paths in `extra`), or
 /// the one-line reason there are none: no such process, /proc unreadable, nothing mapped.
 pub fn target_libs(pid: u32, extra: &[PathBuf]) -> anyhow::Result<Vec<RuntimeLib>> {
+    let libs = mapped_libs(pid, extra)?;
+    if libs.is_empty() {
+        anyhow::bail!(
+            "process {pid} ({}) maps no supported GPU runtime library (looked for {})",
+            super::capture::process_name(pid),
+            looked_for()
+        );
+    }
+    Ok(libs)
+}
+
+/// The runtime libraries process `pid` maps now (plus `extra`), none at all included (a
+/// launcher whose children load the runtimes); an error only when the process is gone or its
+/// mappings cannot be read.
+pub fn mapped_libs(pid: u32, extra: &[PathBuf]) -> anyhow::Result<Vec<RuntimeLib>> {
     if !Path::new(&format!("/proc/{pid}")).exists() {
         anyhow::bail!("no such process: {pid}");
     }
@@ -143,13 +158,6 @@ pub fn target_libs(pid: u32, extra: &[PathBuf]) -> anyhow::Result<Vec<RuntimeLib
         }
     })?;
     libs.extend(extra.iter().filter_map(|p| describe_forced(p)));
-    if libs.is_empty() {
-        anyhow::bail!(
-            "process {pid} ({}) maps no supported GPU runtime library (looked for {})",
-            super::capture::process_name(pid),
-            looked_for()
-        );
-    }
     Ok(libs)
 }
 

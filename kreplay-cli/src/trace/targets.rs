@@ -19,6 +19,9 @@ pub trait Libraries {
     /// The runtime libraries process `pid` maps, plus `extra`; an error when it is gone or
     /// maps none.
     fn of_pid(&self, pid: u32, extra: &[PathBuf]) -> anyhow::Result<Vec<RuntimeLib>>;
+    /// The runtime libraries process `pid` maps, plus `extra`, possibly none (the root of a
+    /// followed tree, a launcher); an error when it is gone.
+    fn of_tree_root(&self, pid: u32, extra: &[PathBuf]) -> anyhow::Result<Vec<RuntimeLib>>;
     /// The runtime libraries process `pid` could still `dlopen` by name.
     fn dlopen_candidates(&self, pid: u32) -> Vec<RuntimeLib>;
     /// Every runtime library in `ld_library_path`, the loader's directories, and `extra`.
@@ -33,6 +36,10 @@ pub struct HostLibraries;
 impl Libraries for HostLibraries {
     fn of_pid(&self, pid: u32, extra: &[PathBuf]) -> anyhow::Result<Vec<RuntimeLib>> {
         discover::target_libs(pid, extra)
+    }
+
+    fn of_tree_root(&self, pid: u32, extra: &[PathBuf]) -> anyhow::Result<Vec<RuntimeLib>> {
+        discover::mapped_libs(pid, extra)
     }
 
     fn dlopen_candidates(&self, pid: u32) -> Vec<RuntimeLib> {
@@ -84,7 +91,9 @@ pub fn descendants(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
 }
 
 /// The runtime libraries of each `-p` process, looked up before anything is loaded: a process
-/// that is gone or maps no runtime ends the run here. Empty for the other modes.
+/// that is gone ends the run here, and so does one that maps no runtime unless its tree is
+/// followed (`--children`: a launcher's children load the runtimes). Empty for the other
+/// modes.
 pub fn pid_libraries(
     plan: &Plan,
     libs: &impl Libraries,
@@ -92,7 +101,14 @@ pub fn pid_libraries(
     match &plan.mode {
         Mode::Pids(pids) => pids
             .iter()
-            .map(|&pid| Ok((pid, libs.of_pid(pid, &plan.libs)?)))
+            .map(|&pid| {
+                let mapped = if plan.follow {
+                    libs.of_tree_root(pid, &plan.libs)?
+                } else {
+                    libs.of_pid(pid, &plan.libs)?
+                };
+                Ok((pid, mapped))
+            })
             .collect(),
         _ => Ok(Vec::new()),
     }

@@ -34,6 +34,15 @@ impl Libraries for Libs {
         }
         Ok(self.mapped.clone())
     }
+    fn of_tree_root(&self, pid: u32, extra: &[PathBuf]) -> anyhow::Result<Vec<RuntimeLib>> {
+        self.asked
+            .borrow_mut()
+            .push(format!("of_tree_root {pid} {extra:?}"));
+        if pid == 404 {
+            anyhow::bail!("no such process: {pid}");
+        }
+        Ok(Vec::new())
+    }
     fn dlopen_candidates(&self, pid: u32) -> Vec<RuntimeLib> {
         self.asked.borrow_mut().push(format!("dlopen {pid}"));
         self.dlopen.clone()
@@ -376,4 +385,32 @@ fn a_followed_tree_is_probed_for_every_process_and_a_lone_target_for_itself() {
     );
     assert_eq!(scope(&tree, 9), Scope::All);
     assert_eq!(scope(&plan(Mode::Pids(vec![9])), 9), Scope::Pid(9));
+}
+
+#[test]
+fn the_root_of_a_followed_tree_may_map_no_runtime_but_must_exist() {
+    let libs = Libs {
+        mapped: vec![lib("/r/libamdhip64.so", 1, Library::Hip)],
+        ..Libs::default()
+    };
+    let tree = Plan {
+        follow: true,
+        ..plan(Mode::Pids(vec![7]))
+    };
+    assert_eq!(pid_libraries(&tree, &libs).unwrap(), vec![(7, vec![])]);
+    let gone = Plan {
+        follow: true,
+        ..plan(Mode::Pids(vec![404]))
+    };
+    assert_eq!(
+        pid_libraries(&gone, &libs).unwrap_err().to_string(),
+        "no such process: 404"
+    );
+    assert_eq!(
+        *libs.asked.borrow(),
+        [
+            r#"of_tree_root 7 ["/x/libextra.so"]"#,
+            r#"of_tree_root 404 ["/x/libextra.so"]"#,
+        ]
+    );
 }
