@@ -105,7 +105,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
     };
     let child_pid = child.as_ref().map(|c| c.pid);
     for scope in req.scopes(child_pid) {
-        probes.attach_programs(&args.lib, offset, user_cookie(), scope, programs)?;
+        probes.attach_many(&args.lib, &[(offset, user_cookie())], scope, programs)?;
     }
     let mut intake = {
         let _in_runtime = rt.enter();

@@ -462,13 +462,14 @@ impl Probes {
     }
 
     /// The kernel's statistics of the (entry, return) programs named: the uprobe-multi copies
-    /// when in use, else aya's programs.
+    /// when links were made with them, else aya's programs (attached one function at a time,
+    /// as `kreplay probe` does, or after the kernel refused uprobe-multi links).
     pub fn program_runs(
         &self,
         names: [&'static str; 2],
     ) -> Result<[crate::audit::maps::ProgramRuns; 2], crate::audit::maps::AuditMapError> {
         match &self.multi {
-            Some(m) => {
+            Some(m) if !self.links.is_empty() => {
                 let mut out = [crate::audit::maps::ProgramRuns::default(); 2];
                 for (slot, name) in out.iter_mut().zip(names) {
                     let (run_time_ns, run_count) = m
@@ -481,7 +482,7 @@ impl Probes {
                 }
                 Ok(out)
             }
-            None => crate::audit::maps::program_runs(&self.bpf, names),
+            _ => crate::audit::maps::program_runs(&self.bpf, names),
         }
     }
 
