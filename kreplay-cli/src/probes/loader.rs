@@ -309,27 +309,40 @@ impl Probes {
             },
         };
         for name in programs.names() {
-            let prog: &mut UProbe = self
-                .bpf
-                .program_mut(name)
-                .expect("loaded in Probes::load")
-                .try_into()
-                .map_err(|source| ProbeError::Program {
-                    what: format!("program {name}"),
-                    source,
-                })?;
-            let point = UProbeAttachPoint {
-                location: UProbeAttachLocation::AbsoluteOffset(offset),
-                cookie: Some(cookie.0),
-            };
-            prog.attach(point, library, uscope)
-                .map_err(|source| ProbeError::Program {
-                    what: format!("attaching {name} to {}+{offset:#x}", library.display()),
-                    source,
-                })?;
+            self.attach_perf(name, library, offset, Some(cookie.0), uscope)?;
         }
         self.attached.insert(key);
         Ok(true)
+    }
+
+    /// Attaches aya's program `name` at `offset` of `library` with a perf event of its own.
+    fn attach_perf(
+        &mut self,
+        name: &'static str,
+        library: &Path,
+        offset: u64,
+        cookie: Option<u64>,
+        scope: UProbeScope,
+    ) -> Result<(), ProbeError> {
+        let prog: &mut UProbe = self
+            .bpf
+            .program_mut(name)
+            .ok_or(aya::programs::ProgramError::UnexpectedProgramType)
+            .and_then(TryInto::try_into)
+            .map_err(|source| ProbeError::Program {
+                what: format!("program {name}"),
+                source,
+            })?;
+        let point = UProbeAttachPoint {
+            location: UProbeAttachLocation::AbsoluteOffset(offset),
+            cookie,
+        };
+        prog.attach(point, library, scope)
+            .map_err(|source| ProbeError::Program {
+                what: format!("attaching {name} to {}+{offset:#x}", library.display()),
+                source,
+            })?;
+        Ok(())
     }
 
     /// Attaches the entry and return programs of `programs` to every `(offset, cookie)` of
@@ -421,26 +434,13 @@ impl Probes {
                 .push(multi.attach(LOADER_PROGRAM, ld_so, &[(offset, 0)], 0, false)?);
             return Ok(true);
         }
-        let prog: &mut UProbe = self
-            .bpf
-            .program_mut(LOADER_PROGRAM)
-            .ok_or(ProbeError::LoaderHook(format!(
-                "no {LOADER_PROGRAM} program"
-            )))?
-            .try_into()
-            .map_err(|source| ProbeError::Program {
-                what: format!("program {LOADER_PROGRAM}"),
-                source,
-            })?;
-        let point = UProbeAttachPoint {
-            location: UProbeAttachLocation::AbsoluteOffset(offset),
-            cookie: None,
-        };
-        prog.attach(point, ld_so, UProbeScope::AllProcesses)
-            .map_err(|source| ProbeError::Program {
-                what: format!("attaching {LOADER_PROGRAM} to {}", ld_so.display()),
-                source,
-            })?;
+        self.attach_perf(
+            LOADER_PROGRAM,
+            ld_so,
+            offset,
+            None,
+            UProbeScope::AllProcesses,
+        )?;
         Ok(true)
     }
 

@@ -2,7 +2,7 @@
 //! rescanned, so that the runtime libraries it just mapped are probed before their first call,
 //! then resumed. Every process read from the ring is resumed, also when kreplay ends first.
 use aya::maps::{MapData, RingBuf};
-use kreplay_common::probe::LoadStop;
+use kreplay_common::{probe::LoadStop, stream::monotonic_ns};
 use tokio::io::{Interest, unix::AsyncFd};
 
 /// The ring of stopped processes.
@@ -32,17 +32,6 @@ pub fn pause_summary(pauses: &[u64]) -> Option<(u64, u64)> {
     let mut v = pauses.to_vec();
     v.sort_unstable();
     Some((*v.get(v.len() / 2)?, *v.last()?))
-}
-
-/// CLOCK_MONOTONIC now, in ns (the clock of `bpf_ktime_get_ns`).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime only writes the timespec it is given, which lives on this stack.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Resumes process `tgid` (SIGCONT); one already running is left as it is.
