@@ -373,7 +373,9 @@ fn a_second_interrupt_ends_replay_with_probes_at_once() {
     let dir = tmp.join(format!("kreplay-replay-{}", kreplay.id()));
     let probe_dir = dir.join("probes.pftrace.streams");
     // Under the tool and the probes once both have written a stream file and the tool has
-    // replayed both dispatches (its progress counters: dispatches replayed first).
+    // replayed both dispatches (its progress counters: dispatches replayed first). The tool
+    // counts a replay only once its records are in the stream file, so the Ctrl-C that kills
+    // the command next loses none of them.
     let replayed = || {
         std::fs::read(dir.join("progress"))
             .ok()

@@ -73,11 +73,6 @@ pub fn replay<B: Backend>(
         }
         .into(),
     );
-    let passes = match outcome {
-        Outcome::Replayed { passes, .. } => Some(passes),
-        _ => None,
-    };
-    crate::progress::note(passes, end_ns - start_ns);
     outcome
 }
 

@@ -159,7 +159,21 @@ impl EngineState {
             policy: self.config.snapshot,
             arena,
         };
-        match replay(backend, &self.inventory, &req, &mut emit) {
+        let start_ns = kreplay_common::stream::monotonic_ns();
+        let outcome = replay(backend, &self.inventory, &req, &mut emit);
+        // The replay's records go to the stream file before the progress counters count it:
+        // a Ctrl-C the user sends once `kreplay replay` shows the dispatch replayed, which may
+        // kill the application before the flusher's next turn, then loses none of them. A
+        // replay already holds its thread for milliseconds; the flush adds microseconds.
+        if let Err(e) = crate::record::flush_global() {
+            tracing::warn!("kreplay: flushing the tool stream after a replay failed: {e}");
+        }
+        let passes = match &outcome {
+            Outcome::Replayed { passes, .. } => Some(*passes),
+            _ => None,
+        };
+        crate::progress::note(passes, kreplay_common::stream::monotonic_ns() - start_ns);
+        match outcome {
             Outcome::Replayed { .. } => Ran::Replayed,
             Outcome::Declined(reason) => {
                 decline(correlation, reason);
