@@ -64,18 +64,32 @@ pub const FORK_PROGRAM: &str = "follow_fork";
 /// [`TRACED_MAP`] once it is gone, so that its pid, reused, is not followed.
 pub const FREE_PROGRAM: &str = "follow_free";
 
-/// A followed process stopped in the loader's hook, as [`LOADS_MAP`] carries it.
+/// A process stopped for kreplay to attach before it goes on, as [`LOADS_MAP`] carries it:
+/// a followed process in the loader's hook, or any process mapping a runtime library file not
+/// probed yet (`--all`, [`discovery`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadStop {
     /// The process.
     pub tgid: u32,
-    /// Zero.
-    pub _pad: u32,
+    /// Why it was stopped ([`stop_kind`]).
+    pub kind: u32,
     /// When it was stopped (CLOCK_MONOTONIC ns).
     pub stop_ns: u64,
+    /// The new file, for [`stop_kind::NEW_FILE`] (zero otherwise).
+    pub file: discovery::FileKey,
 }
-const _: () = assert!(core::mem::size_of::<LoadStop>() == 16);
+const _: () = assert!(core::mem::size_of::<LoadStop>() == 32);
+
+/// Values of [`LoadStop::kind`].
+pub mod stop_kind {
+    /// A followed process in the loader's `_dl_debug_state`.
+    pub const LOADER: u32 = 0;
+    /// A process mapping, executable, a runtime library file not probed yet.
+    pub const NEW_FILE: u32 = 1;
+}
+
+pub mod discovery;
 
 /// Name of the ring of followed processes stopped in the loader's hook ([`LoadStop`] each).
 pub const LOADS_MAP: &str = "LOADS";
@@ -117,8 +131,12 @@ pub mod counter {
     /// Followed processes the loader's hook could not stop (its ring was full): libraries they
     /// map are attached at the next rescan, and calls made before it are missed.
     pub const LOADS_LOST: u32 = 9;
+    /// Processes mapping a runtime library file not probed yet that could not be held (the
+    /// ring of stops or the set of held processes was full): the file is attached at the next
+    /// rescan, and their calls made before it are missed.
+    pub const NEW_FILE_LOST: u32 = 10;
     /// Number of counters.
-    pub const COUNT: u32 = 10;
+    pub const COUNT: u32 = 11;
 }
 
 /// Flag bits of the attach cookie's mode field.
@@ -473,6 +491,10 @@ mod pod {
     unsafe impl aya::Pod for super::AllocInfo {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::NameRecord {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::discovery::FileKey {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::discovery::Config {}
 }
 
 impl CallRecord {

@@ -5,23 +5,18 @@
 //!
 //! A followed process that maps libraries (the loader's `_dl_debug_state`, called once the
 //! start-up libraries are mapped and around each `dlopen`, before any of their code runs) is
-//! stopped and named in `LOADS`, so that kreplay attaches to new runtime libraries before
+//! stopped and named in `LOADS` (`hold.rs`), so that kreplay attaches to new runtime libraries before
 //! their first call and then resumes it.
 //!
 //! `task_struct` offsets come from the kernel's BTF, read by the loader (`TASK_*_OFFSET`).
 use aya_ebpf::{
     Global,
-    bindings::BPF_RB_FORCE_WAKEUP,
     helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel},
     macros::{map, raw_tracepoint, uprobe},
-    maps::{HashMap, RingBuf},
+    maps::HashMap,
     programs::{ProbeContext, RawTracePointContext},
 };
-use kreplay_common::probe::{LOADS_BYTES, LoadStop, SIGSTOP, TRACED_MAX, counter};
-
-/// Followed processes stopped in the loader's hook, by tgid, for kreplay to resume.
-#[map]
-static LOADS: RingBuf = RingBuf::with_byte_size(LOADS_BYTES, 0);
+use kreplay_common::probe::{TRACED_MAX, counter, discovery::FileKey, stop_kind};
 
 /// The followed processes (tgid → 1).
 #[map]
@@ -104,20 +99,7 @@ pub fn loader_hook(_ctx: ProbeContext) -> u32 {
     if unsafe { TRACED.get(tgid) }.is_none() {
         return 0;
     }
-    // Stopped only when kreplay will hear of it: nothing else would resume it.
-    let stop = LoadStop {
-        tgid,
-        _pad: 0,
-        // SAFETY: plain helper call.
-        stop_ns: unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() },
-    };
-    if LOADS
-        .output::<LoadStop>(&stop, BPF_RB_FORCE_WAKEUP as u64)
-        .is_ok()
-    {
-        // SAFETY: plain helper call; the signal goes to this process.
-        unsafe { aya_ebpf::helpers::generated::bpf_send_signal(SIGSTOP) };
-    } else {
+    if !super::hold::hold(tgid, stop_kind::LOADER, FileKey::default()) {
         super::bump(counter::LOADS_LOST);
     }
     0

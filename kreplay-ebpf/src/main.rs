@@ -15,7 +15,9 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 mod audit;
+mod discovery;
 mod follow;
+mod hold;
 mod rings;
 mod slots;
 

@@ -25,6 +25,8 @@ mod dlopen;
 mod files;
 #[path = "trace_parts/links.rs"]
 mod links;
+#[path = "trace_parts/new_files.rs"]
+mod new_files;
 #[path = "trace_parts/registrations.rs"]
 mod registrations;
 #[path = "trace_parts/rings.rs"]
@@ -38,6 +40,15 @@ mod tree;
 
 /// The HIP live-bytes track of a thread that never calls hipSetDevice.
 const HIP_LIVE: &str = "live bytes (HIP, device not set during trace)";
+
+/// Taken by every `--all` test: two system-wide traces at once would each resume the
+/// processes the other holds.
+static ALL_TRACES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds [`ALL_TRACES`] (a test that failed holding it does not poison it for the others).
+fn one_all_trace() -> std::sync::MutexGuard<'static, ()> {
+    ALL_TRACES.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn out_path(name: &str) -> PathBuf {
     let p = scratch("trace").join(format!("{name}.pftrace"));

@@ -23,7 +23,7 @@ use kreplay_cli::{
         capture::Capture,
         discover,
         ending::{self, kept_streams},
-        holds::{Holds, pause_summary},
+        holds::Holds,
         kernels::KernelNames,
         nvtx,
         plan::{self, Plan, Request},
@@ -235,12 +235,19 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 }
             }
         }
+        // `--all`: a process that maps a runtime library file not probed yet is held from
+        // now on until that file is attached (the rescan below finds those mapped already).
+        let every = matches!(target, Target::All);
+        if every && let Err(e) = probes.hold_new_files() {
+            tracing::warn!(error = %e, "a process whose runtime library is in a new place loses the calls it makes before the next rescan (200 ms)");
+        }
         // Attach before anything runs.
         let ld = std::env::var("LD_LIBRARY_PATH").ok();
         let mut live = LiveProbes {
             probes: &mut probes,
             attacher: &mut attacher,
             follow: plan.follow,
+            every,
         };
         targets::attach(
             &plan,
@@ -257,8 +264,10 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             }
         }
         let _in_runtime = rt.enter();
-        let holds = if plan.follow {
-            Some(Holds::new(probes.take_loads()?)?)
+        let holds = if plan.follow || every {
+            let mut h = Holds::new(probes.take_loads()?, probes.take_hold_maps()?)?;
+            h.mark_probed(attacher.files_for_all());
+            Some(h)
         } else {
             None
         };
@@ -339,6 +348,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         probes: &mut probes,
         attacher: &mut attacher,
         follow: plan.follow,
+        every: matches!(session.target(), Target::All),
     };
     let mut rec = LiveRecording {
         intake: &mut intake,
@@ -387,7 +397,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         rings: (ring_layout, per_ring),
         say_stopping: signalled && status,
         command,
-        pauses: holds.as_ref().map(|h| h.pauses().to_vec()),
+        stops: holds.as_ref().map(|h| h.stops()),
     };
     // Any process stopped after the last look is resumed here.
     drop(holds);
@@ -419,9 +429,8 @@ struct Recorded {
     say_stopping: bool,
     /// The started command's program and pid.
     command: Option<(String, u32)>,
-    /// How long the loader hook held followed processes, each stop in ns (`None`: no tree
-    /// followed).
-    pauses: Option<Vec<u64>>,
+    /// How long processes were held for kreplay (`None`: none could be).
+    stops: Option<ending::Stops>,
 }
 
 /// Ends a run: marks the last losses, closes the streams, renders the trace while the probes
@@ -486,8 +495,8 @@ fn finish(
     if let Some(line) = ending::unplaced_line(report.stats.unrenderable) {
         let _ = writeln!(e, "{line}");
     }
-    if let Some(pauses) = &rec.pauses {
-        for line in ending::follow_lines(pause_summary(pauses), pauses.len(), &counters) {
+    if let Some(stops) = rec.stops {
+        for line in ending::follow_lines(stops, &counters) {
             let _ = writeln!(e, "{line}");
         }
     }
@@ -541,11 +550,17 @@ async fn record(
                 r?;
                 // Processes stopped where the loader has mapped libraries: probe what they
                 // mapped, then let them go on.
-                holds.as_mut().expect("guarded").serve(|pid| live.rescan_pid(pid));
+                let h = holds.as_mut().expect("guarded");
+                h.serve(|pid| live.rescan_pid(pid));
+                h.mark_probed(live.attacher.files_for_all());
                 continue;
             }
         };
         let (next, line) = session.on(wake, Instant::now(), live, rec, &alive)?;
+        // Files the periodic rescan attached no longer hold the processes that map them.
+        if let Some(h) = holds.as_mut() {
+            h.mark_probed(live.attacher.files_for_all());
+        }
         if let Some(st) = line {
             // On a terminal the status line updates in place; into a file or pipe, one
             // line at a time.

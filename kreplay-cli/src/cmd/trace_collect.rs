@@ -222,6 +222,8 @@ pub(super) struct LiveProbes<'a> {
     pub(super) attacher: &'a mut Attacher,
     /// A process tree is followed: rescans attach for every process (the programs filter).
     pub(super) follow: bool,
+    /// Every process is traced (`--all`): rescans attach for every process.
+    pub(super) every: bool,
 }
 
 impl Probed for LiveProbes<'_> {
@@ -230,7 +232,7 @@ impl Probed for LiveProbes<'_> {
     }
 
     fn rescan_pid(&mut self, pid: u32) {
-        let scope = if self.follow {
+        let scope = if self.follow || self.every {
             Scope::All
         } else {
             Scope::Pid(pid)

@@ -10,6 +10,8 @@
 //! offset }`, the offset in bits (the low 24 bits when `kind_flag` is set).
 use std::path::Path;
 
+use kreplay_common::probe::discovery::FileOffsets;
+
 /// The kernel's BTF.
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -183,6 +185,30 @@ pub fn task_pid_tgid_offsets(path: &Path) -> Result<(u32, u32), BtfError> {
     ))
 }
 
+/// Where the running kernel keeps what the mapping check reads: the task's descriptor table
+/// (`task_struct->files`, `files_struct->fdt`, `fdtable->max_fds` and `->fd`), `file->f_inode`,
+/// `file->f_path.dentry`, `dentry->d_name.name`, `inode->i_ino`, `inode->i_sb` and
+/// `super_block->s_dev`.
+pub fn file_offsets(path: &Path) -> Result<FileOffsets, BtfError> {
+    let data = std::fs::read(path).map_err(|e| BtfError::Read {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let btf = Btf::parse(&data)?;
+    Ok(FileOffsets {
+        task_files: btf.member_offset("task_struct", "files")?,
+        files_fdt: btf.member_offset("files_struct", "fdt")?,
+        fdt_max_fds: btf.member_offset("fdtable", "max_fds")?,
+        fdt_fd: btf.member_offset("fdtable", "fd")?,
+        file_inode: btf.member_offset("file", "f_inode")?,
+        file_dentry: btf.member_offset("file", "f_path")? + btf.member_offset("path", "dentry")?,
+        dentry_name: btf.member_offset("dentry", "d_name")? + btf.member_offset("qstr", "name")?,
+        inode_ino: btf.member_offset("inode", "i_ino")?,
+        inode_sb: btf.member_offset("inode", "i_sb")?,
+        sb_dev: btf.member_offset("super_block", "s_dev")?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,5 +285,31 @@ mod tests {
         // the struct.
         assert_eq!(tgid, pid + 4);
         assert!(pid > 1000, "{pid}");
+    }
+
+    #[test]
+    fn the_running_kernels_file_members_are_found() {
+        let path = Path::new(VMLINUX_BTF);
+        if !path.exists() {
+            eprintln!("skipped: no {VMLINUX_BTF} on this kernel");
+            return;
+        }
+        let o = file_offsets(path).unwrap();
+        // `struct path { struct vfsmount *mnt; struct dentry *dentry; }` and `struct qstr`'s
+        // 8-byte hash_len before its name pointer fix two of them relative to their container.
+        let data = std::fs::read(path).unwrap();
+        let btf = Btf::parse(&data).unwrap();
+        assert_eq!(
+            o.file_dentry,
+            btf.member_offset("file", "f_path").unwrap() + 8
+        );
+        assert_eq!(
+            o.dentry_name,
+            btf.member_offset("dentry", "d_name").unwrap() + 8
+        );
+        assert!(o.file_inode > 0 && o.inode_sb > 0 && o.inode_ino > 0 && o.sb_dev > 0);
+        // `struct fdtable { unsigned int max_fds; struct file **fd; ... }`.
+        assert_eq!((o.fdt_max_fds, o.fdt_fd), (0, 8));
+        assert!(o.task_files > 1000, "{}", o.task_files);
     }
 }

@@ -21,6 +21,8 @@ pub struct Counters {
     pub unfollowed: u64,
     /// Library loads of followed processes the loader hook could not hold.
     pub loads_lost: u64,
+    /// Processes mapping a new runtime library file that could not be held (`--all`).
+    pub new_files_lost: u64,
     /// Reader wake-ups the programs forced (not a loss).
     pub wakeups: u64,
 }
@@ -59,6 +61,7 @@ mod tests {
             wakeups: 100,
             unfollowed: 100,
             loads_lost: 100,
+            new_files_lost: 100,
         };
         // Processes not followed are reported on their own: their calls were never counted.
         assert_eq!(c.lost(), 15);

@@ -21,7 +21,10 @@ use kreplay_common::probe::{
 };
 
 use super::multi::{MultiError, MultiPrograms};
+
+mod discovery;
 use super::rings::RingLayout;
+pub use discovery::HoldMaps;
 
 /// Set to `0` to attach one perf event per function even where the kernel has uprobe-multi
 /// links (to compare the two, or to work around a kernel bug).
@@ -73,6 +76,9 @@ pub enum ProbeError {
     /// A uprobe-multi link could not be made.
     #[error(transparent)]
     Multi(#[from] MultiError),
+    /// Processes mapping new runtime library files cannot be held.
+    #[error("holding processes that map new runtime libraries: {0}")]
+    Discovery(String),
 }
 
 /// The uprobe-multi copies of every program pair, unless [`UPROBE_MULTI_ENV`] is `0` or the
@@ -554,6 +560,7 @@ impl Probes {
             slot_clash: sums[counter::SLOT_CLASH as usize],
             unfollowed: sums[counter::FOLLOW_FULL as usize],
             loads_lost: sums[counter::LOADS_LOST as usize],
+            new_files_lost: sums[counter::NEW_FILE_LOST as usize],
             abandoned: sums[counter::ABANDONED as usize],
             wakeups: sums[counter::WAKEUPS as usize],
         })

@@ -3,7 +3,7 @@ use std::collections::{HashMap, HashSet};
 
 use kreplay_common::{
     api::{APIS, ApiId, Library},
-    probe::Cookie,
+    probe::{Cookie, discovery::FileKey},
 };
 
 use super::discover::RuntimeLib;
@@ -68,6 +68,14 @@ impl Attacher {
         let out = self.attach_new(probes, lib, scope);
         self.busy += t0.elapsed();
         out.map(Some)
+    }
+
+    /// The files attached for every process, as the kernel names them.
+    pub fn files_for_all(&self) -> impl Iterator<Item = FileKey> + '_ {
+        self.done
+            .iter()
+            .filter(|(_, scope)| *scope == Scope::All)
+            .map(|&((dev, ino), _)| FileKey::from_stat(dev, ino))
     }
 
     /// The time spent attaching so far (symbol tables read, probes attached): what a target

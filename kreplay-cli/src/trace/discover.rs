@@ -13,14 +13,7 @@ use std::{
 
 use kreplay_common::api::Library;
 
-/// File-name prefixes of the supported runtime libraries, per family.
-pub const RUNTIME_LIBRARIES: &[(&str, Library)] = &[
-    ("libhsa-runtime64.so", Library::Hsa),
-    ("libamdhip64.so", Library::Hip),
-    ("libcuda.so", Library::Cuda),
-    ("libcudart.so", Library::CudaRt),
-    ("libroctx64.so", Library::Roctx),
-];
+pub use kreplay_common::probe::discovery::RUNTIME_LIBRARIES;
 
 /// The names looked for, for error messages.
 pub fn looked_for() -> String {

@@ -76,20 +76,33 @@ pub fn interrupted_written(output: &Path) -> String {
     )
 }
 
-/// What a trace that followed a process tree says about it: how often and how long the
-/// loader hook held processes (`pauses`: median and longest ns, of `stops`), and the children
-/// it could not follow or hold.
-pub fn follow_lines(
-    pauses: Option<(u64, u64)>,
-    stops: usize,
-    c: &crate::probes::loader::Counters,
-) -> Vec<String> {
+/// How long the processes held for kreplay were stopped: median and longest ns, and how many
+/// stops, per reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stops {
+    /// Followed processes in the loader's hook.
+    pub loader: Option<(u64, u64, usize)>,
+    /// Processes mapping a runtime library file not probed yet (`--all`).
+    pub new_files: Option<(u64, u64, usize)>,
+}
+
+/// What a trace that held processes says about it: how often and how long they were held,
+/// the children it could not follow and the processes it could not hold.
+pub fn follow_lines(stops: Stops, c: &crate::probes::loader::Counters) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some((median, longest)) = pauses {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    if let Some((median, longest, n)) = stops.loader {
         out.push(format!(
-            "loader hook: {stops} stops of followed processes, {:.2} ms median, {:.2} ms longest",
-            median as f64 / 1e6,
-            longest as f64 / 1e6
+            "loader hook: {n} stops of followed processes, {:.2} ms median, {:.2} ms longest",
+            ms(median),
+            ms(longest)
+        ));
+    }
+    if let Some((median, longest, n)) = stops.new_files {
+        out.push(format!(
+            "new runtime library files: {n} processes held until the file was probed, {:.2} ms median, {:.2} ms longest",
+            ms(median),
+            ms(longest)
         ));
     }
     if c.unfollowed > 0 {
@@ -102,6 +115,12 @@ pub fn follow_lines(
         out.push(format!(
             "kreplay: warning: {} library loads of followed processes were not held (the loader hook's ring was full): calls before the next rescan may be missing",
             c.loads_lost
+        ));
+    }
+    if c.new_files_lost > 0 {
+        out.push(format!(
+            "kreplay: warning: {} processes mapping a new runtime library file were not held (the ring of stops or the set of held processes was full): their calls before the next rescan may be missing",
+            c.new_files_lost
         ));
     }
     out

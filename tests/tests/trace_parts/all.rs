@@ -13,6 +13,7 @@ use super::{StderrWatch, assert_valid, counts, expect, hip_only, out_path, threa
 #[test]
 fn all_traces_two_processes_started_after_it_with_exact_counts() {
     require_root!();
+    let _one = super::one_all_trace();
     make_sim(&["hsa", "hip"]);
     let out = out_path("all");
     let sim = sim_dir();

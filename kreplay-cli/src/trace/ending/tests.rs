@@ -156,26 +156,42 @@ fn the_last_lines_count_what_was_written() {
 }
 
 #[test]
-fn a_followed_tree_reports_its_stops_and_what_it_could_not_follow() {
+fn held_processes_report_their_stops_and_what_could_not_be_followed_or_held() {
     use crate::probes::loader::Counters;
+    let loader = Stops {
+        loader: Some((1_250_000, 4_000_000, 6)),
+        new_files: None,
+    };
     assert_eq!(
-        follow_lines(Some((1_250_000, 4_000_000)), 6, &Counters::default()),
+        follow_lines(loader, &Counters::default()),
         ["loader hook: 6 stops of followed processes, 1.25 ms median, 4.00 ms longest"]
     );
+    let all = Stops {
+        loader: None,
+        new_files: Some((800_000, 2_500_000, 4)),
+    };
     assert_eq!(
-        follow_lines(None, 0, &Counters::default()),
+        follow_lines(all, &Counters::default()),
+        [
+            "new runtime library files: 4 processes held until the file was probed, 0.80 ms median, 2.50 ms longest"
+        ]
+    );
+    assert_eq!(
+        follow_lines(Stops::default(), &Counters::default()),
         Vec::<String>::new()
     );
     let c = Counters {
         unfollowed: 2,
         loads_lost: 3,
+        new_files_lost: 1,
         ..Counters::default()
     };
     assert_eq!(
-        follow_lines(None, 0, &c),
+        follow_lines(Stops::default(), &c),
         [
             "kreplay: warning: 2 child processes were not followed (the set of followed processes was full): their calls are not in the trace",
             "kreplay: warning: 3 library loads of followed processes were not held (the loader hook's ring was full): calls before the next rescan may be missing",
+            "kreplay: warning: 1 processes mapping a new runtime library file were not held (the ring of stops or the set of held processes was full): their calls before the next rescan may be missing",
         ]
     );
 }
