@@ -371,6 +371,9 @@ pub fn run(name: &str, only: &[String]) -> Result<()> {
     if only.iter().any(|o| o == "trace-exit") {
         crate::bench_exit::run(&mut out)?;
     }
+    if only.iter().any(|o| o == "discovery") {
+        crate::bench_discovery::run(&mut out)?;
+    }
     if only.iter().any(|o| o == "replay-phases") {
         crate::bench_phases::run(&mut out)?;
     }

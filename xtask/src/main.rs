@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_discovery;
 mod bench_exit;
 mod bench_phases;
 mod demo;
@@ -44,7 +45,7 @@ enum Cmd {
         /// Name of the results file, docs/bench/NAME.md.
         #[arg(long, default_value = "dev-vm")]
         name: String,
-        /// Run only these sections (repeatable): probe, replay-phases and trace-exit (only when
+        /// Run only these sections (repeatable): probe, discovery, replay-phases and trace-exit (only when
         /// named), or a cargo bench name.
         #[arg(long)]
         only: Vec<String>,

@@ -238,9 +238,14 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         // `--all`: a process that maps a runtime library file not probed yet is held from
         // now on until that file is attached (the rescan below finds those mapped already).
         let every = matches!(target, Target::All);
-        if every && let Err(e) = probes.hold_new_files() {
-            tracing::warn!(error = %e, "a process whose runtime library is in a new place loses the calls it makes before the next rescan (200 ms)");
-        }
+        let holding_new_files = every
+            && probes.hold_new_files().map_or_else(
+                |e| {
+                    tracing::warn!(error = %e, "a process whose runtime library is in a new place loses the calls it makes before the next rescan (200 ms)");
+                    false
+                },
+                |()| true,
+            );
         // Attach before anything runs.
         let ld = std::env::var("LD_LIBRARY_PATH").ok();
         let mut live = LiveProbes {
@@ -248,6 +253,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             attacher: &mut attacher,
             follow: plan.follow,
             every,
+            holding_new_files,
         };
         targets::attach(
             &plan,
@@ -272,9 +278,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             None
         };
         let intake = Intake::new(probes.take_events()?, probes.rings().bytes)?;
-        Ok((intake, holds, Capture::create(&dir)?))
+        Ok((intake, holds, holding_new_files, Capture::create(&dir)?))
     })();
-    let (mut intake, mut holds, capture) = match setup {
+    let (mut intake, mut holds, holding_new_files, capture) = match setup {
         Ok(m) => m,
         Err(e) => {
             out_file::remove_own(&dir, &nvtx::tool_streams(&dir));
@@ -349,6 +355,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         attacher: &mut attacher,
         follow: plan.follow,
         every: matches!(session.target(), Target::All),
+        holding_new_files,
     };
     let mut rec = LiveRecording {
         intake: &mut intake,
@@ -447,6 +454,9 @@ fn finish(
     tracing::debug!(?counters, "probe counters at the end");
     if let Some(c) = &cost {
         eprintln!("{}", c.report(&probes));
+        if let Some(line) = c.report_map_hook(&probes) {
+            eprintln!("{line}");
+        }
     }
     mark_losses(&mut rec.capture, &counters, &mut rec.reported)?;
     let leaks = probes.live_allocations().unwrap_or_default();

@@ -224,7 +224,14 @@ pub(super) struct LiveProbes<'a> {
     pub(super) follow: bool,
     /// Every process is traced (`--all`): rescans attach for every process.
     pub(super) every: bool,
+    /// Processes that map a new runtime library are held until it is probed: the periodic
+    /// rescan looks at new processes only, and at all of them every [`FULL_RESCAN_EVERY`].
+    pub(super) holding_new_files: bool,
 }
+
+/// How often `--all` looks at every process's mappings while new libraries hold their
+/// processes (the backstop for what the hold cannot see).
+pub(super) const FULL_RESCAN_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Probed for LiveProbes<'_> {
     fn counters(&mut self) -> anyhow::Result<Counters> {
@@ -251,7 +258,11 @@ impl Probed for LiveProbes<'_> {
     }
 
     fn rescan_all(&mut self) {
-        self.attacher.rescan_all(self.probes);
+        if self.holding_new_files {
+            self.attacher.rescan_new(self.probes, FULL_RESCAN_EVERY);
+        } else {
+            self.attacher.rescan_all(self.probes);
+        }
     }
 
     fn flush_debug_log(&mut self) {

@@ -36,6 +36,17 @@ impl ProgramCost {
             Err(e) => format!("bpf program time: unavailable ({e})"),
         }
     }
+
+    /// One line for stderr on the check `--all` makes on every executable file mapping, when
+    /// it is loaded.
+    pub fn report_map_hook(&self, probes: &Probes) -> Option<String> {
+        let (ns, runs) = probes.map_hook_runs()?;
+        Some(format!(
+            "bpf program time: {} {:.0} ns/run ({runs} runs)",
+            kreplay_common::probe::discovery::MAP_PROGRAM,
+            per_run(ns, runs)
+        ))
+    }
 }
 
 /// CPU time this process has used so far, all threads, in ns (0 if the clock cannot be read).

@@ -28,6 +28,9 @@ pub struct Attacher {
     done: HashSet<((u64, u64), Scope)>,
     programs: Option<Programs>,
     busy: std::time::Duration,
+    /// The processes the last rescans looked at, and when every process was last looked at.
+    seen: HashSet<u32>,
+    last_full: Option<std::time::Instant>,
 }
 
 /// The APIs a library of `family` may export (a `--lib` of unknown family: all of them).
@@ -142,11 +145,34 @@ impl Attacher {
 
     /// Attaches system-wide to every runtime library any other process maps now.
     pub fn rescan_all(&mut self, probes: &mut Probes) {
-        for pid in super::discover::all_pids() {
+        let pids = super::discover::all_pids();
+        for &pid in &pids {
             if pid != std::process::id() {
                 self.rescan_pid(probes, pid, Scope::All);
             }
         }
+        self.seen = pids.into_iter().collect();
+        self.last_full = Some(std::time::Instant::now());
+    }
+
+    /// Like [`Attacher::rescan_all`], but only for the processes started since the last
+    /// rescan, unless `full_every` has passed since every process was looked at. Reading every
+    /// process's mappings costs about 80 µs of CPU per process (`docs/bench/discovery.md`):
+    /// when mapping a new library holds its process ([`Probes::hold_new_files`]), the
+    /// periodic look is only a backstop (a static CUDA runtime in an executable, a process the
+    /// hold could not stop), and a look at new processes keeps it bounded.
+    pub fn rescan_new(&mut self, probes: &mut Probes, full_every: std::time::Duration) {
+        if self.last_full.is_none_or(|t| t.elapsed() >= full_every) {
+            return self.rescan_all(probes);
+        }
+        let pids = super::discover::all_pids();
+        let me = std::process::id();
+        for &pid in &pids {
+            if pid != me && !self.seen.contains(&pid) {
+                self.rescan_pid(probes, pid, Scope::All);
+            }
+        }
+        self.seen = pids.into_iter().collect();
     }
 }
 

@@ -118,6 +118,14 @@ impl Probes {
         Ok(())
     }
 
+    /// The mapping check's total run time (ns) and runs, from the kernel's BPF statistics;
+    /// `None` unless it is loaded.
+    pub fn map_hook_runs(&self) -> Option<(u64, u64)> {
+        let prog: &TracePoint = self.bpf.program(MAP_PROGRAM)?.try_into().ok()?;
+        let info = prog.info().ok()?;
+        Some((info.run_time().as_nanos() as u64, info.run_count()))
+    }
+
     /// Takes the maps of held processes and seen files (once).
     pub fn take_hold_maps(&mut self) -> Result<HoldMaps, ProbeError> {
         let mut take =
