@@ -67,7 +67,10 @@ pub struct TraceArgs {
     /// fire in that one process only; see docs/trace.md, "Process trees").
     #[arg(long, requires = "command")]
     no_children: bool,
-    /// Trace every process that maps a supported runtime, including ones started later.
+    /// Trace every process that maps a supported runtime, including ones started later; a
+    /// process that maps a runtime library file in a new place (a virtualenv, an rpath) is held
+    /// until it is probed, so its first calls are traced (docs/trace.md, "--all: runtime
+    /// libraries in new places").
     #[arg(long, conflicts_with = "pids")]
     all: bool,
     /// Trace file to write [default: kreplay-<date>-<time>.pftrace].
