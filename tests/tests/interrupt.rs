@@ -2,7 +2,8 @@
 //! at once (the probes' teardown, seconds in the kernel when each function has a perf event,
 //! goes on in a background process; the tests that need that teardown to be slow force perf
 //! events with `KREPLAY_UPROBE_MULTI=0`, since uprobe-multi links close in a moment),
-//! the kept streams merge, and a command kreplay started and left running is named.
+//! the kept streams merge, a command kreplay started and left running is named, and a first
+//! interrupt of a replay writes the trace of what the command replayed.
 //! Its own test binary: the teardowns it leaves behind must not run beside trace.rs's
 //! timing-sensitive tests.
 use std::{
@@ -462,5 +463,78 @@ fn a_second_interrupt_ends_replay_with_probes_at_once() {
         .count();
     assert_eq!(snapshots, 2);
     assert_eq!(d["errors"], serde_json::json!([]));
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
+fn a_first_interrupt_of_replay_writes_the_trace_of_what_the_command_replayed() {
+    use std::os::unix::process::CommandExt;
+    kreplay_tests::make_sim(&[]);
+    let tmp = scratch("interrupt-plain-replay");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = tmp.join("replayed.pftrace");
+    // Kernels launched until the command is interrupted, two of them replayed, in a process
+    // group of its own, which the test signals as a terminal's Ctrl-C does.
+    let mut kreplay = Command::new(kreplay_bin())
+        .args(["replay", "--passes", "2", "--max-dispatches", "2", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(kreplay_tests::workload("high_qps"))
+        .args(["1", "1000000000"])
+        .env("TMPDIR", &tmp)
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = tmp.join(format!("kreplay-replay-{}", kreplay.id()));
+    let replayed = || {
+        std::fs::read(dir.join("progress"))
+            .ok()
+            .and_then(|b| Some(u64::from_le_bytes(b.get(..8)?.try_into().ok()?)))
+    };
+    let t0 = Instant::now();
+    while replayed() != Some(2) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "nothing replayed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: plain signal send to the process group this test started.
+    assert_eq!(
+        unsafe { libc::kill(-(kreplay.id() as i32), libc::SIGINT) },
+        0
+    );
+    let done = kreplay.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    // The command's end is told as a shell tells it: 128 + SIGINT.
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "kreplay: stopping: the trace is written once the command ends; Ctrl-C again to \
+             exit at once\n"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("kreplay: 2 dispatches replayed (4 passes)"),
+        "{stdout}"
+    );
+    // The trace holds both replayed dispatches; the run's directory is gone.
+    let d = decode_trace(&out);
+    let snapshots = d["slices"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|v| v.as_array().unwrap())
+        .filter(|s| s["name"] == "snapshot")
+        .count();
+    assert_eq!(snapshots, 2);
+    assert_eq!(d["errors"], serde_json::json!([]));
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["replayed.pftrace"]);
     std::fs::remove_dir_all(&tmp).unwrap();
 }

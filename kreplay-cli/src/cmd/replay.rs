@@ -240,9 +240,9 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
         args.settings(dir, progress.as_ref().map(|p| p.path()))
             .encode(),
     );
-    // With probes, as with `kreplay trace`: the first interrupt (Ctrl-C reaches the command
-    // and the probes' trace too) stops the run, which then writes its trace; the next one ends
-    // kreplay at once and says where the streams are.
+    // As with `kreplay trace`: the first interrupt (Ctrl-C reaches the command, and the probes'
+    // trace too) stops the run, which then writes its trace from what the command recorded;
+    // the next one ends kreplay at once and says where the streams are.
     let kept = format!(
         "the stream files are kept in {}: `{}` renders them",
         dir.display(),
@@ -256,17 +256,20 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
                  {kept}"
             ),
         );
+    } else {
+        quick_exit::arm_after_first(
+            STOPPING_PLAIN,
+            &format!("kreplay: interrupted again: exiting now; {kept}"),
+        );
     }
     let started = std::time::Instant::now();
     let status = cmd
         .spawn()
         .and_then(|mut child| replay_progress::wait(&mut child, progress.as_ref()))
         .with_context(|| format!("cannot run {}", args.command[0]))?;
-    if args.probes {
-        // The command and the probes' trace have ended, their probes detached: an interrupt
-        // from here on ends kreplay at once (the merge's temporary file removed).
-        quick_exit::arm(&format!("kreplay: interrupted: exiting now; {kept}"));
-    }
+    // The command (and the probes' trace) have ended, their probes detached: an interrupt
+    // from here on ends kreplay at once (the merge's temporary file removed).
+    quick_exit::arm(&format!("kreplay: interrupted: exiting now; {kept}"));
     let wall_ns = started.elapsed().as_nanos() as u64;
     let files = krs_files(dir);
     let mut summary = Summary::new();
@@ -364,8 +367,16 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
         };
         write().with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(status.code().map_or(1, |c| c as u8))
+    // A command killed by a signal (Ctrl-C) exits as a shell reports it: 128 + the signal.
+    use std::os::unix::process::ExitStatusExt as _;
+    Ok(status
+        .code()
+        .map_or_else(|| status.signal().map_or(1, |s| 128 + s as u8), |c| c as u8))
 }
+
+/// What the first interrupt of `replay` without probes prints.
+const STOPPING_PLAIN: &str =
+    "kreplay: stopping: the trace is written once the command ends; Ctrl-C again to exit at once";
 
 /// What the first interrupt of `replay --probes` prints.
 const STOPPING: &str = "kreplay: stopping: the trace is written once the command and the \

@@ -15,7 +15,7 @@ use super::state::{CudaTool, cuda_tool};
 use crate::engine::backend::BackendError;
 use crate::engine::gate::DRAIN_LIMIT;
 use crate::engine::replay::{decline, own_window};
-use crate::engine::state::Ran;
+use crate::engine::state::{Marks, Ran};
 
 fn kernel_name(t: &CudaTool, f: CUfunction) -> String {
     t.engine.kernel_name(f as u64, || {
@@ -80,9 +80,9 @@ pub unsafe fn on_launch(l: &Launch) -> CUresult {
 unsafe fn replay_launch(t: &CudaTool, l: &Launch, device: u64, name: String) -> CUresult {
     let corr = t.engine.next_correlation();
     let submit = now_ns();
-    let mut first_start = 0;
+    let mut marks = Marks::default();
     // SAFETY: caller's contract.
-    let result = unsafe { replay_or_decline(t, l, device, corr, &mut first_start) };
+    let result = unsafe { replay_or_decline(t, l, device, corr, &mut marks) };
     let (grid, block, stream) = l.geometry();
     crate::record::global().record(
         Dispatch {
@@ -96,19 +96,20 @@ unsafe fn replay_launch(t: &CudaTool, l: &Launch, device: u64, name: String) -> 
             grid,
             workgroup: block,
             submit_ns: submit,
-            start_ns: if first_start == 0 {
+            start_ns: if marks.first_start == 0 {
                 submit
             } else {
-                first_start
+                marks.first_start
             },
             end_ns: now_ns(),
         }
         .into(),
     );
+    t.engine.replay_recorded(&marks);
     result
 }
 
-/// The replay proper; `first_start` gets the first pass's start.
+/// The replay proper; `marks` gets the first pass's start and the progress to count.
 ///
 /// # Safety
 /// `l` is the application's launch, valid for this call.
@@ -117,7 +118,7 @@ unsafe fn replay_or_decline(
     l: &Launch,
     device: u64,
     corr: u64,
-    first_start: &mut u64,
+    marks: &mut Marks,
 ) -> CUresult {
     if let Some(reason) = t.unrestorable() {
         decline(corr, reason);
@@ -149,7 +150,7 @@ unsafe fn replay_or_decline(
     // memory.
     let ran = t
         .engine
-        .replay_closed(&backend, l, device, corr, Some(&arena), first_start);
+        .replay_closed(&backend, l, device, corr, Some(&arena), marks);
     let result = match ran {
         Ran::Replayed => SUCCESS,
         // SAFETY: caller's contract: run once, normally, still inside the window.

@@ -129,9 +129,10 @@ impl EngineState {
 
     /// Replays `dispatch` on `device` (a dispatch [`Self::wants`] took a slot for), whose
     /// window the caller has closed (nothing else runs on it), recording every step in the
-    /// tool's stream; `first_start` gets the first pass's
-    /// start. A dispatch not replayed is declined with its reason here; the caller then runs
-    /// it once ([`Ran`]) and opens the window.
+    /// tool's stream; `marks` gets the first pass's start and what the progress counters are
+    /// to count. A dispatch not replayed is declined with its reason here; the caller then runs
+    /// it once ([`Ran`]), records the dispatch, calls [`Self::replay_recorded`] and opens the
+    /// window.
     pub fn replay_closed<B: Backend>(
         &self,
         backend: &B,
@@ -139,14 +140,15 @@ impl EngineState {
         device: u64,
         correlation: u64,
         arena: Option<&SnapshotArena>,
-        first_start: &mut u64,
+        marks: &mut Marks,
     ) -> Ran {
         let rec = crate::record::global();
+        let mut first_start = 0;
         let mut emit = |r: Record| {
             if let Record::ReplayPass(rp) = &r
                 && rp.pass == 0
             {
-                *first_start = rp.start_ns;
+                first_start = rp.start_ns;
             }
             rec.record(r);
         };
@@ -159,20 +161,13 @@ impl EngineState {
             policy: self.config.snapshot,
             arena,
         };
-        let start_ns = kreplay_common::stream::monotonic_ns();
+        marks.start_ns = kreplay_common::stream::monotonic_ns();
         let outcome = replay(backend, &self.inventory, &req, &mut emit);
-        // The replay's records go to the stream file before the progress counters count it:
-        // a Ctrl-C the user sends once `kreplay replay` shows the dispatch replayed, which may
-        // kill the application before the flusher's next turn, then loses none of them. A
-        // replay already holds its thread for milliseconds; the flush adds microseconds.
-        if let Err(e) = crate::record::flush_global() {
-            tracing::warn!("kreplay: flushing the tool stream after a replay failed: {e}");
-        }
-        let passes = match &outcome {
+        marks.first_start = first_start;
+        marks.passes = match &outcome {
             Outcome::Replayed { passes, .. } => Some(*passes),
             _ => None,
         };
-        crate::progress::note(passes, kreplay_common::stream::monotonic_ns() - start_ns);
         match outcome {
             Outcome::Replayed { .. } => Ran::Replayed,
             Outcome::Declined(reason) => {
@@ -185,6 +180,36 @@ impl EngineState {
             }
         }
     }
+
+    /// Once the caller has recorded the dispatch [`Self::replay_closed`] replayed (or ran
+    /// once): writes every record so far to the stream file, then counts the replay in the
+    /// progress counters. A Ctrl-C the user sends once `kreplay replay` shows the dispatch
+    /// replayed, which may kill the application before the flusher's next turn, then loses
+    /// none of its records. A replay already holds its thread for milliseconds; the flush adds
+    /// microseconds.
+    pub fn replay_recorded(&self, marks: &Marks) {
+        if marks.start_ns == 0 {
+            return;
+        }
+        if let Err(e) = crate::record::flush_global() {
+            tracing::warn!("kreplay: flushing the tool stream after a replay failed: {e}");
+        }
+        crate::progress::note(
+            marks.passes,
+            kreplay_common::stream::monotonic_ns().saturating_sub(marks.start_ns),
+        );
+    }
+}
+
+/// What [`EngineState::replay_closed`] tells its caller beyond how the dispatch ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// When the first pass started (0: no pass ran).
+    pub first_start: u64,
+    /// When the replay began (0: it did not).
+    pub start_ns: u64,
+    /// The passes run, when every pass ran.
+    pub passes: Option<u32>,
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use super::submissions::{Bounds, Origin, register};
 use crate::amd_next;
 use crate::engine::gate::DRAIN_LIMIT;
 use crate::engine::replay::decline;
-use crate::engine::state::Ran;
+use crate::engine::state::{Marks, Ran};
 
 struct QueueCtx {
     agent: u64,
@@ -334,15 +334,10 @@ fn replay_one(
     }
     let submit = now_ns();
     let d = HsaDispatch { packet: p, writer };
-    let mut first_start = 0;
-    let ran = t.engine.replay_closed(
-        &t.backend,
-        &d,
-        ctx.agent,
-        corr,
-        Some(&t.arena),
-        &mut first_start,
-    );
+    let mut marks = Marks::default();
+    let ran = t
+        .engine
+        .replay_closed(&t.backend, &d, ctx.agent, corr, Some(&t.arena), &mut marks);
     if ran != Ran::Replayed {
         // Run once, normally, still inside the window: the memory is the snapshot's.
         let _ = crate::engine::backend::Backend::submit_wait(&t.backend, &d);
@@ -355,13 +350,14 @@ fn replay_one(
         corr,
         origin,
         submit,
-        if first_start == 0 {
+        if marks.first_start == 0 {
             submit
         } else {
-            first_start
+            marks.first_start
         },
         end,
     ));
+    t.engine.replay_recorded(&marks);
     gate.open();
     t.backend.complete_app_signal(p.completion_signal);
 }
