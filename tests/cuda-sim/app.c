@@ -1,7 +1,8 @@
 // A CUDA driver-API program for the stand-in libcuda (tests/cuda-sim/libcuda.c). Built twice:
 // linked against libcuda (calls go through its symbols), and with -DRUNTIME_STYLE, where it
 // dlopens libcuda.so.1 and takes every entry from cuGetProcAddress_v2, as the CUDA runtime does.
-//   app inplace | devicevar | graph | async | vmm | realloc | teardown | attach
+//   app inplace | twice | devicevar | graph | async | vmm | realloc | teardown | attach
+// twice: inplace with the kernel launched two times (y gets a*x added twice).
 // attach: gets its function handle, prints "ready", waits for a line on stdin (a tracer
 // attaches meanwhile), then launches it 5 times, prints "attach done" and waits for another
 // line before going on (a long-running process, whose memory the tracer can still read).
@@ -119,6 +120,7 @@ int main(int argc, char **argv) {
       CK(C(cuGraphLaunch)(&g, 0));
     } else {
       CK(C(cuLaunchKernel)(fn, N / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
+      if (!strcmp(c, "twice")) CK(C(cuLaunchKernel)(fn, N / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
     }
   }
   CK(C(cuCtxSynchronize)());

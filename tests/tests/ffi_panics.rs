@@ -14,21 +14,23 @@ use kreplay_tool::fault::{ENV, SITES, message};
 /// The program's exit code and its own stdout lines.
 type Outcome = (Option<i32>, Vec<String>);
 
-/// Runs `program ARGS` bare or under `kreplay replay --passes 3`, with `env`, killed after a
-/// minute (a site whose fallback hung the program fails the comparison); returns its outcome
-/// and stderr.
+/// Runs `program ARGS` bare or under `kreplay replay --passes 3` (and `replay_args`), with
+/// `env`, killed after a minute (a site whose fallback hung the program fails the
+/// comparison); returns its outcome and stderr.
 fn run(
     program: &Path,
     args: &[&str],
-    replay: bool,
+    replay: Option<&[&str]>,
     env: &[(&str, &str)],
     lib_dir: Option<&Path>,
 ) -> (Outcome, String) {
     let mut c = Command::new("timeout");
     c.arg("60");
-    if replay {
+    if let Some(replay_args) = replay {
         c.arg(kreplay_bin())
-            .args(["replay", "--passes", "3", "-o"])
+            .args(["replay", "--passes", "3"])
+            .args(replay_args)
+            .arg("-o")
             .arg(scratch("ffi-panics").join("t.pftrace"))
             .arg("--");
     }
@@ -45,13 +47,18 @@ fn run(
     (outcome, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-/// Forces a panic at every site in turn while `program ARGS` runs under replay; asserts each
-/// run matches the bare run and returns the sites reached.
-fn every_site(program: &Path, args: &[&str], lib_dir: Option<&Path>) -> BTreeSet<&'static str> {
-    let (want, _) = run(program, args, false, &[], lib_dir);
+/// Forces a panic at every site in turn while `program ARGS` runs under replay (with
+/// `replay_args`); asserts each run matches the bare run and returns the sites reached.
+fn every_site(
+    program: &Path,
+    args: &[&str],
+    replay_args: &[&str],
+    lib_dir: Option<&Path>,
+) -> BTreeSet<&'static str> {
+    let (want, _) = run(program, args, None, &[], lib_dir);
     assert_eq!(want.0, Some(0), "{program:?} {args:?} fails bare");
     // Armed for no site, the tool replays as usual (the variable is one it knows).
-    let (got, stderr) = run(program, args, true, &[(ENV, "none")], lib_dir);
+    let (got, stderr) = run(program, args, Some(replay_args), &[(ENV, "none")], lib_dir);
     assert_eq!(got, want, "{program:?} {args:?}:\n{stderr}");
     assert!(
         !stderr.contains("kreplay: 0 dispatches replayed"),
@@ -59,7 +66,7 @@ fn every_site(program: &Path, args: &[&str], lib_dir: Option<&Path>) -> BTreeSet
     );
     let mut reached = BTreeSet::new();
     for site in SITES {
-        let (got, stderr) = run(program, args, true, &[(ENV, site)], lib_dir);
+        let (got, stderr) = run(program, args, Some(replay_args), &[(ENV, site)], lib_dir);
         assert_eq!(
             got, want,
             "{program:?} {args:?}, panic at {site}:\n{stderr}"
@@ -77,13 +84,21 @@ fn a_panic_at_any_entry_leaves_the_programs_output_as_without_kreplay() {
     let sim = cuda_sim("ffi-panics-cuda");
     for program in [&sim.linked, &sim.runtime] {
         for mode in ["inplace", "devicevar", "vmm", "async", "graph", "teardown"] {
-            reached.extend(every_site(program, &[mode], Some(&sim.dir)));
+            reached.extend(every_site(program, &[mode], &[], Some(&sim.dir)));
         }
     }
+    // Launches after the first, run once beside a replay: a panic once one has run must not
+    // run it again (the in-place kernel would count twice).
+    reached.extend(every_site(
+        &sim.linked,
+        &["twice"],
+        &["--max-dispatches", "1"],
+        Some(&sim.dir),
+    ));
     make_sim(&[]);
     let cases: [(&str, &[&str]); 2] = [("saxpy", &["2", "4096", "2"]), ("malloc_async", &["6"])];
     for (name, args) in cases {
-        reached.extend(every_site(&workload(name), args, None));
+        reached.extend(every_site(&workload(name), args, &[], None));
     }
     let missed: Vec<_> = SITES.iter().filter(|s| !reached.contains(*s)).collect();
     assert!(missed.is_empty(), "sites no program reached: {missed:?}");

@@ -476,7 +476,7 @@ fn a_first_interrupt_of_replay_writes_the_trace_of_what_the_command_replayed() {
     let out = tmp.join("replayed.pftrace");
     // Kernels launched until the command is interrupted, two of them replayed, in a process
     // group of its own, which the test signals as a terminal's Ctrl-C does.
-    let mut kreplay = Command::new(kreplay_bin())
+    let kreplay = Command::new(kreplay_bin())
         .args(["replay", "--passes", "2", "--max-dispatches", "2", "-o"])
         .arg(&out)
         .arg("--")
@@ -499,11 +499,10 @@ fn a_first_interrupt_of_replay_writes_the_trace_of_what_the_command_replayed() {
         assert!(t0.elapsed() < Duration::from_secs(60), "nothing replayed");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let group = -(kreplay.id() as i32);
     // SAFETY: plain signal send to the process group this test started.
-    assert_eq!(
-        unsafe { libc::kill(-(kreplay.id() as i32), libc::SIGINT) },
-        0
-    );
+    let sent = unsafe { libc::kill(group, libc::SIGINT) };
+    assert_eq!(sent, 0);
     let done = kreplay.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&done.stderr);
     let stdout = String::from_utf8_lossy(&done.stdout);

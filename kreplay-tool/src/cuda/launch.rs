@@ -5,6 +5,7 @@
 use kreplay_common::stream::monotonic_ns as now_ns;
 
 use core::ffi::{CStr, c_char};
+use std::cell::Cell;
 
 use kreplay_common::stream::Dispatch;
 
@@ -39,6 +40,10 @@ fn kernel_name(t: &CudaTool, f: CUfunction) -> String {
 /// # Safety
 /// `l` is the application's launch, valid for this call.
 pub unsafe fn on_launch(l: &Launch) -> CUresult {
+    // The application's launch, once it has run (submitted, or replayed): a panic after that
+    // must not run it a second time. (A panic in the middle of a replay leaves this unset: the
+    // launch then runs once more from whatever state the device memory is in.)
+    let ran: Cell<Option<CUresult>> = Cell::new(None);
     let decided = crate::fault::guard(std::panic::AssertUnwindSafe(|| {
         crate::fault::point("cuda.launch");
         let t = cuda_tool()?;
@@ -56,20 +61,31 @@ pub unsafe fn on_launch(l: &Launch) -> CUresult {
         if !t.engine.wants(&name) {
             // Other launches still respect a replay window open on this device.
             let gate = t.engine.gate(device);
-            gate.enter();
+            let _inside = gate.entered();
             // SAFETY: the application's launch.
-            let r = unsafe { l.submit() };
-            gate.exit();
+            let r = unsafe { submit_once(l, &ran) };
+            crate::fault::point("cuda.passed");
             return Some(r);
         }
         // SAFETY: the application's launch.
-        Some(unsafe { replay_launch(t, l, device, name) })
+        Some(unsafe { replay_launch(t, l, device, name, &ran) })
     }));
-    match decided {
-        Ok(Some(r)) => r,
-        // SAFETY: replay off, no tool, or a panic before submission: the plain call.
+    match (decided, ran.get()) {
+        (Ok(Some(r)), _) | (Err(_), Some(r)) => r,
+        // SAFETY: replay off, no tool, or a panic before the launch ran: the plain call.
         _ => unsafe { l.submit() },
     }
+}
+
+/// Runs the application's launch `l` once, noting in `ran` that it has run.
+///
+/// # Safety
+/// `l` is the application's launch, valid for this call.
+unsafe fn submit_once(l: &Launch, ran: &Cell<Option<CUresult>>) -> CUresult {
+    // SAFETY: caller's contract.
+    let r = unsafe { l.submit() };
+    ran.set(Some(r));
+    r
 }
 
 /// Replays `l` inside the device's window (or declines and runs it once); either way records
@@ -77,12 +93,18 @@ pub unsafe fn on_launch(l: &Launch) -> CUresult {
 ///
 /// # Safety
 /// `l` is the application's launch, valid for this call.
-unsafe fn replay_launch(t: &CudaTool, l: &Launch, device: u64, name: String) -> CUresult {
+unsafe fn replay_launch(
+    t: &CudaTool,
+    l: &Launch,
+    device: u64,
+    name: String,
+    ran: &Cell<Option<CUresult>>,
+) -> CUresult {
     let corr = t.engine.next_correlation();
     let submit = now_ns();
     let mut marks = Marks::default();
     // SAFETY: caller's contract.
-    let result = unsafe { replay_or_decline(t, l, device, corr, &mut marks) };
+    let result = unsafe { replay_or_decline(t, l, device, corr, &mut marks, ran) };
     let (grid, block, stream) = l.geometry();
     crate::record::global().record(
         Dispatch {
@@ -119,39 +141,40 @@ unsafe fn replay_or_decline(
     device: u64,
     corr: u64,
     marks: &mut Marks,
+    ran: &Cell<Option<CUresult>>,
 ) -> CUresult {
     if let Some(reason) = t.unrestorable() {
         decline(corr, reason);
         t.engine.give_back();
         // SAFETY: caller's contract.
-        return unsafe { l.submit() };
+        return unsafe { submit_once(l, ran) };
     }
     let gate = t.engine.gate(device);
-    if !gate.close(DRAIN_LIMIT, &|_| false) {
+    let Some(window) = gate.close_window(DRAIN_LIMIT, &|_| false) else {
         decline(corr, "the device did not drain".into());
         t.engine.give_back();
         // SAFETY: caller's contract.
-        return unsafe { l.submit() };
-    }
+        return unsafe { submit_once(l, ran) };
+    };
     let backend = CudaBackend::new(t);
     // The snapshot must see the kernel's inputs: everything submitted before it has finished.
     let sync_start = now_ns();
     let synced = backend.synchronize();
     own_window(corr, sync_start);
     if let Err(e) = synced {
-        gate.open();
+        drop(window);
         decline(corr, format!("{e}"));
         t.engine.give_back();
         // SAFETY: caller's contract.
-        return unsafe { l.submit() };
+        return unsafe { submit_once(l, ran) };
     }
     let arena = t.arena(device);
     // The arena is kept between replays; given back when the application runs out of device
     // memory.
-    let ran = t
+    let outcome = t
         .engine
         .replay_closed(&backend, l, device, corr, Some(&arena), marks);
-    let result = match ran {
+    let result = match outcome {
         Ran::Replayed => SUCCESS,
         // SAFETY: caller's contract: run once, normally, still inside the window.
         Ran::Declined => unsafe { l.submit() },
@@ -161,7 +184,9 @@ unsafe fn replay_or_decline(
             None => unsafe { l.submit() },
         },
     };
-    gate.open();
+    ran.set(Some(result));
+    crate::fault::point("cuda.replayed");
+    drop(window);
     result
 }
 

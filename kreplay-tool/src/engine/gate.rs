@@ -147,6 +147,42 @@ impl Gate {
     }
 }
 
+/// A window [`Gate::close_window`] closed, opened again when dropped: also when a panic unwinds
+/// past it, so that no other thread of the application waits on it forever.
+pub struct Window<'a>(&'a Gate);
+
+impl Drop for Window<'_> {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
+/// A launch [`Gate::entered`] the gate with, leaving it when dropped (a panic included).
+pub struct Entered<'a>(&'a Gate);
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.exit();
+    }
+}
+
+impl Gate {
+    /// [`Gate::close`], as a [`Window`] that opens when dropped; `None` when it did not drain.
+    pub fn close_window(
+        &self,
+        limit: Duration,
+        blocked: &dyn Fn(&[u64]) -> bool,
+    ) -> Option<Window<'_>> {
+        self.close(limit, blocked).then_some(Window(self))
+    }
+
+    /// [`Gate::enter`], as an [`Entered`] that exits when dropped.
+    pub fn entered(&self) -> Entered<'_> {
+        self.enter();
+        Entered(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +239,27 @@ mod tests {
         );
         g.exit_copy(id);
         assert!(g.close(Duration::from_millis(100), &|_| false));
+    }
+
+    #[test]
+    fn a_window_or_a_launch_unwound_by_a_panic_lets_the_others_in() {
+        let g = std::sync::Arc::new(Gate::default());
+        let g2 = g.clone();
+        let r = std::thread::spawn(move || {
+            let _w = g2.close_window(Duration::from_secs(1), &|_| false).unwrap();
+            panic!("inside the window");
+        })
+        .join();
+        assert!(r.is_err());
+        assert!(!g.lock().closed, "the window stayed closed");
+        let g3 = g.clone();
+        let r = std::thread::spawn(move || {
+            let _e = g3.entered();
+            panic!("inside a launch");
+        })
+        .join();
+        assert!(r.is_err());
+        assert_eq!(g.inflight(), 0);
+        assert!(g.close(Duration::from_millis(200), &|_| false));
     }
 }

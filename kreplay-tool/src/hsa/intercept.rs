@@ -123,8 +123,9 @@ unsafe extern "C" fn handler(
     data: *mut c_void,
     writer: hsa_amd_queue_intercept_packet_writer,
 ) {
-    // Packets before `from` were handed to `handle` by a submission that returned; on a panic
-    // the rest is forwarded untouched (as before a submission was judged on its own).
+    // Packets before `from` have run or were forwarded (`handle` says so as soon as they
+    // have); on a panic the rest is forwarded untouched (as before a submission was judged on
+    // its own), and none twice.
     let from = std::cell::Cell::new(0usize);
     let handled = crate::fault::guard(std::panic::AssertUnwindSafe(|| {
         crate::fault::point("hsa.dispatch");
@@ -147,7 +148,9 @@ unsafe extern "C" fn handler(
         }
         for sub in subs {
             let end = sub.packets.end;
-            handle(t, ctx, &batch[sub.packets], sub.origin, writer);
+            handle(t, ctx, &batch[sub.packets], sub.origin, writer, &|| {
+                from.set(end)
+            });
             from.set(end);
         }
         true
@@ -167,12 +170,15 @@ unsafe extern "C" fn handler(
     }
 }
 
+/// Forwards, or replays, one submission; `ran` is called as soon as its packets have run or
+/// were forwarded.
 fn handle(
     t: &Tool,
     ctx: &QueueCtx,
     batch: &[hsa_kernel_dispatch_packet_t],
     origin: Option<Origin>,
     writer: hsa_amd_queue_intercept_packet_writer,
+    ran: &dyn Fn(),
 ) {
     let dispatches = batch
         .iter()
@@ -183,10 +189,10 @@ fn handle(
         let name = kernel_name(t, ctx.agent, p.kernel_object);
         let corr = t.engine.next_correlation();
         if t.engine.wants(&name) {
-            replay_one(t, ctx, p, name, corr, origin, writer);
+            replay_one(t, ctx, p, (name, corr), origin, writer, ran);
             return;
         }
-        pass_through(t, ctx, batch, origin, writer, Some((name, corr)));
+        pass_through(t, ctx, batch, origin, writer, Some((name, corr)), ran);
         return;
     }
     if dispatches > 0
@@ -197,7 +203,7 @@ fn handle(
             "kreplay: multi-packet submissions (HIP graph launches, a barrier packet with its dispatch, several packets rung with one doorbell) are not replayed; they run once (warned once per process)"
         );
     }
-    pass_through(t, ctx, batch, origin, writer, None);
+    pass_through(t, ctx, batch, origin, writer, None, ran);
 }
 
 fn kernel_name(t: &Tool, agent: u64, object: u64) -> String {
@@ -243,6 +249,7 @@ fn dispatch_record(
 }
 
 /// Forwards the batch; each dispatch in it holds the agent's window shared until it completes.
+/// `ran` is called once it is forwarded.
 fn pass_through(
     t: &Tool,
     ctx: &QueueCtx,
@@ -250,6 +257,7 @@ fn pass_through(
     origin: Option<Origin>,
     writer: hsa_amd_queue_intercept_packet_writer,
     single: Option<(String, u64)>,
+    ran: &dyn Fn(),
 ) {
     let Some(w) = writer else { return };
     let gate = t.engine.gate(ctx.agent);
@@ -302,16 +310,32 @@ fn pass_through(
     }
     // SAFETY: the batch with only completion signals substituted, via this handler's writer.
     unsafe { w(out.as_ptr() as *const c_void, out.len() as u64) };
+    ran();
 }
 
+/// Completes the application's completion signal when dropped: once its dispatch has run
+/// under kreplay, the application sees it complete, also when a panic unwinds past here.
+struct CompleteOnDrop<'a> {
+    t: &'a Tool,
+    signal: super::ffi::hsa_signal_t,
+}
+
+impl Drop for CompleteOnDrop<'_> {
+    fn drop(&mut self) {
+        self.t.backend.complete_app_signal(self.signal);
+    }
+}
+
+/// Replays one dispatch inside the agent's window, or declines it and runs it once; `ran`
+/// is called once it has run.
 fn replay_one(
     t: &Tool,
     ctx: &QueueCtx,
     p: hsa_kernel_dispatch_packet_t,
-    name: String,
-    corr: u64,
+    (name, corr): (String, u64),
     origin: Option<Origin>,
     writer: hsa_amd_queue_intercept_packet_writer,
+    ran: &dyn Fn(),
 ) {
     let live_vmem = t.vmem.lock().unwrap_or_else(|e| e.into_inner()).len();
     if live_vmem > 0 {
@@ -322,26 +346,33 @@ fn replay_one(
             ),
         );
         t.engine.give_back();
-        pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
+        pass_through(t, ctx, &[p], origin, writer, Some((name, corr)), ran);
         return;
     }
     let gate = t.engine.gate(ctx.agent);
-    if !gate.close(DRAIN_LIMIT, &|deps| super::hooks::deps_blocked(t, deps)) {
+    let Some(window) = gate.close_window(DRAIN_LIMIT, &|deps| super::hooks::deps_blocked(t, deps))
+    else {
         decline(corr, "the agent did not drain".into());
         t.engine.give_back();
-        pass_through(t, ctx, &[p], origin, writer, Some((name, corr)));
+        pass_through(t, ctx, &[p], origin, writer, Some((name, corr)), ran);
         return;
-    }
+    };
     let submit = now_ns();
     let d = HsaDispatch { packet: p, writer };
     let mut marks = Marks::default();
-    let ran = t
-        .engine
-        .replay_closed(&t.backend, &d, ctx.agent, corr, Some(&t.arena), &mut marks);
-    if ran != Ran::Replayed {
+    let outcome =
+        t.engine
+            .replay_closed(&t.backend, &d, ctx.agent, corr, Some(&t.arena), &mut marks);
+    if outcome != Ran::Replayed {
         // Run once, normally, still inside the window: the memory is the snapshot's.
         let _ = crate::engine::backend::Backend::submit_wait(&t.backend, &d);
     }
+    ran();
+    let _complete = CompleteOnDrop {
+        t,
+        signal: p.completion_signal,
+    };
+    crate::fault::point("hsa.replayed");
     let end = now_ns();
     crate::record::global().record(dispatch_record(
         ctx,
@@ -358,6 +389,5 @@ fn replay_one(
         end,
     ));
     t.engine.replay_recorded(&marks);
-    gate.open();
-    t.backend.complete_app_signal(p.completion_signal);
+    drop(window);
 }
