@@ -1,6 +1,7 @@
 //! `kreplay trace --all` and runtime libraries in places no process used before: a process that
-//! maps such a file is held until the file is probed, so its first calls are traced; a
-//! process held when kreplay is killed is resumed by kreplay's guardian.
+//! maps such a file (at start, or by a later `dlopen`) is held until the file is probed, so
+//! its first calls are traced; a process held when kreplay is killed is resumed by kreplay's
+//! guardian.
 use std::{
     io::{BufRead, BufReader, Write},
     path::{Path, PathBuf},
@@ -9,7 +10,8 @@ use std::{
 };
 
 use kreplay_tests::{
-    decode_trace, kreplay_bin, make_sim, require_root, scratch, sim_dir, workload,
+    cc, decode_trace, kreplay_bin, make_sim, require_root, scratch, sim_dir, workload,
+    workspace_root,
 };
 
 use super::{StderrWatch, assert_valid, counts, expect, hip_only, out_path, thread_tracks};
@@ -205,5 +207,61 @@ fn a_process_held_when_kreplay_is_killed_is_resumed_by_the_guardian() {
     std::io::Read::read_to_string(run.stdout.as_mut().unwrap(), &mut stdout).unwrap();
     assert!(run.wait().unwrap().success());
     assert_eq!(stdout.lines().next(), Some("launches: 1"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn all_traces_a_runtime_a_running_process_dlopens_from_a_new_place_from_its_first_call() {
+    require_root!();
+    let _one = super::one_all_trace();
+    make_sim(&["hsa", "hip"]);
+    let sim = sim_dir();
+    let exe = scratch("hip-programs").join("dlopen_target_all");
+    let src = workspace_root().join("tests/trace/dlopen_target.c");
+    cc(&[
+        "-std=gnu11",
+        "-O1",
+        "-o",
+        exe.to_str().unwrap(),
+        src.to_str().unwrap(),
+        &format!("-L{}", sim.display()),
+        "-l:libhsa-runtime64.so.1",
+        "-ldl",
+    ]);
+    // Both runtimes from a fresh copy: HSA mapped at start, before the trace; HIP dlopened by
+    // name once released, after it, from a file no process has mapped.
+    let dir = scratch("all-dlopen");
+    copy_of_sim(&dir, &[]);
+    let n = 20u64;
+    let mut child = Command::new(&exe)
+        .arg(n.to_string())
+        .env("LD_LIBRARY_PATH", &dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child_out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    child_out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let out = out_path("all-dlopen");
+    let (mut kreplay, watch) = trace_all(&out);
+    // It dlopens HIP, makes its calls and exits within milliseconds.
+    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    line.clear();
+    child_out.read_line(&mut line).unwrap();
+    assert_eq!(line, "done\n");
+    assert!(child.wait().unwrap().success());
+    // SAFETY: plain signal send: --all runs until stopped.
+    assert_eq!(unsafe { libc::kill(kreplay.id() as i32, libc::SIGINT) }, 0);
+    assert_eq!(kreplay.wait().unwrap().code(), Some(0));
+    let stderr = watch.finish();
+    let d = decode_trace(&out);
+    assert_valid(&d);
+    assert_eq!(
+        hip_calls(&d, child.id()),
+        vec![expect(&[("hipFree", n), ("hipMalloc", n)])],
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
