@@ -82,7 +82,7 @@ fn try_map(ctx: &TracePointContext) -> Option<()> {
         ino: read(inode, o.inode_ino)?,
     };
     // SAFETY: a lookup in a map of plain integers; the value is copied at once.
-    match unsafe { RUNTIME_FILES.get(&key) }.copied() {
+    match unsafe { RUNTIME_FILES.get(key) }.copied() {
         Some(file_state::PROBED) => return None,
         Some(_) => {}
         None => {
@@ -93,7 +93,7 @@ fn try_map(ctx: &TracePointContext) -> Option<()> {
             if !is_runtime_name(&buf) {
                 return None;
             }
-            let _ = RUNTIME_FILES.insert(&key, &file_state::PENDING, 0);
+            let _ = RUNTIME_FILES.insert(key, file_state::PENDING, 0);
         }
     }
     if !super::hold::hold(tgid, stop_kind::NEW_FILE, key) {
