@@ -564,7 +564,12 @@ async fn record(
                 // Processes stopped where the loader has mapped libraries: probe what they
                 // mapped, then let them go on.
                 let h = holds.as_mut().expect("guarded");
-                h.serve(|pid| live.rescan_pid(pid));
+                h.serve(|pid| {
+                    // Held, the process lives: its name is read now, in case it is gone
+                    // before the reader reaches its first record.
+                    rec.col.capture.remember_name(pid);
+                    live.rescan_pid(pid);
+                });
                 h.mark_probed(live.attacher.files_for_all());
                 continue;
             }

@@ -44,6 +44,9 @@ pub struct Capture {
     /// Closed streams: chunks written to each.
     closed: HashMap<(u32, u32), u64, foldhash::fast::RandomState>,
     control: StreamWriter<File>,
+    /// Process names read while the processes lived ([`Capture::remember_name`]), for those
+    /// gone by the time their first record is read.
+    names: HashMap<u32, String, foldhash::fast::RandomState>,
     /// Records written.
     pub records: u64,
 }
@@ -73,6 +76,7 @@ impl Capture {
             dir: dir.to_path_buf(),
             threads: HashMap::default(),
             closed: HashMap::default(),
+            names: HashMap::default(),
             control,
             records: 0,
         })
@@ -81,6 +85,14 @@ impl Capture {
     /// The directory holding the stream files.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Reads process `pid`'s name now, while it lives (a process the probes hold, say): a short
+    /// process may be gone when the reader reaches its first record.
+    pub fn remember_name(&mut self, pid: u32) {
+        if let Some(name) = comm(&format!("/proc/{pid}/comm")) {
+            self.names.insert(pid, name);
+        }
     }
 
     /// Number of thread streams.
@@ -122,10 +134,10 @@ impl Capture {
                 let mut w =
                     StreamWriter::create(&path, &StreamHeader::new(StreamKind::Probes, pid))?
                         .with_chunk_threshold(CHUNK_BYTES);
-                w.push(&Record::ProcessName(ProcessName {
-                    pid,
-                    name: process_name(pid),
-                }))?;
+                let name = comm(&format!("/proc/{pid}/comm"))
+                    .or_else(|| self.names.get(&pid).cloned())
+                    .unwrap_or_else(|| format!("pid {pid}"));
+                w.push(&Record::ProcessName(ProcessName { pid, name }))?;
                 let thread = comm(&format!("/proc/{pid}/task/{tid}/comm"))
                     .unwrap_or_else(|| format!("thread {tid}"));
                 w.push(&Record::ThreadName(kreplay_common::stream::ThreadName {
@@ -293,6 +305,52 @@ mod tests {
         assert_eq!(calls.len(), 3002);
         assert!(calls.iter().copied().eq(0..3002), "every call, in order");
         assert_eq!(read_back(&files[1]), (vec![0, 1], true));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_process_gone_before_its_first_record_keeps_the_name_read_while_it_lived() {
+        let dir = std::env::temp_dir().join(format!("kreplay-names-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let mut c = Capture::create(&dir).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Once it has exec'ed (until then it bears this thread's name).
+        let t0 = std::time::Instant::now();
+        while comm(&format!("/proc/{pid}/comm")).as_deref() != Some("sleep") {
+            assert!(t0.elapsed().as_secs() < 10, "sleep never started");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        c.remember_name(pid);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut gone = call(10, 5);
+        gone.pid = pid;
+        c.push(&gone).unwrap();
+        // One never remembered, gone too: named by its pid.
+        let mut unknown = call(11, 6);
+        unknown.pid = u32::MAX - 1;
+        c.push(&unknown).unwrap();
+        let files = c.finish().unwrap();
+        let name_in = |f: &Path| {
+            StreamReader::open(f).unwrap().find_map(|r| match r {
+                Record::ProcessName(p) => Some(p.name),
+                _ => None,
+            })
+        };
+        assert_eq!(
+            name_in(&dir.join(format!("probes-{pid}-10.krs"))),
+            Some("sleep".to_string())
+        );
+        assert_eq!(
+            name_in(&dir.join(format!("probes-{}-11.krs", u32::MAX - 1))),
+            Some(format!("pid {}", u32::MAX - 1))
+        );
+        assert_eq!(files.len(), 3);
         fs::remove_dir_all(&dir).unwrap();
     }
 }
