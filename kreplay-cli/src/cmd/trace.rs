@@ -495,6 +495,11 @@ fn finish(
         for line in ending::leak_lines(&leaks) {
             let _ = writeln!(e, "{line}");
         }
+        let _ = write!(
+            e,
+            "{}",
+            kreplay_cli::merge::gpu_time::kernel_table(&report.stats.gpu_kernels)
+        );
     }
     let _ = writeln!(
         e,

@@ -1,9 +1,12 @@
-//! Rendering the tool's GPU records: dispatches on queue tracks, replay passes, snapshots
-//! and restores nested under them, declines and nondeterminism as instants.
+//! Rendering the tool's GPU records: dispatches on queue tracks, copies and memsets on copy
+//! tracks, replay passes, snapshots and restores nested under dispatches, declines and
+//! nondeterminism as instants, and the per-GPU busy share ([`super::gpu_time`]).
 //!
 //! Tracks: one device track per (process, agent) — agent handles are per-process pointers —
-//! with a child track per queue; dispatches that overlap on a queue go on overflow lanes
-//! (`TraceWriter::lane`). Everything here is written on one sequence.
+//! under the process's track, with a child track per queue (stream) and one for the copies of
+//! each copy engine; work that overlaps on one track goes on overflow lanes
+//! (`TraceWriter::lane`). Kernels are named by their demangled name. Everything but the busy
+//! counters is written on one sequence.
 //!
 //! Order: a `Dispatch` is merged at its `submit_ns` but its slice begins at `start_ns`, so it
 //! is held in a min-heap by start until the merge time reaches that start. Any later record
@@ -19,9 +22,12 @@ use std::collections::BinaryHeap;
 use super::FastMap;
 use std::io::Write;
 
-use kreplay_common::stream::Dispatch;
+use std::rc::Rc;
+
+use kreplay_common::stream::{Dispatch, GpuCopy, copy_kind};
 
 pub use super::gpu_names::GpuNames;
+use super::gpu_time::{Busy, KernelTimes};
 use crate::perfetto::{
     Annotation, EventArgs, Sequence, TraceWriter, Track, Value, WriterError, name_hash,
 };
@@ -30,11 +36,20 @@ use crate::perfetto::{
 /// on its queue (they come after the passes); later ones go on the process's replay track.
 pub const FORGET_AFTER_NS: u64 = 1_000_000_000;
 
-/// A dispatch waiting for the merge to reach its start.
+/// GPU work held until the merge reaches its start.
+enum Work {
+    Kernel(Dispatch),
+    Copy(GpuCopy),
+}
+
+/// A dispatch or copy waiting for the merge to reach its start.
 struct HeldDispatch {
     order: u64,
     pid: u32,
-    d: Dispatch,
+    work: Work,
+    /// Its device's track group and key.
+    device: (Track, u64),
+    /// The queue or copy track it goes on.
     queue: Track,
     flow: Option<u64>,
     external: Option<u64>,
@@ -102,6 +117,16 @@ pub struct Gpu {
     expiry: BinaryHeap<Reverse<(u64, u32, u64, u64)>>,
     /// Dispatch slices written.
     pub dispatches: u64,
+    /// Copy and memset slices written.
+    pub copies: u64,
+    /// Copy tracks by (pid, device, engine).
+    copy_tracks: FastMap<(u32, u64, u64), Track>,
+    /// Demangled kernel names by the name the tool recorded.
+    demangled: FastMap<String, Rc<str>>,
+    /// The per-GPU busy share.
+    pub busy: Busy,
+    /// GPU time per kernel.
+    pub kernel_times: KernelTimes,
 }
 
 impl Gpu {
@@ -120,6 +145,11 @@ impl Gpu {
             placed: FastMap::default(),
             expiry: BinaryHeap::new(),
             dispatches: 0,
+            copies: 0,
+            copy_tracks: FastMap::default(),
+            demangled: FastMap::default(),
+            busy: Busy::default(),
+            kernel_times: KernelTimes::default(),
         }
     }
 
@@ -145,9 +175,10 @@ impl Gpu {
         external: Option<u64>,
         process_name: &dyn Fn(u32) -> String,
     ) -> Result<(), WriterError> {
-        let (device, queue) = self.tracks(w, pid, d, process_name)?;
+        let device = self.device(w, pid, d.agent, process_name)?;
+        let queue = self.queue(w, pid, d.agent, device, d.queue)?;
         self.order += 1;
-        let start = if valid_times(d) {
+        let start = if valid_times(d.submit_ns, d.start_ns, d.end_ns) {
             d.start_ns
         } else {
             d.submit_ns
@@ -158,7 +189,8 @@ impl Gpu {
             HeldDispatch {
                 order: self.order,
                 pid,
-                d: d.clone(),
+                work: Work::Kernel(d.clone()),
+                device: (device, d.agent),
                 queue,
                 flow,
                 external,
@@ -179,33 +211,89 @@ impl Gpu {
         Ok(())
     }
 
-    /// The device and queue tracks of dispatch `d` of `pid`, made on first use.
-    fn tracks<W: Write>(
+    /// Takes a copy or memset of process `pid`; its slice is written once the merge reaches
+    /// its start.
+    pub fn hold_copy<W: Write>(
         &mut self,
         w: &mut TraceWriter<W>,
         pid: u32,
-        d: &Dispatch,
+        c: &GpuCopy,
+        flow: Option<u64>,
         process_name: &dyn Fn(u32) -> String,
-    ) -> Result<(Track, Track), WriterError> {
-        let device = match self.devices.get(&(pid, d.agent)) {
+    ) -> Result<(), WriterError> {
+        let device = self.device(w, pid, c.device, process_name)?;
+        let track = match self.copy_tracks.get(&(pid, c.device, c.engine)) {
             Some(&t) => t,
             None => {
-                let id = name_hash(&format!("{pid}/{:x}", d.agent));
-                let name = format!("GPU agent {:#x} ({} {pid})", d.agent, process_name(pid));
-                let t = w.device_track(id, &name)?;
-                self.devices.insert((pid, d.agent), t);
+                let name = match c.engine {
+                    0 => "copies".to_owned(),
+                    e => format!("copies {e:#x}"),
+                };
+                let t = w.child_track(device, !0xc0b1 ^ c.engine, &name)?;
+                self.copy_tracks.insert((pid, c.device, c.engine), t);
                 t
             }
         };
-        let queue = match self.queues.get(&(pid, d.agent, d.queue)) {
-            Some(&t) => t,
-            None => {
-                let t = w.child_track(device, d.queue, &format!("queue {:#x}", d.queue))?;
-                self.queues.insert((pid, d.agent, d.queue), t);
-                t
-            }
+        self.order += 1;
+        let start = if valid_times(c.submit_ns, c.start_ns, c.end_ns) {
+            c.start_ns
+        } else {
+            c.submit_ns
         };
-        Ok((device, queue))
+        self.held.push(Reverse((start, self.order)));
+        self.held_by_order.insert(
+            self.order,
+            HeldDispatch {
+                order: self.order,
+                pid,
+                work: Work::Copy(c.clone()),
+                device: (device, c.device),
+                queue: track,
+                flow,
+                external: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// The track group of `agent` of `pid`, under the process's track, made on first use.
+    fn device<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        pid: u32,
+        agent: u64,
+        process_name: &dyn Fn(u32) -> String,
+    ) -> Result<Track, WriterError> {
+        if let Some(&t) = self.devices.get(&(pid, agent)) {
+            return Ok(t);
+        }
+        let pname = process_name(pid);
+        let process = w.process_track(pid as i32, &pname)?;
+        let key = name_hash(&format!("GPU {pid}/{agent:x}"));
+        let t = w.child_track(
+            process,
+            key,
+            &format!("GPU agent {agent:#x} ({pname} {pid})"),
+        )?;
+        self.devices.insert((pid, agent), t);
+        Ok(t)
+    }
+
+    /// The track of queue (stream) `queue` of `agent`, made on first use.
+    fn queue<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        pid: u32,
+        agent: u64,
+        device: Track,
+        queue: u64,
+    ) -> Result<Track, WriterError> {
+        if let Some(&t) = self.queues.get(&(pid, agent, queue)) {
+            return Ok(t);
+        }
+        let t = w.child_track(device, queue, &format!("queue {queue:#x}"))?;
+        self.queues.insert((pid, agent, queue), t);
+        Ok(t)
     }
 
     /// Writes the held dispatches that start at or before `now` and forgets placed ones long
@@ -225,8 +313,13 @@ impl Gpu {
                 .held_by_order
                 .remove(&order)
                 .expect("held entries have a dispatch");
-            soft(self.write_dispatch(w, &h), skipped)?;
+            let r = match &h.work {
+                Work::Kernel(_) => self.write_dispatch(w, &h),
+                Work::Copy(_) => self.write_copy(w, &h),
+            };
+            soft(r, skipped)?;
         }
+        self.busy.advance(w, now)?;
         while let Some(&Reverse((at, pid, corr, order))) = self.expiry.peek() {
             if at >= now {
                 break;
@@ -244,13 +337,86 @@ impl Gpu {
         Ok(())
     }
 
+    /// The demangled name of kernel `raw` (its `.kd` suffix left out), cached.
+    fn kernel_name(&mut self, raw: &str) -> Rc<str> {
+        if let Some(n) = self.demangled.get(raw) {
+            return n.clone();
+        }
+        let bare = raw.strip_suffix(".kd").unwrap_or(raw);
+        let n: Rc<str> = crate::trace::kernels::demangle(bare).into();
+        self.demangled.insert(raw.to_owned(), n.clone());
+        n
+    }
+
+    fn write_copy<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        h: &HeldDispatch,
+    ) -> Result<(), WriterError> {
+        let Work::Copy(c) = &h.work else {
+            return Ok(());
+        };
+        let n = &self.names;
+        let direction = copy_kind::name(c.kind);
+        let valid = valid_times(c.submit_ns, c.start_ns, c.end_ns);
+        let mut ann = vec![
+            Annotation {
+                name: n.bytes,
+                value: Value::Uint(c.bytes),
+            },
+            Annotation {
+                name: n.direction,
+                value: Value::Str(direction),
+            },
+            Annotation {
+                name: n.correlation,
+                value: Value::Uint(c.correlation),
+            },
+        ];
+        if valid && c.end_ns > c.start_ns {
+            // Bytes per ns are GB/s.
+            ann.push(Annotation {
+                name: n.gbps,
+                value: Value::Double(c.bytes as f64 / (c.end_ns - c.start_ns) as f64),
+            });
+        }
+        let flows: Vec<u64> = h.flow.into_iter().collect();
+        let args = EventArgs {
+            annotations: &ann,
+            terminating_flow_ids: &flows,
+            ..Default::default()
+        };
+        let name = w.event_name(if c.kind == copy_kind::MEMSET {
+            "memset"
+        } else {
+            match c.kind {
+                copy_kind::HOST_TO_DEVICE => "copy HtoD",
+                copy_kind::DEVICE_TO_HOST => "copy DtoH",
+                copy_kind::DEVICE_TO_DEVICE => "copy DtoD",
+                copy_kind::HOST_TO_HOST => "copy HtoH",
+                _ => "copy",
+            }
+        });
+        self.copies += 1;
+        if !valid {
+            return w.instant(self.seq, h.queue, name, c.submit_ns, &args);
+        }
+        let lane = w.lane(h.queue, c.start_ns, c.end_ns)?;
+        w.slice(self.seq, lane, name, c.start_ns, c.end_ns, &args)?;
+        self.busy
+            .add(w, (h.pid, h.device.1), h.device.0, c.start_ns, c.end_ns)
+    }
+
     fn write_dispatch<W: Write>(
         &mut self,
         w: &mut TraceWriter<W>,
         h: &HeldDispatch,
     ) -> Result<(), WriterError> {
-        let d = &h.d;
+        let Work::Kernel(d) = &h.work else {
+            return Ok(());
+        };
         let queue = h.queue;
+        let kernel = self.kernel_name(&d.kernel);
         let n = &self.names;
         let grid = format!("{}x{}x{}", d.grid[0], d.grid[1], d.grid[2]);
         let wg = format!("{}x{}x{}", d.workgroup[0], d.workgroup[1], d.workgroup[2]);
@@ -271,7 +437,21 @@ impl Gpu {
                 name: n.kernel_object,
                 value: Value::Pointer(d.kernel_object),
             },
+            Annotation {
+                name: n.group_segment,
+                value: Value::Uint(u64::from(d.group_segment)),
+            },
+            Annotation {
+                name: n.queue,
+                value: Value::Pointer(d.queue),
+            },
         ];
+        if d.private_segment != 0 {
+            ann.push(Annotation {
+                name: n.private_segment,
+                value: Value::Uint(u64::from(d.private_segment)),
+            });
+        }
         if let Some(ext) = h.external {
             ann.push(Annotation {
                 name: n.external_id,
@@ -284,8 +464,8 @@ impl Gpu {
             terminating_flow_ids: &flows,
             ..Default::default()
         };
-        let name = w.event_name(&d.kernel);
-        if !valid_times(d) {
+        let name = w.event_name(&kernel);
+        if !valid_times(d.submit_ns, d.start_ns, d.end_ns) {
             // The GPU times are missing or inconsistent: mark the submission instead.
             w.instant(self.seq, queue, name, d.submit_ns, &args)?;
             self.dispatches += 1;
@@ -297,6 +477,9 @@ impl Gpu {
         let lane = w.lane(queue, d.start_ns, d.end_ns)?;
         w.slice(self.seq, lane, name, d.start_ns, d.end_ns, &args)?;
         self.dispatches += 1;
+        self.kernel_times.add(&kernel, d.end_ns - d.start_ns);
+        self.busy
+            .add(w, (h.pid, h.device.1), h.device.0, d.start_ns, d.end_ns)?;
         if let Some(p) = self.placed.get_mut(&(h.pid, d.correlation)) {
             p.lane = Some(lane);
         }
@@ -394,8 +577,8 @@ impl Gpu {
 }
 
 /// True when the GPU times are present and ordered (submit <= start <= end).
-fn valid_times(d: &Dispatch) -> bool {
-    d.start_ns != 0 && d.submit_ns <= d.start_ns && d.start_ns <= d.end_ns
+fn valid_times(submit: u64, start: u64, end: u64) -> bool {
+    start != 0 && submit <= start && start <= end
 }
 
 /// Passes I/O errors on; counts any other writer error (a record that cannot be placed) in
@@ -430,6 +613,8 @@ mod tests {
             submit_ns,
             start_ns,
             end_ns,
+            group_segment: 0,
+            private_segment: 0,
         }
     }
 

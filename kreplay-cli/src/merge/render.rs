@@ -190,6 +190,7 @@ impl<W: Write> Renderer<W> {
                 self.ranges.latest = self.ranges.latest.max(c.exit_ns);
                 let spec = spec_of(c.api);
                 let launch = spec.is_some_and(|s| s.kind == ApiKind::Launch);
+                let copy = spec.is_some_and(|s| s.kind == ApiKind::Copy);
                 let own = self.own.is_own(c);
                 if own {
                     let name = spec.map_or("?", |s| s.name);
@@ -200,7 +201,7 @@ impl<W: Write> Renderer<W> {
                         s.add(&call_record(c));
                     }
                 }
-                if self.hold.offer_call(seq, c, launch, own) == Offer::WriteNow {
+                if self.hold.offer_gpu_call(seq, c, launch, copy, own) == Offer::WriteNow {
                     self.write_call(seq, c, &[], None, own)?;
                 }
                 self.write_ready()?;
@@ -262,6 +263,19 @@ impl<W: Write> Renderer<W> {
                 // A dispatch that already started (or has no GPU times) goes out now.
                 self.advance(now)?;
             }
+            Record::GpuCopy(c) => {
+                let cpid = if c.pid == 0 { pid } else { c.pid };
+                let flow = self.hold.flow_from_copy(cpid, c.tid, c.submit_ns);
+                match flow {
+                    Some(_) => self.stats.flows += 1,
+                    None => self.stats.unmatched_copies += 1,
+                }
+                let names = &self.process_names;
+                let pname = |pid: u32| process_label(names, pid);
+                let r = self.gpu.hold_copy(&mut self.w, cpid, c, flow, &pname);
+                soft(r, &mut self.stats.unrenderable)?;
+                self.advance(now)?;
+            }
             Record::ToolWindow(w) => {
                 self.own
                     .add_window(w.pid, w.tid, w.start_ns, w.end_ns, late);
@@ -296,6 +310,7 @@ impl<W: Write> Renderer<W> {
         self.gpu
             .advance(&mut self.w, now, &mut self.stats.unrenderable)?;
         self.stats.dispatches = self.gpu.dispatches;
+        self.stats.copies = self.gpu.copies;
         self.hold.advance(now);
         self.own.forget(now);
         while let Some(&(ts, pid, corr)) = self.externals_age.front() {
@@ -574,6 +589,8 @@ impl<W: Write> Renderer<W> {
         self.stats.annotations = self.ranges.written;
         self.stats.unmatched_annotations = self.ranges.unmatched;
         self.stats.forced_launches = self.hold.forced;
+        self.stats.counter_values += self.gpu.busy.values;
+        self.stats.gpu_kernels = self.gpu.kernel_times.rows();
         let bytes = self.w.bytes();
         let out = self.w.finish()?;
         Ok((out, bytes, self.stats))

@@ -7,8 +7,9 @@
 //! a version appended are read as 0 from an older version's stream.
 
 use super::record::{
-    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic,
-    ProcessName, Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName, ToolWindow,
+    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, GpuCopy, KernelName,
+    Nondeterministic, ProcessName, Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName,
+    ToolWindow,
 };
 
 /// Bytes before each record body: the tag and the body length.
@@ -36,7 +37,12 @@ mod tag {
     pub const API_CALL_PACKED: u8 = 15;
     /// Version 5: a user annotation (roctx, NVTX).
     pub const ANNOTATION: u8 = 16;
+    /// Version 6: a copy or memset with its GPU times.
+    pub const GPU_COPY: u8 = 17;
 }
+
+/// The first format version whose `Dispatch` carries its group and private segment sizes.
+pub const DISPATCH_SEGMENTS_SINCE: u16 = 6;
 
 /// The first format version whose writers write `ApiCall` packed (tag 15).
 pub const PACKED_CALLS_SINCE: u16 = 4;
@@ -171,6 +177,9 @@ pub fn encode_version(rec: &Record, version: u16, out: &mut Vec<u8>) {
             e.u32s(&r.workgroup);
             e.u64s(&[r.submit_ns, r.start_ns, r.end_ns]);
             e.str(&r.kernel);
+            if version >= DISPATCH_SEGMENTS_SINCE {
+                e.u32s(&[r.group_segment, r.private_segment]);
+            }
             tag::DISPATCH
         }
         Record::ReplayPass(r) => {
@@ -261,6 +270,14 @@ pub fn encode_version(rec: &Record, version: u16, out: &mut Vec<u8>) {
             e.str(&r.domain);
             e.str(&r.name);
             tag::ANNOTATION
+        }
+        Record::GpuCopy(r) => {
+            e.u32(r.pid);
+            e.u32(r.tid);
+            e.u64s(&[r.device, r.engine, r.correlation]);
+            e.u8(r.kind);
+            e.u64s(&[r.bytes, r.submit_ns, r.start_ns, r.end_ns]);
+            tag::GPU_COPY
         }
     };
     let body_len = (out.len() - start - RECORD_HEADER_LEN) as u32;
@@ -439,12 +456,19 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             let [agent, queue, correlation, kernel_object] = d.u64s()?;
             let (grid, workgroup) = (d.u32s()?, d.u32s()?);
             let [submit_ns, start_ns, end_ns] = d.u64s()?;
+            let kernel = d.str()?;
+            // Version 6 appended the segment sizes: required from it on, 0 before.
+            let [group_segment, private_segment] = if version >= DISPATCH_SEGMENTS_SINCE {
+                d.u32s()?
+            } else {
+                [0, 0]
+            };
             Dispatch {
                 pid,
                 tid,
                 agent,
                 queue,
-                kernel: d.str()?,
+                kernel,
                 correlation,
                 kernel_object,
                 grid,
@@ -452,6 +476,8 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
                 submit_ns,
                 start_ns,
                 end_ns,
+                group_segment,
+                private_segment,
             }
             .into()
         }
@@ -586,6 +612,25 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             name: d.str()?,
         }
         .into(),
+        tag::GPU_COPY => {
+            let (pid, tid) = (d.u32()?, d.u32()?);
+            let [device, engine, correlation] = d.u64s()?;
+            let kind = d.u8()?;
+            let [bytes, submit_ns, start_ns, end_ns] = d.u64s()?;
+            GpuCopy {
+                pid,
+                tid,
+                device,
+                engine,
+                correlation,
+                kind,
+                bytes,
+                submit_ns,
+                start_ns,
+                end_ns,
+            }
+            .into()
+        }
         _ => return Some(None),
     };
     Some(Some(rec))

@@ -244,6 +244,8 @@ fn dispatch_record(
         submit_ns: origin.map_or(submit, |o| o.ts_ns),
         start_ns: start,
         end_ns: end,
+        group_segment: p.group_segment_size,
+        private_segment: p.private_segment_size,
     }
     .into()
 }
