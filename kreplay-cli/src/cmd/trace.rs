@@ -23,6 +23,7 @@ use kreplay_cli::{
         capture::Capture,
         discover,
         ending::{self, kept_streams},
+        gpu_env,
         holds::Holds,
         kernels::KernelNames,
         nvtx,
@@ -54,6 +55,12 @@ use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
     roctx ranges and marks are traced with the runtimes. With -- CMD, kreplay-tool is also \
     the command's NVTX injection library (NVTX_INJECTION64_PATH, unless already set), so its \
     NVTX ranges and marks are in the trace too.\n\n\
+    --gpu -- CMD adds what the GPU ran: kreplay-tool is loaded into CMD in observe mode \
+    (HSA_TOOLS_LIB, appended to the command's own; no replay) and records every kernel \
+    dispatch and async copy with the GPU's start and end, on one track per queue under a \
+    track group per GPU in CMD's process, with a flow from the launch or copy call that \
+    caused it, a GPU busy % counter, and a per-kernel GPU-time table at the end. A running \
+    process (-p, --all) cannot be given the tool: its trace stays API calls only.\n\n\
     Open the trace at https://ui.perfetto.dev (Open trace file).")]
 pub struct TraceArgs {
     /// Trace this running process (repeatable).
@@ -119,6 +126,13 @@ pub struct TraceArgs {
     /// e.g. `--env LD_PRELOAD=./libtool.so` for a library that must not load into the tracer.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = env_pair, requires = "command")]
     env: Vec<(String, String)>,
+    /// With a command: also record what the GPU ran (kernels and copies with their GPU times,
+    /// on per-GPU queue tracks), through kreplay-tool injected in observe mode.
+    #[arg(long, conflicts_with = "no_gpu")]
+    gpu: bool,
+    /// API calls only, no GPU timeline (the default).
+    #[arg(long)]
+    no_gpu: bool,
     /// Command to start with the probes attached before its first instruction (after `--`).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -161,6 +175,16 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         Path::exists,
     )?;
     let pid_libs = targets::pid_libraries(&plan, &HostLibraries)?;
+    let gpu_tool = match (args.gpu, args.command.is_empty()) {
+        (false, _) => None,
+        (true, true) => {
+            eprintln!("{}", gpu_env::ATTACH_NOTE);
+            None
+        }
+        (true, false) => Some(nvtx::tool_lib().context(
+            "--gpu needs libkreplay_tool.so next to kreplay (or KREPLAY_TOOL_LIB)",
+        )?),
+    };
     let output = args.output.clone().unwrap_or_else(plan::default_output);
     // Nothing is written to `output` itself until the trace is complete.
     out_file::check_writable(&output)
@@ -194,8 +218,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let dir = out_file::fresh_dir(&want, 0o777)
         .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
     let started_target = targets::start(&plan, |argv, env| {
-        let (env, injection) = nvtx_env(env, &dir);
+        let (mut env, injection) = nvtx_env(env, &dir);
         tracing::debug!(?injection, "NVTX annotations of the command");
+        if let Some(tool) = &gpu_tool {
+            env = gpu_env::with_gpu_env(env, tool, &dir, |k| std::env::var(k).ok());
+        }
         launch::spawn_paused(argv, &env).map(|c| {
             let pid = c.pid;
             (c, pid)

@@ -124,11 +124,17 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
         );
         return true;
     }
+    let timeline = if config.gpu_timeline {
+        crate::hsa::timeline::Timeline::start(&next)
+    } else {
+        None
+    };
     let t = Tool {
         backend: HsaBackend::new(next),
         engine: EngineState::new(config),
         arena: SnapshotArena::new(),
         vmem: Mutex::new(HashMap::new()),
+        timeline,
     };
     if !super::state::install(t) {
         return true;
@@ -141,6 +147,7 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
         runtime_version,
         installed,
         passes = t.engine.config.passes,
+        gpu_timeline = t.timeline.is_some(),
         "kreplay tool loaded"
     );
     crate::record::global();
