@@ -174,17 +174,18 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         },
         Path::exists,
     )?;
-    let pid_libs = targets::pid_libraries(&plan, &HostLibraries)?;
     let gpu_tool = match (args.gpu, args.command.is_empty()) {
         (false, _) => None,
         (true, true) => {
             eprintln!("{}", gpu_env::ATTACH_NOTE);
             None
         }
-        (true, false) => Some(nvtx::tool_lib().context(
-            "--gpu needs libkreplay_tool.so next to kreplay (or KREPLAY_TOOL_LIB)",
-        )?),
+        (true, false) => Some(
+            nvtx::tool_lib()
+                .context("--gpu needs libkreplay_tool.so next to kreplay (or KREPLAY_TOOL_LIB)")?,
+        ),
     };
+    let pid_libs = targets::pid_libraries(&plan, &HostLibraries)?;
     let output = args.output.clone().unwrap_or_else(plan::default_output);
     // Nothing is written to `output` itself until the trace is complete.
     out_file::check_writable(&output)

@@ -84,7 +84,10 @@ mod tests {
         let has = |k: &str| (k == "HSA_TOOLS_LIB").then(|| "/k/libkreplay_tool.so".to_owned());
         assert_eq!(
             with_gpu_env(Vec::new(), tool, dir, has)[0],
-            ("HSA_TOOLS_LIB".to_owned(), "/k/libkreplay_tool.so".to_owned())
+            (
+                "HSA_TOOLS_LIB".to_owned(),
+                "/k/libkreplay_tool.so".to_owned()
+            )
         );
     }
 }

@@ -6,6 +6,8 @@
 
 use core::ffi::c_void;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use super::classify::{Class, classify};
 use super::ffi::alloc_flags::EXECUTABLE as ALLOC_EXECUTABLE;
@@ -250,9 +252,28 @@ pub struct Forward {
     pub done: Option<Box<dyn FnOnce(hsa_signal_t) + Send>>,
 }
 
+/// Completions between completing the application's signal and recording their work: an
+/// application that waited for its signal may shut the runtime down (and `OnUnload` flush the
+/// stream) while the record is being made.
+static RECORDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Waits, at most `limit`, until no completion handler is between completing the application's
+/// signal and recording its work; true when none is.
+pub fn wait_recordings(limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while RECORDING.load(Ordering::Acquire) > 0 {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+    true
+}
+
 unsafe extern "C" fn forward_completion(_value: hsa_signal_value_t, arg: *mut c_void) -> bool {
     // SAFETY: arg is the Box<Forward> leaked by arm_forward, handed back exactly once.
     let fwd = unsafe { Box::from_raw(arg as *mut Forward) };
+    RECORDING.fetch_add(1, Ordering::AcqRel);
     let Forward {
         own,
         app,
@@ -292,6 +313,7 @@ unsafe extern "C" fn forward_completion(_value: hsa_signal_value_t, arg: *mut c_
             t.backend.give_signal(own);
         }
     });
+    RECORDING.fetch_sub(1, Ordering::AcqRel);
     false
 }
 

@@ -120,7 +120,9 @@ impl Timeline {
         // SAFETY: q is a live queue the runtime just created.
         let st = unsafe { enable(q, 1) };
         if st != status::SUCCESS {
-            tracing::warn!("kreplay: profiling not enabled on queue {q:p} ({st:#x}): its dispatches have no GPU times");
+            tracing::warn!(
+                "kreplay: profiling not enabled on queue {q:p} ({st:#x}): its dispatches have no GPU times"
+            );
         }
         st == status::SUCCESS
     }
@@ -157,7 +159,10 @@ impl Timeline {
         if unsafe { get(sig, &mut t) } != status::SUCCESS {
             return None;
         }
-        Some((self.clock.to_monotonic(t.start), self.clock.to_monotonic(t.end)))
+        Some((
+            self.clock.to_monotonic(t.start),
+            self.clock.to_monotonic(t.end),
+        ))
     }
 }
 
@@ -170,7 +175,11 @@ mod tests {
         // A 100 MHz clock (10 ns per tick) that reads 1000 ticks (10,000 ns) at monotonic 50,000.
         let c = SystemClock::from_samples(
             100_000_000,
-            &[(49_000, 900, 51_000), (49_990, 1000, 50_010), (60_000, 2000, 59_000)],
+            &[
+                (49_000, 900, 51_000),
+                (49_990, 1000, 50_010),
+                (60_000, 2000, 59_000),
+            ],
         )
         .unwrap();
         assert_eq!((c.offset_ns, c.bracket_ns), (40_000, 20));
@@ -180,7 +189,11 @@ mod tests {
         let same = SystemClock::from_samples(1_000_000_000, &[(7, 8, 9)]).unwrap();
         assert_eq!((same.offset_ns, same.to_monotonic(123)), (0, 123));
         assert_eq!(SystemClock::from_samples(0, &[(1, 1, 1)]), None);
-        assert_eq!(SystemClock::from_samples(1, &[(2, 1, 1)]), None, "a bracket backwards");
+        assert_eq!(
+            SystemClock::from_samples(1, &[(2, 1, 1)]),
+            None,
+            "a bracket backwards"
+        );
         // Ticks that map before 0 give 0, not a wrapped time.
         let late = SystemClock::from_samples(1_000_000_000, &[(0, 500, 0)]).unwrap();
         assert_eq!(late.to_monotonic(100), 0);

@@ -55,6 +55,10 @@ pub extern "C" fn OnUnload() {
         // Often called from the application's exit path, where logging through `tracing` can
         // no longer work: the flushes from here on are quiet.
         crate::record::enter_teardown();
+        // A completion the application already saw may still be recording its dispatch.
+        if !crate::hsa::hooks::wait_recordings(Duration::from_millis(100)) {
+            eprintln!("kreplay: a GPU record was still being made at unload; it may be missing");
+        }
         crate::warn_once::print_repeated_once();
         t.engine.inventory.shut_down();
         t.arena.clear(&t.backend);

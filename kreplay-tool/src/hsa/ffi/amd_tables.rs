@@ -36,7 +36,11 @@ pub struct AmdExtTable {
     >,
     /// `hsa_amd_profiling_convert_tick_to_system_domain`.
     pub hsa_amd_profiling_convert_tick_to_system_domain_fn: Option<
-        unsafe extern "C" fn(agent: hsa_agent_t, agent_tick: u64, system_tick: *mut u64) -> hsa_status_t,
+        unsafe extern "C" fn(
+            agent: hsa_agent_t,
+            agent_tick: u64,
+            system_tick: *mut u64,
+        ) -> hsa_status_t,
     >,
     /// `hsa_amd_signal_async_handler`.
     pub hsa_amd_signal_async_handler_fn: Option<
@@ -307,7 +311,11 @@ pub struct AmdExtTableV1 {
     >,
     /// `hsa_amd_profiling_convert_tick_to_system_domain`.
     pub hsa_amd_profiling_convert_tick_to_system_domain_fn: Option<
-        unsafe extern "C" fn(agent: hsa_agent_t, agent_tick: u64, system_tick: *mut u64) -> hsa_status_t,
+        unsafe extern "C" fn(
+            agent: hsa_agent_t,
+            agent_tick: u64,
+            system_tick: *mut u64,
+        ) -> hsa_status_t,
     >,
     /// `hsa_amd_signal_async_handler`.
     pub hsa_amd_signal_async_handler_fn: Option<
