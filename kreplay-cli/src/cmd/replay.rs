@@ -328,13 +328,14 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
                 own_calls_line(&s.own_calls)
             );
             eprintln!(
-                "kreplay: wrote {} ({} records from {} tool and {} probe streams: {} slices, {} dispatches, {} flows)",
+                "kreplay: wrote {} ({} records from {} tool and {} probe streams: {} slices, {} dispatches, {} copies, {} flows)",
                 args.output.display(),
                 report.records,
                 files.len(),
                 probe_files.len(),
                 s.slices,
                 s.dispatches,
+                s.copies,
                 s.flows
             );
         } else {

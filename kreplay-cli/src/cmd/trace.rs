@@ -43,7 +43,8 @@ use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
 #[command(after_help = "Examples:\n  \
     sudo kreplay trace -p 4242                  trace a running process until Ctrl-C\n  \
     sudo kreplay trace --duration 10s --all     every GPU process on this host for 10 s\n  \
-    sudo kreplay trace -o run.pftrace -- ./app  start ./app with the probes already attached\n\n\
+    sudo kreplay trace -o run.pftrace -- ./app  start ./app with the probes already attached\n  \
+    sudo kreplay trace --gpu -- ./app           also what its GPU ran, and when\n\n\
     Records go to per-thread stream files in FILE.streams/ first, a directory this run \
     creates; when that name is taken (by an earlier run's kept streams, or anything else) \
     FILE.streams.2/, .3/, … is used, and what is there is left alone. The trace is written \
@@ -55,12 +56,9 @@ use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
     roctx ranges and marks are traced with the runtimes. With -- CMD, kreplay-tool is also \
     the command's NVTX injection library (NVTX_INJECTION64_PATH, unless already set), so its \
     NVTX ranges and marks are in the trace too.\n\n\
-    --gpu -- CMD adds what the GPU ran: kreplay-tool is loaded into CMD in observe mode \
-    (HSA_TOOLS_LIB, appended to the command's own; no replay) and records every kernel \
-    dispatch and async copy with the GPU's start and end, on one track per queue under a \
-    track group per GPU in CMD's process, with a flow from the launch or copy call that \
-    caused it, a GPU busy % counter, and a per-kernel GPU-time table at the end. A running \
-    process (-p, --all) cannot be given the tool: its trace stays API calls only.\n\n\
+    --gpu -- CMD loads kreplay-tool into CMD (HSA_TOOLS_LIB, observe mode: no replay): every \
+    kernel and async copy with the GPU's times, on per-GPU queue tracks, with flows from their \
+    calls, a GPU busy % counter and a GPU time per kernel table (docs/trace.md).\n\n\
     Open the trace at https://ui.perfetto.dev (Open trace file).")]
 pub struct TraceArgs {
     /// Trace this running process (repeatable).
@@ -174,17 +172,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         },
         Path::exists,
     )?;
-    let gpu_tool = match (args.gpu, args.command.is_empty()) {
-        (false, _) => None,
-        (true, true) => {
-            eprintln!("{}", gpu_env::ATTACH_NOTE);
-            None
-        }
-        (true, false) => Some(
-            nvtx::tool_lib()
-                .context("--gpu needs libkreplay_tool.so next to kreplay (or KREPLAY_TOOL_LIB)")?,
-        ),
-    };
+    let gpu_tool = gpu_env::tool_for(args.gpu, !args.command.is_empty())?;
     let pid_libs = targets::pid_libraries(&plan, &HostLibraries)?;
     let output = args.output.clone().unwrap_or_else(plan::default_output);
     // Nothing is written to `output` itself until the trace is complete.

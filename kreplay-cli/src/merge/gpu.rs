@@ -24,7 +24,9 @@ use std::io::Write;
 
 use std::rc::Rc;
 
-use kreplay_common::stream::{Dispatch, GpuCopy, copy_kind};
+use kreplay_common::stream::{Dispatch, GpuCopy};
+
+mod copies;
 
 pub use super::gpu_names::GpuNames;
 use super::gpu_time::{Busy, KernelTimes};
@@ -211,51 +213,6 @@ impl Gpu {
         Ok(())
     }
 
-    /// Takes a copy or memset of process `pid`; its slice is written once the merge reaches
-    /// its start.
-    pub fn hold_copy<W: Write>(
-        &mut self,
-        w: &mut TraceWriter<W>,
-        pid: u32,
-        c: &GpuCopy,
-        flow: Option<u64>,
-        process_name: &dyn Fn(u32) -> String,
-    ) -> Result<(), WriterError> {
-        let device = self.device(w, pid, c.device, process_name)?;
-        let track = match self.copy_tracks.get(&(pid, c.device, c.engine)) {
-            Some(&t) => t,
-            None => {
-                let name = match c.engine {
-                    0 => "copies".to_owned(),
-                    e => format!("copies {e:#x}"),
-                };
-                let t = w.child_track(device, !0xc0b1 ^ c.engine, &name)?;
-                self.copy_tracks.insert((pid, c.device, c.engine), t);
-                t
-            }
-        };
-        self.order += 1;
-        let start = if valid_times(c.submit_ns, c.start_ns, c.end_ns) {
-            c.start_ns
-        } else {
-            c.submit_ns
-        };
-        self.held.push(Reverse((start, self.order)));
-        self.held_by_order.insert(
-            self.order,
-            HeldDispatch {
-                order: self.order,
-                pid,
-                work: Work::Copy(c.clone()),
-                device: (device, c.device),
-                queue: track,
-                flow,
-                external: None,
-            },
-        );
-        Ok(())
-    }
-
     /// The track group of `agent` of `pid`, under the process's track, made on first use.
     fn device<W: Write>(
         &mut self,
@@ -346,65 +303,6 @@ impl Gpu {
         let n: Rc<str> = crate::trace::kernels::demangle(bare).into();
         self.demangled.insert(raw.to_owned(), n.clone());
         n
-    }
-
-    fn write_copy<W: Write>(
-        &mut self,
-        w: &mut TraceWriter<W>,
-        h: &HeldDispatch,
-    ) -> Result<(), WriterError> {
-        let Work::Copy(c) = &h.work else {
-            return Ok(());
-        };
-        let n = &self.names;
-        let direction = copy_kind::name(c.kind);
-        let valid = valid_times(c.submit_ns, c.start_ns, c.end_ns);
-        let mut ann = vec![
-            Annotation {
-                name: n.bytes,
-                value: Value::Uint(c.bytes),
-            },
-            Annotation {
-                name: n.direction,
-                value: Value::Str(direction),
-            },
-            Annotation {
-                name: n.correlation,
-                value: Value::Uint(c.correlation),
-            },
-        ];
-        if valid && c.end_ns > c.start_ns {
-            // Bytes per ns are GB/s.
-            ann.push(Annotation {
-                name: n.gbps,
-                value: Value::Double(c.bytes as f64 / (c.end_ns - c.start_ns) as f64),
-            });
-        }
-        let flows: Vec<u64> = h.flow.into_iter().collect();
-        let args = EventArgs {
-            annotations: &ann,
-            terminating_flow_ids: &flows,
-            ..Default::default()
-        };
-        let name = w.event_name(if c.kind == copy_kind::MEMSET {
-            "memset"
-        } else {
-            match c.kind {
-                copy_kind::HOST_TO_DEVICE => "copy HtoD",
-                copy_kind::DEVICE_TO_HOST => "copy DtoH",
-                copy_kind::DEVICE_TO_DEVICE => "copy DtoD",
-                copy_kind::HOST_TO_HOST => "copy HtoH",
-                _ => "copy",
-            }
-        });
-        self.copies += 1;
-        if !valid {
-            return w.instant(self.seq, h.queue, name, c.submit_ns, &args);
-        }
-        let lane = w.lane(h.queue, c.start_ns, c.end_ns)?;
-        w.slice(self.seq, lane, name, c.start_ns, c.end_ns, &args)?;
-        self.busy
-            .add(w, (h.pid, h.device.1), h.device.0, c.start_ns, c.end_ns)
     }
 
     fn write_dispatch<W: Write>(
@@ -596,83 +494,4 @@ pub fn soft(r: Result<(), WriterError>, skipped: &mut u64) -> Result<(), WriterE
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dispatch(correlation: u64, submit_ns: u64, start_ns: u64, end_ns: u64) -> Dispatch {
-        Dispatch {
-            pid: 1,
-            tid: 1,
-            agent: 0xa,
-            queue: 0xb,
-            kernel: format!("k{correlation}"),
-            correlation,
-            kernel_object: 0,
-            grid: [1, 1, 1],
-            workgroup: [1, 1, 1],
-            submit_ns,
-            start_ns,
-            end_ns,
-            group_segment: 0,
-            private_segment: 0,
-        }
-    }
-
-    #[test]
-    fn dispatches_wait_for_their_start_and_are_forgotten_after_their_end() {
-        let mut w = TraceWriter::new(Vec::new());
-        let mut gpu = Gpu::new(&mut w);
-        let name = |pid: u32| format!("pid {pid}");
-        let mut skipped = 0;
-        gpu.hold(&mut w, 1, &dispatch(1, 10, 100, 200), None, None, &name)
-            .unwrap();
-        gpu.hold(&mut w, 1, &dispatch(2, 20, 50, 60), None, None, &name)
-            .unwrap();
-        assert_eq!((gpu.held(), gpu.remembered()), (2, 2));
-        gpu.advance(&mut w, 49, &mut skipped).unwrap();
-        assert_eq!(gpu.dispatches, 0, "nothing has started at 49");
-        gpu.advance(&mut w, 100, &mut skipped).unwrap();
-        assert_eq!(
-            (gpu.dispatches, gpu.held()),
-            (2, 0),
-            "written in start order"
-        );
-        gpu.advance(&mut w, 60 + FORGET_AFTER_NS, &mut skipped)
-            .unwrap();
-        assert_eq!(gpu.remembered(), 2, "forgotten only after FORGET_AFTER_NS");
-        gpu.advance(&mut w, 61 + FORGET_AFTER_NS, &mut skipped)
-            .unwrap();
-        assert_eq!(gpu.remembered(), 1);
-        gpu.advance(&mut w, 201 + FORGET_AFTER_NS, &mut skipped)
-            .unwrap();
-        assert_eq!((gpu.remembered(), skipped), (0, 0));
-    }
-
-    #[test]
-    fn a_dispatch_reusing_a_correlation_id_is_not_forgotten_with_the_old_one() {
-        let mut w = TraceWriter::new(Vec::new());
-        let mut gpu = Gpu::new(&mut w);
-        let name = |pid: u32| format!("pid {pid}");
-        let mut skipped = 0;
-        gpu.hold(&mut w, 1, &dispatch(7, 10, 20, 30), None, None, &name)
-            .unwrap();
-        gpu.advance(&mut w, 20, &mut skipped).unwrap();
-        let later = 40 + FORGET_AFTER_NS;
-        gpu.hold(
-            &mut w,
-            1,
-            &dispatch(7, later, later + 1, later + 2),
-            None,
-            None,
-            &name,
-        )
-        .unwrap();
-        gpu.advance(&mut w, later + 1, &mut skipped).unwrap();
-        assert_eq!(
-            gpu.remembered(),
-            1,
-            "the new dispatch 7 is still remembered"
-        );
-        assert_eq!(gpu.dispatches, 2);
-    }
-}
+mod tests;

@@ -18,6 +18,7 @@
 //! over the thread's slices (Perfetto's `thread_slice`) leave kreplay's out without knowing
 //! about it.
 mod annotations;
+mod gpu_records;
 
 use std::{collections::VecDeque, io::Write, rc::Rc};
 
@@ -238,44 +239,8 @@ impl<W: Write> Renderer<W> {
                     .insert((pid, c.correlation), (c.tid, c.ts_ns, c.external_id));
                 self.externals_age.push_back((c.ts_ns, pid, c.correlation));
             }
-            Record::Dispatch(d) => {
-                let dpid = if d.pid == 0 { pid } else { d.pid };
-                let linked = self.externals.remove(&(dpid, d.correlation));
-                // A Correlation record names the launch call; else the submit time does.
-                let flow = linked
-                    .and_then(|(tid, ts, _)| self.hold.flow_from_launch(dpid, tid, ts))
-                    .or_else(|| self.hold.flow_from_launch(dpid, d.tid, d.submit_ns));
-                match flow {
-                    Some(_) => self.stats.flows += 1,
-                    None => self.stats.unmatched_dispatches += 1,
-                }
-                let names = &self.process_names;
-                let pname = |pid: u32| process_label(names, pid);
-                let r = self.gpu.hold(
-                    &mut self.w,
-                    dpid,
-                    d,
-                    flow,
-                    linked.map(|(_, _, ext)| ext),
-                    &pname,
-                );
-                soft(r, &mut self.stats.unrenderable)?;
-                // A dispatch that already started (or has no GPU times) goes out now.
-                self.advance(now)?;
-            }
-            Record::GpuCopy(c) => {
-                let cpid = if c.pid == 0 { pid } else { c.pid };
-                let flow = self.hold.flow_from_copy(cpid, c.tid, c.submit_ns);
-                match flow {
-                    Some(_) => self.stats.flows += 1,
-                    None => self.stats.unmatched_copies += 1,
-                }
-                let names = &self.process_names;
-                let pname = |pid: u32| process_label(names, pid);
-                let r = self.gpu.hold_copy(&mut self.w, cpid, c, flow, &pname);
-                soft(r, &mut self.stats.unrenderable)?;
-                self.advance(now)?;
-            }
+            Record::Dispatch(d) => self.dispatch(pid, d, now)?,
+            Record::GpuCopy(c) => self.gpu_copy(pid, c, now)?,
             Record::ToolWindow(w) => {
                 self.own
                     .add_window(w.pid, w.tid, w.start_ns, w.end_ns, late);

@@ -6,7 +6,7 @@
 //! the user's tools load first); `KREPLAY_GPU_TIMELINE=1` turns observe mode on; the tool's
 //! stream goes to the run's stream directory (`KREPLAY_OUTPUT_DIR`, kept when already set).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use kreplay_common::replay_config::Setting;
 
@@ -16,6 +16,24 @@ pub const HSA_TOOLS_LIB: &str = "HSA_TOOLS_LIB";
 /// The line `-p PID --gpu` (and `--all --gpu`) prints: a running process cannot be given the
 /// tool.
 pub const ATTACH_NOTE: &str = "kreplay: --gpu: the GPU timeline needs kreplay-tool injected when the process starts (kreplay trace --gpu -- CMD); tracing the API calls only";
+
+/// `--gpu` without a kreplay-tool to inject.
+#[derive(Debug, thiserror::Error)]
+#[error("--gpu needs libkreplay_tool.so next to kreplay (or KREPLAY_TOOL_LIB)")]
+pub struct NoTool;
+
+/// The tool to inject for `--gpu`: `None` without `--gpu`, or without a command to start
+/// (then [`ATTACH_NOTE`] is printed).
+pub fn tool_for(gpu: bool, command: bool) -> Result<Option<PathBuf>, NoTool> {
+    if !gpu {
+        return Ok(None);
+    }
+    if !command {
+        eprintln!("{ATTACH_NOTE}");
+        return Ok(None);
+    }
+    super::nvtx::tool_lib().map(Some).ok_or(NoTool)
+}
 
 /// `env` (the command's `--env` pairs and those added so far) with the variables that inject
 /// the tool `tool` in observe mode, writing to `dir`. `inherited(name)` is the value the

@@ -90,7 +90,8 @@ pub unsafe extern "C" fn queue_create(
     // SAFETY: the runtime wrote the new queue into *queue.
     let q = unsafe { *queue };
     if let Some(tl) = &t.timeline {
-        let _ = crate::fault::guard(|| tl.enable_queue(t.backend.next(), q));
+        // SAFETY: q is the queue the runtime just created.
+        let _ = crate::fault::guard(|| unsafe { tl.enable_queue(t.backend.next(), q) });
     }
     // SAFETY: the runtime returned a live queue; its doorbell handle is read once.
     let doorbell = unsafe { (*q).doorbell_signal.handle };

@@ -113,11 +113,14 @@ impl Timeline {
     }
 
     /// Enables profiling on queue `q`; false (logged) when the runtime refuses.
-    pub fn enable_queue(&self, next: &Next, q: *mut hsa_queue_t) -> bool {
+    ///
+    /// # Safety
+    /// `q` is a live queue of this runtime.
+    pub unsafe fn enable_queue(&self, next: &Next, q: *mut hsa_queue_t) -> bool {
         let Some(enable) = amd_next!(next, hsa_amd_profiling_set_profiler_enabled_fn) else {
             return false;
         };
-        // SAFETY: q is a live queue the runtime just created.
+        // SAFETY: q is a live queue (caller's contract).
         let st = unsafe { enable(q, 1) };
         if st != status::SUCCESS {
             tracing::warn!(
