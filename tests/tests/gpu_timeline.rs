@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use kreplay_tests::{
-    build_hip_program, decode_trace, kreplay_bin, make_sim, require_root, scratch,
+    build_hip_program, cc, decode_trace, kreplay_bin, make_sim, require_root, scratch,
 };
 use serde_json::Value;
 
@@ -26,15 +26,44 @@ fn program() -> PathBuf {
     build_hip_program(&src, "gpu_timeline")
 }
 
+/// `tests/trace/gpu_aql.c`: packets written by the application itself, on HSA alone.
+fn aql_program() -> PathBuf {
+    let build = make_sim(&["hsa"]);
+    let root = kreplay_tests::sim_root();
+    let exe = scratch("gpu_timeline").join("gpu_aql");
+    let src = kreplay_tests::workspace_root().join("tests/trace/gpu_aql.c");
+    let inc = |d: &str| format!("-I{}", root.join(d).display());
+    cc(&[
+        "-std=gnu11",
+        "-O1",
+        "-pthread",
+        "-rdynamic",
+        &inc("include"),
+        &inc("tests"),
+        "-o",
+        exe.to_str().unwrap(),
+        src.to_str().unwrap(),
+        &format!("-L{}", build.display()),
+        "-l:libhsa-runtime64.so.1",
+        &format!("-Wl,-rpath,{}", build.display()),
+    ]);
+    exe
+}
+
 /// Runs `gpu_timeline ARGS` under `kreplay trace --gpu`; returns the decoded trace and stderr.
 fn trace(name: &str, args: &[&str], gpus: u32) -> (Value, String) {
+    trace_exe(name, &program(), args, gpus)
+}
+
+/// Runs `exe ARGS` under `kreplay trace --gpu`; returns the decoded trace and stderr.
+fn trace_exe(name: &str, exe: &std::path::Path, args: &[&str], gpus: u32) -> (Value, String) {
     let out = scratch("gpu_timeline").join(format!("{name}.pftrace"));
     let _ = std::fs::remove_file(&out);
     let run = Command::new(kreplay_bin())
         .args(["trace", "--gpu", "-q", "-o"])
         .arg(&out)
         .arg("--")
-        .arg(program())
+        .arg(exe)
         .args(args)
         .env("KRSIM_GPUS", gpus.to_string())
         .env("KRSIM_KERNEL_LATENCY_US", KERNEL_US.to_string())
@@ -291,6 +320,30 @@ fn a_graph_behind_a_barrier_packet_runs_after_the_copy_it_waits_for() {
     assert_eq!(pairs.len(), 6 + 2);
     assert_eq!(table_row(&stderr, "twice")[1], "3");
     assert_eq!(table_row(&stderr, "fill")[1], "3");
+}
+
+#[test]
+fn direct_aql_writes_get_gpu_slices_without_a_launch_and_the_apps_signals_complete_once() {
+    require_root!();
+    // The program itself checks that each of its signals ends at exactly 0.
+    let (d, stderr) = trace_exe("aql", &aql_program(), &[], 1);
+    let gpus = gpus(&d);
+    assert_eq!(gpus.len(), 1);
+    let g = gpus.values().next().unwrap();
+    assert_eq!(g.queues.len(), 1);
+    let q = g.queues.values().next().unwrap();
+    let names: Vec<&str> = q.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["tick"; 5], "the barrier packet is no kernel slice");
+    for s in q {
+        assert!(s["dur"].as_u64().unwrap() >= KERNEL_US * 1000, "{s}");
+        assert_eq!(s["args"]["group_segment"]["uint"], 2048);
+        assert_eq!(s["args"]["private_segment"]["uint"], 64);
+        assert_eq!(s["args"]["grid"]["string"], "256x1x1");
+        // No launch call made them: no flow.
+        assert_eq!(s["terminating_flow_ids"], serde_json::json!([]));
+    }
+    assert_eq!(d["flows"], serde_json::json!({}));
+    assert_eq!(table_row(&stderr, "tick")[1], "5");
 }
 
 #[test]
