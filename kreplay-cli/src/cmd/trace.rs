@@ -56,8 +56,9 @@ use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
     roctx ranges and marks are traced with the runtimes. With -- CMD, kreplay-tool is also \
     the command's NVTX injection library (NVTX_INJECTION64_PATH, unless already set), so its \
     NVTX ranges and marks are in the trace too.\n\n\
-    --gpu -- CMD loads kreplay-tool into CMD (HSA_TOOLS_LIB, observe mode: no replay): every \
-    kernel and async copy with the GPU's times, on per-GPU queue tracks, with flows from their \
+    --gpu -- CMD loads kreplay-tool into CMD (HSA_TOOLS_LIB; CUDA_INJECTION64_PATH, through \
+    CUPTI; observe mode: no replay): every \
+    kernel and copy with the GPU's times, on per-GPU queue tracks, with flows from their \
     calls, a GPU busy % counter and a GPU time per kernel table (docs/trace.md).\n\n\
     Open the trace at https://ui.perfetto.dev (Open trace file).")]
 pub struct TraceArgs {

@@ -3,8 +3,10 @@
 //! times into its stream, which the trace merges with the probes'.
 //!
 //! HSA loads the tool through `HSA_TOOLS_LIB` (appended to a value the command already has, so
-//! the user's tools load first); `KREPLAY_GPU_TIMELINE=1` turns observe mode on; the tool's
-//! stream goes to the run's stream directory (`KREPLAY_OUTPUT_DIR`, kept when already set).
+//! the user's tools load first), the CUDA driver through `CUDA_INJECTION64_PATH` (unless the
+//! command already names an injection library: there is one slot); `KREPLAY_GPU_TIMELINE=1`
+//! turns observe mode on; the tool's stream goes to the run's stream directory
+//! (`KREPLAY_OUTPUT_DIR`, kept when already set).
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +14,8 @@ use kreplay_common::replay_config::Setting;
 
 /// The variable the HSA runtime reads to load tool libraries.
 pub const HSA_TOOLS_LIB: &str = "HSA_TOOLS_LIB";
+/// The variable the CUDA driver reads to load its injection library.
+pub const CUDA_INJECTION: &str = "CUDA_INJECTION64_PATH";
 
 /// The line `-p PID --gpu` (and `--all --gpu`) prints: a running process cannot be given the
 /// tool.
@@ -53,8 +57,15 @@ pub fn with_gpu_env(
         // Already loaded by the user's value: not twice.
         Some(v) if v.split_whitespace().any(|t| t == tool) => v.to_owned(),
         Some(v) => format!("{v} {tool}"),
-        None => tool,
+        None => tool.clone(),
     };
+    let cuda_set =
+        env.iter().any(|(k, _)| k == CUDA_INJECTION) || inherited(CUDA_INJECTION).is_some();
+    if cuda_set {
+        tracing::warn!("{CUDA_INJECTION} is already set: no GPU timeline for CUDA");
+    } else {
+        env.push((CUDA_INJECTION.to_owned(), tool));
+    }
     env.push((HSA_TOOLS_LIB.to_owned(), tools));
     env.retain(|(k, _)| k != Setting::GpuTimeline.var());
     env.push((Setting::GpuTimeline.var().to_owned(), "1".to_owned()));
@@ -84,6 +95,7 @@ mod tests {
             with_gpu_env(pairs(&[("A", "b")]), tool, dir, none),
             pairs(&[
                 ("A", "b"),
+                ("CUDA_INJECTION64_PATH", "/k/libkreplay_tool.so"),
                 ("HSA_TOOLS_LIB", "/k/libkreplay_tool.so"),
                 ("KREPLAY_GPU_TIMELINE", "1"),
                 ("KREPLAY_OUTPUT_DIR", "/t/x.streams"),
@@ -94,6 +106,7 @@ mod tests {
         assert_eq!(
             with_gpu_env(pairs(&[("HSA_TOOLS_LIB", "/u/mine.so")]), tool, dir, out),
             pairs(&[
+                ("CUDA_INJECTION64_PATH", "/k/libkreplay_tool.so"),
                 ("HSA_TOOLS_LIB", "/u/mine.so /k/libkreplay_tool.so"),
                 ("KREPLAY_GPU_TIMELINE", "1"),
             ])
@@ -101,11 +114,28 @@ mod tests {
         // An inherited value that already loads the tool is not given it twice.
         let has = |k: &str| (k == "HSA_TOOLS_LIB").then(|| "/k/libkreplay_tool.so".to_owned());
         assert_eq!(
-            with_gpu_env(Vec::new(), tool, dir, has)[0],
+            with_gpu_env(Vec::new(), tool, dir, has)[1],
             (
                 "HSA_TOOLS_LIB".to_owned(),
                 "/k/libkreplay_tool.so".to_owned()
             )
+        );
+        // The user's own CUDA injection library keeps its slot.
+        let cuda = with_gpu_env(
+            pairs(&[("CUDA_INJECTION64_PATH", "/u/inj.so")]),
+            tool,
+            dir,
+            none,
+        );
+        assert_eq!(
+            cuda[0],
+            ("CUDA_INJECTION64_PATH".to_owned(), "/u/inj.so".to_owned())
+        );
+        assert_eq!(
+            cuda.iter()
+                .filter(|(k, _)| k == "CUDA_INJECTION64_PATH")
+                .count(),
+            1
         );
     }
 }
