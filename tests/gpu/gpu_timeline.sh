@@ -5,7 +5,8 @@
 # (tests/gpu/timeline_step.py), one after the other in one run.
 # Run from the repository root there, binaries in .gpu-carry/ (tests/gpu/run.sh's conventions):
 #   bash tests/gpu/gpu_timeline.sh
-# Prints each arm's step times, then `RESULT name value` lines and `PASS`/`FAIL name` checks:
+# Prints each arm's step times, then `RESULT name value` lines and `PASS`/`FAIL name` checks
+# (exit status 1 when one fails):
 # the trace's GPU kernel slices (dispatches) equal the launches its API slices show; every
 # dispatch has its flow; the top 10 kernels' GPU totals under kreplay agree with torch.profiler's
 # within 5% (names as each prints them: kreplay demangles CUPTI's name itself).
@@ -65,7 +66,8 @@ print(f"RESULT launches {launches}")
 print(f"RESULT dispatches {disp}")
 print(f"RESULT copies {copies}")
 print(f"RESULT flows {flows}")
-print(f"CHECK dispatches_equal_launches {disp == launches}")
+ok = disp == launches
+print(f"{'PASS' if ok else 'FAIL'} dispatches_equal_launches ({disp} vs {launches})")
 # Per-kernel totals: kreplay's table (µs) against torch.profiler's.
 kr = {}
 for line in err.splitlines():
@@ -96,5 +98,10 @@ for name, (n, us) in top:
     print(f"TOP {n:5d}/{k[0]:5d} torch {us:10.1f} us kreplay {k[1]:10.1f} us ({dev:4.1f}%) {name[:90]}")
 print(f"RESULT top10_missing {missing}")
 print(f"RESULT top10_worst_deviation_pct {worst:.2f}")
-print(f"CHECK top10_within_5pct {missing == 0 and worst <= 5.0}")
+within = missing == 0 and worst <= 5.0
+print(f"{'PASS' if within else 'FAIL'} top10_within_5pct")
+sys.exit(0 if ok and within else 1)
 PYEOF
+[ $? -eq 0 ] || fails=$((fails+1))
+echo "failures: $fails"
+[ $fails -eq 0 ]
