@@ -5,9 +5,11 @@
 //! [`engine::backend::Backend`]), bound to HSA by [`hsa`] and loaded through `HSA_TOOLS_LIB`
 //! (the `OnLoad`/`OnUnload` exports in [`hsa::tool`]), and to CUDA by `cuda` (preloaded; it wraps
 //! `dlsym`, `cuGetProcAddress` and the driver entries it needs), and records the application's
-//! NVTX ranges and marks as NVTX's injection library ([`nvtx`]).
+//! NVTX ranges and marks as NVTX's injection library ([`nvtx`]), and on CUDA the GPU timeline
+//! through CUPTI as the driver's injection library ([`cupti`]).
 #[cfg(target_arch = "x86_64")]
 pub mod cuda;
+pub mod cupti;
 pub mod engine;
 pub mod fault;
 pub mod hsa;

@@ -9,6 +9,9 @@
 // (the Nth copy of any direction called from code outside the main program, such as a library
 // layered on the driver, fails with 999 and copies nothing; the program's own copies neither
 // count nor fail), FAKECUDA_FAIL_HOST_ALLOC_ABOVE=BYTES (cuMemAllocHost of more fails).
+// cuInit loads CUDA_INJECTION64_PATH's library once and calls its InitializeInjection, as the
+// real driver does; a stand-in CUPTI (libcupti.c) sees each launch and copy through
+// fakecuda_observe.
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include <pthread.h>
 #include <link.h>
 #include <stdatomic.h>
+#include <dlfcn.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -77,7 +81,41 @@ static const struct { const char *name; Impl run; } known[] = {
   { "_Z12axpy_inplacePfPKffi", k_axpy }, { "_Z10count_hitsPfi", k_hits },
 };
 
-CUresult cuInit(unsigned flags) { (void)flags; return OK; }
+// What the stand-in CUPTI is told of each launch and copy: the call's start, the work's start
+// and end, on the clock it gave.
+typedef struct {
+  int what; /* 0 kernel, 1 copy */
+  const char *name;
+  unsigned grid[3], block[3], shm;
+  unsigned long long stream;
+  int copy_kind; /* CUPTI's: 1 HtoD, 2 DtoH, 8 DtoD */
+  unsigned long long bytes, api_start, start, end;
+} FakeActivity;
+static void (*observer)(const FakeActivity *);
+static unsigned long long (*obs_clock)(void);
+void fakecuda_observe(void (*obs)(const FakeActivity *), unsigned long long (*clock)(void)) {
+  obs_clock = clock;
+  observer = obs;
+}
+static void observe_copy(int kind, size_t n, unsigned long long api_start, unsigned long long start) {
+  if (!observer) return;
+  FakeActivity a = { .what = 1, .copy_kind = kind, .bytes = n, .api_start = api_start, .start = start };
+  a.end = obs_clock();
+  observer(&a);
+}
+#define OBS_NOW() (observer ? obs_clock() : 0)
+
+static atomic_int injected;
+CUresult cuInit(unsigned flags) {
+  (void)flags;
+  const char *inj = getenv("CUDA_INJECTION64_PATH");
+  if (inj && *inj && !atomic_exchange(&injected, 1)) {
+    void *h = dlopen(inj, RTLD_NOW);
+    int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : 0;
+    if (init) init();
+  }
+  return OK;
+}
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
 CUresult cuCtxGetDevice(int *d) { *d = 0; return OK; }
 CUresult cuCtxGetCurrent(void **c) { *c = (void *)0x1; return OK; }
@@ -150,17 +188,29 @@ static int copy_fails(const void *ra) {
   return atomic_fetch_add(&library_copies, 1) + 1 == strtoull(e, 0, 10);
 }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) {
+  unsigned long long api = OBS_NOW();
   if (copy_fails(__builtin_return_address(0))) return 999;
-  memcpy((void *)d, s, n); return OK;
+  unsigned long long start = OBS_NOW();
+  memcpy((void *)d, s, n);
+  observe_copy(1, n, api, start);
+  return OK;
 }
 CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) {
+  unsigned long long api = OBS_NOW();
   if (copy_fails(__builtin_return_address(0))) return 999;
   if (getenv("FAKECUDA_FAIL_DTOH_TO_PINNED") && is_pinned(d)) return 999;
-  memcpy(d, (void *)s, n); return OK;
+  unsigned long long start = OBS_NOW();
+  memcpy(d, (void *)s, n);
+  observe_copy(2, n, api, start);
+  return OK;
 }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  unsigned long long api = OBS_NOW();
   if (copy_fails(__builtin_return_address(0))) return 999;
-  memcpy((void *)d, (void *)s, n); return OK;
+  unsigned long long start = OBS_NOW();
+  memcpy((void *)d, (void *)s, n);
+  observe_copy(8, n, api, start);
+  return OK;
 }
 CUresult cuPointerGetAttributes(unsigned n, unsigned *attrs, void **data, CUdeviceptr p) {
   pthread_mutex_lock(&lock);
@@ -217,10 +267,18 @@ CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *n, Module *m, const char *
 CUresult cuFuncGetName(const char **name, Func *f) { if (!f) return E_INVALID_HANDLE; *name = f->name; return OK; }
 CUresult cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shm, void *stream, void **params, void **extra) {
-  (void)gy; (void)gz; (void)by; (void)bz; (void)shm; (void)stream; (void)extra;
+  (void)extra;
+  unsigned long long api = OBS_NOW();
   if (!f || !params) return E_INVALID_VALUE;
   f->grid = gx; f->block = bx;
+  unsigned long long start = OBS_NOW();
   f->run(f, params);
+  if (observer) {
+    FakeActivity a = { .what = 0, .name = f->name, .grid = { gx, gy, gz }, .block = { bx, by, bz },
+                       .shm = shm, .stream = (unsigned long long)stream, .api_start = api, .start = start };
+    a.end = obs_clock();
+    observer(&a);
+  }
   return OK;
 }
 // A "graph" of one kernel node: what the test program captures.

@@ -408,10 +408,10 @@ macro_rules! require_root {
     };
 }
 
-/// The stand-in CUDA driver of `tests/cuda-sim` and its two programs, built once per test
-/// binary.
+/// The stand-in CUDA driver of `tests/cuda-sim`, its stand-in CUPTI and its two programs,
+/// built once per test binary.
 pub struct CudaSim {
-    /// Directory holding `libcuda.so.1` (put it on `LD_LIBRARY_PATH`).
+    /// Directory holding `libcuda.so.1` and `libcupti.so` (put it on `LD_LIBRARY_PATH`).
     pub dir: PathBuf,
     /// The program linked against libcuda.
     pub linked: PathBuf,
@@ -445,6 +445,19 @@ pub fn cuda_sim(name: &str) -> &'static CudaSim {
             &s(&lib),
             &s(&src.join("libcuda.c")),
             "-lpthread",
+            "-ldl",
+        ]);
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Wl,-soname,libcupti.so",
+            "-o",
+            &s(&dir.join("libcupti.so")),
+            &s(&src.join("libcupti.c")),
+            "-lpthread",
+            "-ldl",
         ]);
         let app = s(&src.join("app.c"));
         cc(&[

@@ -80,6 +80,8 @@ fn dispatch(
         submit_ns,
         start_ns,
         end_ns,
+        group_segment: 0,
+        private_segment: 0,
     }
     .into()
 }
@@ -325,7 +327,7 @@ fn tool_and_probe_streams_merge_into_one_trace_with_flows() {
     let o = merge(&[&dir], &out);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("5 dispatches, 4 flows"),
+        stderr(&o).contains("5 dispatches, 0 copies, 4 flows"),
         "summary line: {}",
         stderr(&o)
     );
@@ -395,6 +397,8 @@ fn tool_and_probe_streams_merge_into_one_trace_with_flows() {
             "workgroup": {"string": "256x1x1"},
             "correlation": {"uint": 1},
             "kernel_object": {"pointer": 0x7f00_0001u64},
+            "group_segment": {"uint": 0},
+            "queue": {"pointer": 0x9e00},
         })
     );
     assert_eq!(

@@ -406,7 +406,7 @@ fn with_probes_one_replay_run_yields_one_trace_with_api_calls_linked_to_dispatch
     assert_eq!((r.dispatches, r.passes, r.nondet), (2, 6, 0), "{r:?}");
     assert!(
         stderr.contains("from 1 tool and 2 probe streams")
-            && stderr.contains(" 2 dispatches, 2 flows)"),
+            && stderr.contains(" 2 dispatches, 4 copies, 6 flows)"),
         "{stderr}"
     );
 
@@ -457,13 +457,25 @@ fn with_probes_one_replay_run_yields_one_trace_with_api_calls_linked_to_dispatch
         passes,
         ["pass 0", "pass 1", "pass 2", "pass 0", "pass 1", "pass 2"]
     );
-    // Each launch flows to the dispatch it produced.
+    // Each launch flows to the dispatch it produced, each HSA copy call (two per buffer in,
+    // one out, and the launch counter read back) to its copy.
     let flows = d["flows"].as_object().unwrap();
-    assert_eq!(flows.len(), 2, "{flows:?}");
+    assert_eq!(flows.len(), 6, "{flows:?}");
+    let (mut launches, mut copies) = (0, 0);
     for f in flows.values() {
-        assert_eq!(f["from"][0]["name"], "hipLaunchKernel");
         assert_eq!(f["from"][0]["track"].to_string(), thread);
-        assert_eq!(f["to"][0]["name"], "saxpy");
-        assert_eq!(f["to"][0]["track"].to_string(), queue);
+        if f["from"][0]["name"] == "hipLaunchKernel" {
+            launches += 1;
+            assert_eq!(f["to"][0]["name"], "saxpy");
+            assert_eq!(f["to"][0]["track"].to_string(), queue);
+        } else {
+            copies += 1;
+            assert_eq!(f["from"][0]["name"], "hsa_amd_memory_async_copy");
+            assert!(
+                f["to"][0]["name"].as_str().unwrap().starts_with("copy "),
+                "{f}"
+            );
+        }
     }
+    assert_eq!((launches, copies), (2, 4));
 }

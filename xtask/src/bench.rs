@@ -374,6 +374,9 @@ pub fn run(name: &str, only: &[String]) -> Result<()> {
     if only.iter().any(|o| o == "discovery") {
         crate::bench_discovery::run(&mut out)?;
     }
+    if only.iter().any(|o| o == "gpu-timeline") {
+        crate::bench_gpu::run(&mut out)?;
+    }
     if only.iter().any(|o| o == "replay-phases") {
         crate::bench_phases::run(&mut out)?;
     }

@@ -3,7 +3,8 @@
 //! probe-overhead loops with the simulated runtime (`sim/`) — and, on a machine with an NVIDIA
 //! GPU, runs `tests/gpu/run.sh`, `tests/gpu/replay.sh`, `tests/gpu/restore_matrix.sh`,
 //! `tests/gpu/probe_overhead.sh`, and the replay-cost runs on a PyTorch training step beside
-//! Nsight Compute (`tests/gpu/replay_cost.sh`, `tests/gpu/replay_vs_ncu.sh`).
+//! Nsight Compute (`tests/gpu/replay_cost.sh`, `tests/gpu/replay_vs_ncu.sh`), and the GPU
+//! timeline beside torch.profiler (`tests/gpu/gpu_timeline.sh`).
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -78,6 +79,7 @@ pub fn run(build_only: bool) -> Result<()> {
         "tests/gpu/probe_overhead.sh",
         "tests/gpu/replay_cost.sh",
         "tests/gpu/replay_vs_ncu.sh",
+        "tests/gpu/gpu_timeline.sh",
     ] {
         let st = cmd("bash").arg(script).status()?;
         if !st.success() {

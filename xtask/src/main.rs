@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_discovery;
 mod bench_exit;
+mod bench_gpu;
 mod bench_phases;
 mod demo;
 mod fuzz;
@@ -45,8 +46,8 @@ enum Cmd {
         /// Name of the results file, docs/bench/NAME.md.
         #[arg(long, default_value = "dev-vm")]
         name: String,
-        /// Run only these sections (repeatable): probe, discovery, replay-phases and trace-exit (only when
-        /// named), or a cargo bench name.
+        /// Run only these sections (repeatable): probe, discovery, replay-phases, trace-exit and
+        /// gpu-timeline (only when named), or a cargo bench name.
         #[arg(long)]
         only: Vec<String>,
     },

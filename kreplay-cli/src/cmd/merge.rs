@@ -6,6 +6,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use kreplay_cli::merge::gpu_time::kernel_table;
 use kreplay_cli::merge::render::OWN_TRACK;
 use kreplay_cli::merge::stats::{late_windows_warning, own_calls_line};
 use kreplay_cli::{merge, output};
@@ -113,6 +114,7 @@ pub fn run(args: MergeArgs) -> Result<u8> {
             own_calls_line(&s.own_calls)
         );
     }
+    let _ = write!(e, "{}", kernel_table(&s.gpu_kernels));
     if s.unrenderable > 0 {
         let _ = writeln!(
             e,
@@ -122,12 +124,13 @@ pub fn run(args: MergeArgs) -> Result<u8> {
     }
     let _ = writeln!(
         e,
-        "kreplay: wrote {} ({} records from {} streams: {} slices, {} dispatches, {} flows; {} bytes); open it at https://ui.perfetto.dev",
+        "kreplay: wrote {} ({} records from {} streams: {} slices, {} dispatches, {} copies, {} flows; {} bytes); open it at https://ui.perfetto.dev",
         display(&args.output),
         report.records,
         usable.len(),
         s.slices,
         s.dispatches,
+        s.copies,
         s.flows,
         report.bytes
     );

@@ -133,6 +133,8 @@ impl ReplayArgs {
             device_check: self.device_check,
             output_dir: Some(dir.to_owned()),
             progress: progress.map(Path::to_owned),
+            // The passes' dispatches and copies on the GPU tracks with the GPU's own times.
+            gpu_timeline: Some(true),
         }
     }
 
@@ -326,13 +328,14 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
                 own_calls_line(&s.own_calls)
             );
             eprintln!(
-                "kreplay: wrote {} ({} records from {} tool and {} probe streams: {} slices, {} dispatches, {} flows)",
+                "kreplay: wrote {} ({} records from {} tool and {} probe streams: {} slices, {} dispatches, {} copies, {} flows)",
                 args.output.display(),
                 report.records,
                 files.len(),
                 probe_files.len(),
                 s.slices,
                 s.dispatches,
+                s.copies,
                 s.flows
             );
         } else {
@@ -457,6 +460,7 @@ mod tests {
                 device_check: Some(DeviceCheck::Compare),
                 output_dir: Some("/tmp/run".into()),
                 progress: Some("/tmp/run/progress".into()),
+                gpu_timeline: Some(true),
             }
         );
         let env: Vec<(&str, String)> = s
@@ -477,6 +481,7 @@ mod tests {
                 ("KREPLAY_DEVICE_CHECK", "compare"),
                 ("KREPLAY_OUTPUT_DIR", "/tmp/run"),
                 ("KREPLAY_PROGRESS", "/tmp/run/progress"),
+                ("KREPLAY_GPU_TIMELINE", "1"),
             ]
             .map(|(k, v)| (k, v.to_owned()))
         );
@@ -487,7 +492,8 @@ mod tests {
             s.encode(),
             [
                 ("KREPLAY_PASSES", "2".into()),
-                ("KREPLAY_OUTPUT_DIR", "/d".into())
+                ("KREPLAY_OUTPUT_DIR", "/d".into()),
+                ("KREPLAY_GPU_TIMELINE", "1".into())
             ]
         );
     }

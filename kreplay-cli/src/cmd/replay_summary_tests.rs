@@ -29,6 +29,8 @@ fn dispatch(corr: u64, kernel: &str) -> Record {
         submit_ns: 0,
         start_ns: 0,
         end_ns: 0,
+        group_segment: 0,
+        private_segment: 0,
     }
     .into()
 }

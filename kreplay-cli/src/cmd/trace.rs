@@ -23,6 +23,7 @@ use kreplay_cli::{
         capture::Capture,
         discover,
         ending::{self, kept_streams},
+        gpu_env,
         holds::Holds,
         kernels::KernelNames,
         nvtx,
@@ -42,7 +43,8 @@ use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
 #[command(after_help = "Examples:\n  \
     sudo kreplay trace -p 4242                  trace a running process until Ctrl-C\n  \
     sudo kreplay trace --duration 10s --all     every GPU process on this host for 10 s\n  \
-    sudo kreplay trace -o run.pftrace -- ./app  start ./app with the probes already attached\n\n\
+    sudo kreplay trace -o run.pftrace -- ./app  start ./app with the probes already attached\n  \
+    sudo kreplay trace --gpu -- ./app           also what its GPU ran, and when\n\n\
     Records go to per-thread stream files in FILE.streams/ first, a directory this run \
     creates; when that name is taken (by an earlier run's kept streams, or anything else) \
     FILE.streams.2/, .3/, … is used, and what is there is left alone. The trace is written \
@@ -54,6 +56,10 @@ use super::trace_collect::{Collector, LiveProbes, LiveRecording, mark_losses};
     roctx ranges and marks are traced with the runtimes. With -- CMD, kreplay-tool is also \
     the command's NVTX injection library (NVTX_INJECTION64_PATH, unless already set), so its \
     NVTX ranges and marks are in the trace too.\n\n\
+    --gpu -- CMD loads kreplay-tool into CMD (HSA_TOOLS_LIB; CUDA_INJECTION64_PATH, through \
+    CUPTI; observe mode: no replay): every \
+    kernel and copy with the GPU's times, on per-GPU queue tracks, with flows from their \
+    calls, a GPU busy % counter and a GPU time per kernel table (docs/trace.md).\n\n\
     Open the trace at https://ui.perfetto.dev (Open trace file).")]
 pub struct TraceArgs {
     /// Trace this running process (repeatable).
@@ -119,6 +125,13 @@ pub struct TraceArgs {
     /// e.g. `--env LD_PRELOAD=./libtool.so` for a library that must not load into the tracer.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = env_pair, requires = "command")]
     env: Vec<(String, String)>,
+    /// With a command: also record what the GPU ran (kernels and copies with their GPU times,
+    /// on per-GPU queue tracks), through kreplay-tool injected in observe mode.
+    #[arg(long, conflicts_with = "no_gpu")]
+    gpu: bool,
+    /// API calls only, no GPU timeline (the default).
+    #[arg(long)]
+    no_gpu: bool,
     /// Command to start with the probes attached before its first instruction (after `--`).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -160,6 +173,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         },
         Path::exists,
     )?;
+    let gpu_tool = gpu_env::tool_for(args.gpu, !args.command.is_empty())?;
     let pid_libs = targets::pid_libraries(&plan, &HostLibraries)?;
     let output = args.output.clone().unwrap_or_else(plan::default_output);
     // Nothing is written to `output` itself until the trace is complete.
@@ -194,8 +208,11 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let dir = out_file::fresh_dir(&want, 0o777)
         .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
     let started_target = targets::start(&plan, |argv, env| {
-        let (env, injection) = nvtx_env(env, &dir);
+        let (mut env, injection) = nvtx_env(env, &dir);
         tracing::debug!(?injection, "NVTX annotations of the command");
+        if let Some(tool) = &gpu_tool {
+            env = gpu_env::with_gpu_env(env, tool, &dir, |k| std::env::var(k).ok());
+        }
         launch::spawn_paused(argv, &env).map(|c| {
             let pid = c.pid;
             (c, pid)
@@ -495,6 +512,11 @@ fn finish(
         for line in ending::leak_lines(&leaks) {
             let _ = writeln!(e, "{line}");
         }
+        let _ = write!(
+            e,
+            "{}",
+            kreplay_cli::merge::gpu_time::kernel_table(&report.stats.gpu_kernels)
+        );
     }
     let _ = writeln!(
         e,

@@ -1,9 +1,12 @@
-//! Rendering the tool's GPU records: dispatches on queue tracks, replay passes, snapshots
-//! and restores nested under them, declines and nondeterminism as instants.
+//! Rendering the tool's GPU records: dispatches on queue tracks, copies and memsets on copy
+//! tracks, replay passes, snapshots and restores nested under dispatches, declines and
+//! nondeterminism as instants, and the per-GPU busy share ([`super::gpu_time`]).
 //!
 //! Tracks: one device track per (process, agent) — agent handles are per-process pointers —
-//! with a child track per queue; dispatches that overlap on a queue go on overflow lanes
-//! (`TraceWriter::lane`). Everything here is written on one sequence.
+//! under the process's track, with a child track per queue (stream) and one for the copies of
+//! each copy engine; work that overlaps on one track goes on overflow lanes
+//! (`TraceWriter::lane`). Kernels are named by their demangled name. Everything but the busy
+//! counters is written on one sequence.
 //!
 //! Order: a `Dispatch` is merged at its `submit_ns` but its slice begins at `start_ns`, so it
 //! is held in a min-heap by start until the merge time reaches that start. Any later record
@@ -19,9 +22,14 @@ use std::collections::BinaryHeap;
 use super::FastMap;
 use std::io::Write;
 
-use kreplay_common::stream::Dispatch;
+use std::rc::Rc;
+
+use kreplay_common::stream::{Dispatch, GpuCopy};
+
+mod copies;
 
 pub use super::gpu_names::GpuNames;
+use super::gpu_time::{Busy, KernelTimes};
 use crate::perfetto::{
     Annotation, EventArgs, Sequence, TraceWriter, Track, Value, WriterError, name_hash,
 };
@@ -30,11 +38,20 @@ use crate::perfetto::{
 /// on its queue (they come after the passes); later ones go on the process's replay track.
 pub const FORGET_AFTER_NS: u64 = 1_000_000_000;
 
-/// A dispatch waiting for the merge to reach its start.
+/// GPU work held until the merge reaches its start.
+enum Work {
+    Kernel(Dispatch),
+    Copy(GpuCopy),
+}
+
+/// A dispatch or copy waiting for the merge to reach its start.
 struct HeldDispatch {
     order: u64,
     pid: u32,
-    d: Dispatch,
+    work: Work,
+    /// Its device's track group and key.
+    device: (Track, u64),
+    /// The queue or copy track it goes on.
     queue: Track,
     flow: Option<u64>,
     external: Option<u64>,
@@ -102,6 +119,16 @@ pub struct Gpu {
     expiry: BinaryHeap<Reverse<(u64, u32, u64, u64)>>,
     /// Dispatch slices written.
     pub dispatches: u64,
+    /// Copy and memset slices written.
+    pub copies: u64,
+    /// Copy tracks by (pid, device, engine).
+    copy_tracks: FastMap<(u32, u64, u64), Track>,
+    /// Demangled kernel names by the name the tool recorded.
+    demangled: FastMap<String, Rc<str>>,
+    /// The per-GPU busy share.
+    pub busy: Busy,
+    /// GPU time per kernel.
+    pub kernel_times: KernelTimes,
 }
 
 impl Gpu {
@@ -120,6 +147,11 @@ impl Gpu {
             placed: FastMap::default(),
             expiry: BinaryHeap::new(),
             dispatches: 0,
+            copies: 0,
+            copy_tracks: FastMap::default(),
+            demangled: FastMap::default(),
+            busy: Busy::default(),
+            kernel_times: KernelTimes::default(),
         }
     }
 
@@ -145,9 +177,10 @@ impl Gpu {
         external: Option<u64>,
         process_name: &dyn Fn(u32) -> String,
     ) -> Result<(), WriterError> {
-        let (device, queue) = self.tracks(w, pid, d, process_name)?;
+        let device = self.device(w, pid, d.agent, process_name)?;
+        let queue = self.queue(w, pid, d.agent, device, d.queue)?;
         self.order += 1;
-        let start = if valid_times(d) {
+        let start = if valid_times(d.submit_ns, d.start_ns, d.end_ns) {
             d.start_ns
         } else {
             d.submit_ns
@@ -158,7 +191,8 @@ impl Gpu {
             HeldDispatch {
                 order: self.order,
                 pid,
-                d: d.clone(),
+                work: Work::Kernel(d.clone()),
+                device: (device, d.agent),
                 queue,
                 flow,
                 external,
@@ -179,33 +213,44 @@ impl Gpu {
         Ok(())
     }
 
-    /// The device and queue tracks of dispatch `d` of `pid`, made on first use.
-    fn tracks<W: Write>(
+    /// The track group of `agent` of `pid`, under the process's track, made on first use.
+    fn device<W: Write>(
         &mut self,
         w: &mut TraceWriter<W>,
         pid: u32,
-        d: &Dispatch,
+        agent: u64,
         process_name: &dyn Fn(u32) -> String,
-    ) -> Result<(Track, Track), WriterError> {
-        let device = match self.devices.get(&(pid, d.agent)) {
-            Some(&t) => t,
-            None => {
-                let id = name_hash(&format!("{pid}/{:x}", d.agent));
-                let name = format!("GPU agent {:#x} ({} {pid})", d.agent, process_name(pid));
-                let t = w.device_track(id, &name)?;
-                self.devices.insert((pid, d.agent), t);
-                t
-            }
-        };
-        let queue = match self.queues.get(&(pid, d.agent, d.queue)) {
-            Some(&t) => t,
-            None => {
-                let t = w.child_track(device, d.queue, &format!("queue {:#x}", d.queue))?;
-                self.queues.insert((pid, d.agent, d.queue), t);
-                t
-            }
-        };
-        Ok((device, queue))
+    ) -> Result<Track, WriterError> {
+        if let Some(&t) = self.devices.get(&(pid, agent)) {
+            return Ok(t);
+        }
+        let pname = process_name(pid);
+        let process = w.process_track(pid as i32, &pname)?;
+        let key = name_hash(&format!("GPU {pid}/{agent:x}"));
+        let t = w.child_track(
+            process,
+            key,
+            &format!("GPU agent {agent:#x} ({pname} {pid})"),
+        )?;
+        self.devices.insert((pid, agent), t);
+        Ok(t)
+    }
+
+    /// The track of queue (stream) `queue` of `agent`, made on first use.
+    fn queue<W: Write>(
+        &mut self,
+        w: &mut TraceWriter<W>,
+        pid: u32,
+        agent: u64,
+        device: Track,
+        queue: u64,
+    ) -> Result<Track, WriterError> {
+        if let Some(&t) = self.queues.get(&(pid, agent, queue)) {
+            return Ok(t);
+        }
+        let t = w.child_track(device, queue, &format!("queue {queue:#x}"))?;
+        self.queues.insert((pid, agent, queue), t);
+        Ok(t)
     }
 
     /// Writes the held dispatches that start at or before `now` and forgets placed ones long
@@ -225,8 +270,13 @@ impl Gpu {
                 .held_by_order
                 .remove(&order)
                 .expect("held entries have a dispatch");
-            soft(self.write_dispatch(w, &h), skipped)?;
+            let r = match &h.work {
+                Work::Kernel(_) => self.write_dispatch(w, &h),
+                Work::Copy(_) => self.write_copy(w, &h),
+            };
+            soft(r, skipped)?;
         }
+        self.busy.advance(w, now)?;
         while let Some(&Reverse((at, pid, corr, order))) = self.expiry.peek() {
             if at >= now {
                 break;
@@ -244,13 +294,27 @@ impl Gpu {
         Ok(())
     }
 
+    /// The demangled name of kernel `raw` (its `.kd` suffix left out), cached.
+    fn kernel_name(&mut self, raw: &str) -> Rc<str> {
+        if let Some(n) = self.demangled.get(raw) {
+            return n.clone();
+        }
+        let bare = raw.strip_suffix(".kd").unwrap_or(raw);
+        let n: Rc<str> = crate::trace::kernels::demangle(bare).into();
+        self.demangled.insert(raw.to_owned(), n.clone());
+        n
+    }
+
     fn write_dispatch<W: Write>(
         &mut self,
         w: &mut TraceWriter<W>,
         h: &HeldDispatch,
     ) -> Result<(), WriterError> {
-        let d = &h.d;
+        let Work::Kernel(d) = &h.work else {
+            return Ok(());
+        };
         let queue = h.queue;
+        let kernel = self.kernel_name(&d.kernel);
         let n = &self.names;
         let grid = format!("{}x{}x{}", d.grid[0], d.grid[1], d.grid[2]);
         let wg = format!("{}x{}x{}", d.workgroup[0], d.workgroup[1], d.workgroup[2]);
@@ -271,7 +335,21 @@ impl Gpu {
                 name: n.kernel_object,
                 value: Value::Pointer(d.kernel_object),
             },
+            Annotation {
+                name: n.group_segment,
+                value: Value::Uint(u64::from(d.group_segment)),
+            },
+            Annotation {
+                name: n.queue,
+                value: Value::Pointer(d.queue),
+            },
         ];
+        if d.private_segment != 0 {
+            ann.push(Annotation {
+                name: n.private_segment,
+                value: Value::Uint(u64::from(d.private_segment)),
+            });
+        }
         if let Some(ext) = h.external {
             ann.push(Annotation {
                 name: n.external_id,
@@ -284,8 +362,8 @@ impl Gpu {
             terminating_flow_ids: &flows,
             ..Default::default()
         };
-        let name = w.event_name(&d.kernel);
-        if !valid_times(d) {
+        let name = w.event_name(&kernel);
+        if !valid_times(d.submit_ns, d.start_ns, d.end_ns) {
             // The GPU times are missing or inconsistent: mark the submission instead.
             w.instant(self.seq, queue, name, d.submit_ns, &args)?;
             self.dispatches += 1;
@@ -297,6 +375,9 @@ impl Gpu {
         let lane = w.lane(queue, d.start_ns, d.end_ns)?;
         w.slice(self.seq, lane, name, d.start_ns, d.end_ns, &args)?;
         self.dispatches += 1;
+        self.kernel_times.add(&kernel, d.end_ns - d.start_ns);
+        self.busy
+            .add(w, (h.pid, h.device.1), h.device.0, d.start_ns, d.end_ns)?;
         if let Some(p) = self.placed.get_mut(&(h.pid, d.correlation)) {
             p.lane = Some(lane);
         }
@@ -394,8 +475,8 @@ impl Gpu {
 }
 
 /// True when the GPU times are present and ordered (submit <= start <= end).
-fn valid_times(d: &Dispatch) -> bool {
-    d.start_ns != 0 && d.submit_ns <= d.start_ns && d.start_ns <= d.end_ns
+fn valid_times(submit: u64, start: u64, end: u64) -> bool {
+    start != 0 && submit <= start && start <= end
 }
 
 /// Passes I/O errors on; counts any other writer error (a record that cannot be placed) in
@@ -413,81 +494,4 @@ pub fn soft(r: Result<(), WriterError>, skipped: &mut u64) -> Result<(), WriterE
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dispatch(correlation: u64, submit_ns: u64, start_ns: u64, end_ns: u64) -> Dispatch {
-        Dispatch {
-            pid: 1,
-            tid: 1,
-            agent: 0xa,
-            queue: 0xb,
-            kernel: format!("k{correlation}"),
-            correlation,
-            kernel_object: 0,
-            grid: [1, 1, 1],
-            workgroup: [1, 1, 1],
-            submit_ns,
-            start_ns,
-            end_ns,
-        }
-    }
-
-    #[test]
-    fn dispatches_wait_for_their_start_and_are_forgotten_after_their_end() {
-        let mut w = TraceWriter::new(Vec::new());
-        let mut gpu = Gpu::new(&mut w);
-        let name = |pid: u32| format!("pid {pid}");
-        let mut skipped = 0;
-        gpu.hold(&mut w, 1, &dispatch(1, 10, 100, 200), None, None, &name)
-            .unwrap();
-        gpu.hold(&mut w, 1, &dispatch(2, 20, 50, 60), None, None, &name)
-            .unwrap();
-        assert_eq!((gpu.held(), gpu.remembered()), (2, 2));
-        gpu.advance(&mut w, 49, &mut skipped).unwrap();
-        assert_eq!(gpu.dispatches, 0, "nothing has started at 49");
-        gpu.advance(&mut w, 100, &mut skipped).unwrap();
-        assert_eq!(
-            (gpu.dispatches, gpu.held()),
-            (2, 0),
-            "written in start order"
-        );
-        gpu.advance(&mut w, 60 + FORGET_AFTER_NS, &mut skipped)
-            .unwrap();
-        assert_eq!(gpu.remembered(), 2, "forgotten only after FORGET_AFTER_NS");
-        gpu.advance(&mut w, 61 + FORGET_AFTER_NS, &mut skipped)
-            .unwrap();
-        assert_eq!(gpu.remembered(), 1);
-        gpu.advance(&mut w, 201 + FORGET_AFTER_NS, &mut skipped)
-            .unwrap();
-        assert_eq!((gpu.remembered(), skipped), (0, 0));
-    }
-
-    #[test]
-    fn a_dispatch_reusing_a_correlation_id_is_not_forgotten_with_the_old_one() {
-        let mut w = TraceWriter::new(Vec::new());
-        let mut gpu = Gpu::new(&mut w);
-        let name = |pid: u32| format!("pid {pid}");
-        let mut skipped = 0;
-        gpu.hold(&mut w, 1, &dispatch(7, 10, 20, 30), None, None, &name)
-            .unwrap();
-        gpu.advance(&mut w, 20, &mut skipped).unwrap();
-        let later = 40 + FORGET_AFTER_NS;
-        gpu.hold(
-            &mut w,
-            1,
-            &dispatch(7, later, later + 1, later + 2),
-            None,
-            None,
-            &name,
-        )
-        .unwrap();
-        gpu.advance(&mut w, later + 1, &mut skipped).unwrap();
-        assert_eq!(
-            gpu.remembered(),
-            1,
-            "the new dispatch 7 is still remembered"
-        );
-        assert_eq!(gpu.dispatches, 2);
-    }
-}
+mod tests;

@@ -19,6 +19,11 @@ pub struct GpuNames {
     pub(super) reason: AnnotationName,
     pub(super) region: AnnotationName,
     pub(super) offset: AnnotationName,
+    pub(super) group_segment: AnnotationName,
+    pub(super) private_segment: AnnotationName,
+    pub(super) queue: AnnotationName,
+    pub(super) direction: AnnotationName,
+    pub(super) gbps: AnnotationName,
     /// The chunked-restore fields of snapshot and restore slices.
     pub chunk: super::replay_args::ChunkNames,
 }
@@ -39,6 +44,11 @@ impl GpuNames {
             reason: w.annotation_name("reason"),
             region: w.annotation_name("region"),
             offset: w.annotation_name("offset"),
+            group_segment: w.annotation_name("group_segment"),
+            private_segment: w.annotation_name("private_segment"),
+            queue: w.annotation_name("queue"),
+            direction: w.annotation_name("direction"),
+            gbps: w.annotation_name("GB/s"),
             chunk: super::replay_args::ChunkNames::new(w),
         }
     }

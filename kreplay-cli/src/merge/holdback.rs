@@ -29,8 +29,10 @@ pub struct HeldCall {
     pub seq: Sequence,
     /// The call.
     pub call: ApiCall,
-    /// True for a launch-kind call (the reason the thread is held).
+    /// True for a launch- or copy-kind call (the reason the thread is held).
     pub launch: bool,
+    /// A copy-kind call: a GPU copy's flow starts on it, not a dispatch's.
+    pub copy: bool,
     /// Flows that start on this slice (one per dispatch it produced).
     pub flows: Vec<u64>,
     /// The external correlation id pushed around this call, if a `Correlation` record named it.
@@ -85,7 +87,21 @@ impl Holdback {
     /// with their thread's (one sequence stays in begin order) but never hold it, since no
     /// dispatch of the application's flows from them.
     pub fn offer_call(&mut self, seq: Sequence, call: &ApiCall, launch: bool, own: bool) -> Offer {
-        let launch = launch && !own;
+        self.offer_gpu_call(seq, call, launch, false, own)
+    }
+
+    /// [`Holdback::offer_call`] for a call that may cause GPU work: a launch (`launch`) or a
+    /// copy or memset (`copy`), held until its exit so that the GPU records it caused can
+    /// start their flows on it.
+    pub fn offer_gpu_call(
+        &mut self,
+        seq: Sequence,
+        call: &ApiCall,
+        launch: bool,
+        copy: bool,
+        own: bool,
+    ) -> Offer {
+        let launch = (launch || copy) && !own;
         let key = (call.pid, call.tid);
         let held =
             self.held_calls > 0 && self.threads.get(&key).is_some_and(|t| !t.items.is_empty());
@@ -97,6 +113,7 @@ impl Holdback {
             seq,
             call: call.clone(),
             launch,
+            copy,
             flows: Vec::new(),
             external: None,
             own,
@@ -138,6 +155,7 @@ impl Holdback {
                 out: 0,
             },
             launch: false,
+            copy: false,
             flows: Vec::new(),
             external: None,
             own: false,
@@ -196,8 +214,23 @@ impl Holdback {
     /// A new flow id starting on the held launch of thread `(pid, tid)` whose `[enter, exit]`
     /// contains `ts`; `None` when that thread holds no such launch.
     pub fn flow_from_launch(&mut self, pid: u32, tid: u32, ts: u64) -> Option<u64> {
+        self.flow_from(pid, tid, ts, false)
+    }
+
+    /// A new flow id starting on the held copy call of thread `(pid, tid)` whose
+    /// `[enter, exit]` contains `ts` (a GPU copy or memset it submitted).
+    pub fn flow_from_copy(&mut self, pid: u32, tid: u32, ts: u64) -> Option<u64> {
+        self.flow_from(pid, tid, ts, true)
+    }
+
+    fn flow_from(&mut self, pid: u32, tid: u32, ts: u64, copy: bool) -> Option<u64> {
         let id = self.next_flow + 1;
-        self.launch_at(pid, tid, ts)?.flows.push(id);
+        let t = self.threads.get_mut(&(pid, tid))?;
+        // The innermost (latest-entered) call of the kind containing `ts`.
+        let call = t.items.iter_mut().rev().find(|h| {
+            h.launch && h.copy == copy && h.call.enter_ns <= ts && ts <= h.call.exit_ns
+        })?;
+        call.flows.push(id);
         self.next_flow = id;
         Some(id)
     }
@@ -224,7 +257,7 @@ impl Holdback {
         t.items
             .iter_mut()
             .rev()
-            .find(|h| h.launch && h.call.enter_ns <= ts && ts <= h.call.exit_ns)
+            .find(|h| h.launch && !h.copy && h.call.enter_ns <= ts && ts <= h.call.exit_ns)
     }
 
     /// Releases the head launch of `key` when it is due at `now` (always when `now` is

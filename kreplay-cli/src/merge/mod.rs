@@ -6,6 +6,7 @@
 //! streams, not their length.
 pub mod gpu;
 pub mod gpu_names;
+pub mod gpu_time;
 pub mod holdback;
 pub mod labels;
 pub mod live_bytes;

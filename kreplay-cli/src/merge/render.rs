@@ -18,6 +18,7 @@
 //! over the thread's slices (Perfetto's `thread_slice`) leave kreplay's out without knowing
 //! about it.
 mod annotations;
+mod gpu_records;
 
 use std::{collections::VecDeque, io::Write, rc::Rc};
 
@@ -190,6 +191,7 @@ impl<W: Write> Renderer<W> {
                 self.ranges.latest = self.ranges.latest.max(c.exit_ns);
                 let spec = spec_of(c.api);
                 let launch = spec.is_some_and(|s| s.kind == ApiKind::Launch);
+                let copy = spec.is_some_and(|s| s.kind == ApiKind::Copy);
                 let own = self.own.is_own(c);
                 if own {
                     let name = spec.map_or("?", |s| s.name);
@@ -200,7 +202,7 @@ impl<W: Write> Renderer<W> {
                         s.add(&call_record(c));
                     }
                 }
-                if self.hold.offer_call(seq, c, launch, own) == Offer::WriteNow {
+                if self.hold.offer_gpu_call(seq, c, launch, copy, own) == Offer::WriteNow {
                     self.write_call(seq, c, &[], None, own)?;
                 }
                 self.write_ready()?;
@@ -237,31 +239,8 @@ impl<W: Write> Renderer<W> {
                     .insert((pid, c.correlation), (c.tid, c.ts_ns, c.external_id));
                 self.externals_age.push_back((c.ts_ns, pid, c.correlation));
             }
-            Record::Dispatch(d) => {
-                let dpid = if d.pid == 0 { pid } else { d.pid };
-                let linked = self.externals.remove(&(dpid, d.correlation));
-                // A Correlation record names the launch call; else the submit time does.
-                let flow = linked
-                    .and_then(|(tid, ts, _)| self.hold.flow_from_launch(dpid, tid, ts))
-                    .or_else(|| self.hold.flow_from_launch(dpid, d.tid, d.submit_ns));
-                match flow {
-                    Some(_) => self.stats.flows += 1,
-                    None => self.stats.unmatched_dispatches += 1,
-                }
-                let names = &self.process_names;
-                let pname = |pid: u32| process_label(names, pid);
-                let r = self.gpu.hold(
-                    &mut self.w,
-                    dpid,
-                    d,
-                    flow,
-                    linked.map(|(_, _, ext)| ext),
-                    &pname,
-                );
-                soft(r, &mut self.stats.unrenderable)?;
-                // A dispatch that already started (or has no GPU times) goes out now.
-                self.advance(now)?;
-            }
+            Record::Dispatch(d) => self.dispatch(pid, d, now)?,
+            Record::GpuCopy(c) => self.gpu_copy(pid, c, now)?,
             Record::ToolWindow(w) => {
                 self.own
                     .add_window(w.pid, w.tid, w.start_ns, w.end_ns, late);
@@ -296,6 +275,7 @@ impl<W: Write> Renderer<W> {
         self.gpu
             .advance(&mut self.w, now, &mut self.stats.unrenderable)?;
         self.stats.dispatches = self.gpu.dispatches;
+        self.stats.copies = self.gpu.copies;
         self.hold.advance(now);
         self.own.forget(now);
         while let Some(&(ts, pid, corr)) = self.externals_age.front() {
@@ -574,6 +554,8 @@ impl<W: Write> Renderer<W> {
         self.stats.annotations = self.ranges.written;
         self.stats.unmatched_annotations = self.ranges.unmatched;
         self.stats.forced_launches = self.hold.forced;
+        self.stats.counter_values += self.gpu.busy.values;
+        self.stats.gpu_kernels = self.gpu.kernel_times.rows();
         let bytes = self.w.bytes();
         let out = self.w.finish()?;
         Ok((out, bytes, self.stats))

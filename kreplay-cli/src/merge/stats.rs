@@ -29,6 +29,12 @@ pub struct RenderStats {
     pub flows: u64,
     /// Dispatches whose launch call was not found (no flow).
     pub unmatched_dispatches: u64,
+    /// GPU copy and memset slices written.
+    pub copies: u64,
+    /// Copies whose copy call was not found (no flow).
+    pub unmatched_copies: u64,
+    /// GPU time per kernel, largest total first.
+    pub gpu_kernels: Vec<super::gpu_time::KernelRow>,
     /// Launch slices written before their hold ended because their thread held too much.
     pub forced_launches: u64,
     /// kreplay's own runtime calls per API (on the [`OWN_TRACK`] tracks, not the app's).

@@ -6,6 +6,7 @@ pub mod capture;
 pub mod discover;
 pub mod driver_names;
 pub mod ending;
+pub mod gpu_env;
 pub mod guardian;
 pub mod histogram;
 pub mod holds;

@@ -81,11 +81,14 @@ pub enum Setting {
     OutputDir,
     /// The progress counters' file.
     Progress,
+    /// Observe mode's GPU timeline: profile every intercepted queue and copy, and record each
+    /// dispatch's and copy's GPU start and end.
+    GpuTimeline,
 }
 
 impl Setting {
     /// Every setting, in the order [`ReplaySettings::encode`] lists them.
-    pub const ALL: [Setting; 11] = [
+    pub const ALL: [Setting; 12] = [
         Self::Passes,
         Self::Kernel,
         Self::MaxDispatches,
@@ -97,6 +100,7 @@ impl Setting {
         Self::DeviceCheck,
         Self::OutputDir,
         Self::Progress,
+        Self::GpuTimeline,
     ];
 
     /// The environment variable.
@@ -113,6 +117,7 @@ impl Setting {
             Self::DeviceCheck => "KREPLAY_DEVICE_CHECK",
             Self::OutputDir => "KREPLAY_OUTPUT_DIR",
             Self::Progress => crate::progress::ENV,
+            Self::GpuTimeline => "KREPLAY_GPU_TIMELINE",
         }
     }
 
@@ -129,7 +134,7 @@ impl Setting {
             Self::DeviceCheck => Some("--device-check"),
             // Set by the CLI itself (its run directory, its progress file), or the
             // environment only.
-            Self::CheckDeterminism | Self::OutputDir | Self::Progress => None,
+            Self::CheckDeterminism | Self::OutputDir | Self::Progress | Self::GpuTimeline => None,
         }
     }
 
@@ -321,6 +326,9 @@ pub struct ReplaySettings {
     pub output_dir: Option<PathBuf>,
     /// The progress counters' file ([`crate::progress`]).
     pub progress: Option<PathBuf>,
+    /// `KREPLAY_GPU_TIMELINE`: record each dispatch's and copy's GPU times (set by
+    /// `kreplay trace --gpu` for observe mode, and by `kreplay replay`; default off).
+    pub gpu_timeline: Option<bool>,
 }
 
 impl ReplaySettings {
@@ -344,6 +352,7 @@ impl ReplaySettings {
                 Setting::DeviceCheck => self.device_check.map(|d| d.as_str().into()),
                 Setting::OutputDir => self.output_dir.clone().map(Into::into),
                 Setting::Progress => self.progress.clone().map(Into::into),
+                Setting::GpuTimeline => self.gpu_timeline.map(|b| if b { "1" } else { "0" }.into()),
             };
             if let Some(v) = value {
                 out.push((s.var(), v));
@@ -413,6 +422,7 @@ impl ReplaySettings {
             Setting::DeviceCheck => self.device_check = Some(v.parse()?),
             Setting::OutputDir => self.output_dir = Some(v.into()),
             Setting::Progress => self.progress = Some(v.into()),
+            Setting::GpuTimeline => self.gpu_timeline = Some(parse_switch(v)?),
         }
         Ok(())
     }

@@ -19,6 +19,7 @@ fn full() -> ReplaySettings {
         device_check: Some(DeviceCheck::Compare),
         output_dir: Some("/tmp/kreplay-replay-7".into()),
         progress: Some("/tmp/kreplay-replay-7/progress".into()),
+        gpu_timeline: Some(true),
     }
 }
 
@@ -44,6 +45,7 @@ fn encoding_lists_the_set_settings_in_order() {
             ("KREPLAY_DEVICE_CHECK", "compare"),
             ("KREPLAY_OUTPUT_DIR", "/tmp/kreplay-replay-7"),
             ("KREPLAY_PROGRESS", "/tmp/kreplay-replay-7/progress"),
+            ("KREPLAY_GPU_TIMELINE", "1"),
         ]
         .map(|(k, v)| (k, v.to_owned()))
     );
@@ -73,6 +75,7 @@ fn decoding_what_was_encoded_gives_it_back() {
             snapshot_budget: Some(0),
             snapshot_placement: Some(SnapshotPlacement::Device),
             device_check: Some(DeviceCheck::Hash),
+            gpu_timeline: Some(false),
             ..ReplaySettings::default()
         },
         ReplaySettings {

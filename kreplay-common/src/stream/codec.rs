@@ -7,9 +7,13 @@
 //! a version appended are read as 0 from an older version's stream.
 
 use super::record::{
-    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic,
-    ProcessName, Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName, ToolWindow,
+    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, GpuCopy, KernelName,
+    Nondeterministic, ProcessName, Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName,
+    ToolWindow,
 };
+
+mod calls;
+use calls::{API_CALL_BODY, api_call, api_call_packed, encode_packed};
 
 /// Bytes before each record body: the tag and the body length.
 pub const RECORD_HEADER_LEN: usize = 5;
@@ -36,7 +40,12 @@ mod tag {
     pub const API_CALL_PACKED: u8 = 15;
     /// Version 5: a user annotation (roctx, NVTX).
     pub const ANNOTATION: u8 = 16;
+    /// Version 6: a copy or memset with its GPU times.
+    pub const GPU_COPY: u8 = 17;
 }
+
+/// The first format version whose `Dispatch` carries its group and private segment sizes.
+pub const DISPATCH_SEGMENTS_SINCE: u16 = 6;
 
 /// The first format version whose writers write `ApiCall` packed (tag 15).
 pub const PACKED_CALLS_SINCE: u16 = 4;
@@ -171,6 +180,9 @@ pub fn encode_version(rec: &Record, version: u16, out: &mut Vec<u8>) {
             e.u32s(&r.workgroup);
             e.u64s(&[r.submit_ns, r.start_ns, r.end_ns]);
             e.str(&r.kernel);
+            if version >= DISPATCH_SEGMENTS_SINCE {
+                e.u32s(&[r.group_segment, r.private_segment]);
+            }
             tag::DISPATCH
         }
         Record::ReplayPass(r) => {
@@ -262,70 +274,18 @@ pub fn encode_version(rec: &Record, version: u16, out: &mut Vec<u8>) {
             e.str(&r.name);
             tag::ANNOTATION
         }
+        Record::GpuCopy(r) => {
+            e.u32(r.pid);
+            e.u32(r.tid);
+            e.u64s(&[r.device, r.engine, r.correlation]);
+            e.u8(r.kind);
+            e.u64s(&[r.bytes, r.submit_ns, r.start_ns, r.end_ns]);
+            tag::GPU_COPY
+        }
     };
     let body_len = (out.len() - start - RECORD_HEADER_LEN) as u32;
     out[start] = tag;
     out[start + 1..start + RECORD_HEADER_LEN].copy_from_slice(&body_len.to_le_bytes());
-}
-
-/// The words of `r` in packed order: ret, args, extra, out.
-fn words(r: &ApiCall) -> [u64; PACKED_WORDS] {
-    let mut w = [0u64; PACKED_WORDS];
-    w[0] = r.ret;
-    w[1..7].copy_from_slice(&r.args);
-    w[7..12].copy_from_slice(&r.extra);
-    w[12] = r.out;
-    w
-}
-
-/// Appends `r` packed: the fixed fields, a `present` mask, then only the nonzero words.
-fn encode_packed(r: &ApiCall, out: &mut Vec<u8>) {
-    let w = words(r);
-    let present = w
-        .iter()
-        .enumerate()
-        .fold(0u16, |m, (i, &v)| m | (u16::from(v != 0) << i));
-    let body_len = API_CALL_PACKED_FIXED + 8 * present.count_ones() as usize;
-    out.reserve(RECORD_HEADER_LEN + body_len);
-    out.push(tag::API_CALL_PACKED);
-    out.extend_from_slice(&(body_len as u32).to_le_bytes());
-    let mut e = Enc(out);
-    e.u32(r.pid);
-    e.u32(r.tid);
-    e.u16(r.api);
-    e.u64s(&[r.enter_ns, r.exit_ns]);
-    e.u16(present);
-    for v in w.into_iter().filter(|&v| v != 0) {
-        e.u64(v);
-    }
-}
-
-/// Decodes a packed `ApiCall` body; `None` when it is shorter than the words its mask names.
-/// Mask bits above the known words are a newer writer's: their words follow the known ones and
-/// are ignored like any appended field.
-fn api_call_packed(b: &[u8]) -> Option<ApiCall> {
-    let (fixed, mut rest) = b.split_first_chunk::<API_CALL_PACKED_FIXED>()?;
-    let u64_at = |at: usize| u64::from_le_bytes(fixed[at..at + 8].try_into().expect("8 bytes"));
-    let present = u16::from_le_bytes([fixed[26], fixed[27]]);
-    let mut w = [0u64; PACKED_WORDS];
-    for (i, v) in w.iter_mut().enumerate() {
-        if present & (1 << i) != 0 {
-            let (head, tail) = rest.split_first_chunk::<8>()?;
-            *v = u64::from_le_bytes(*head);
-            rest = tail;
-        }
-    }
-    Some(ApiCall {
-        pid: u32::from_le_bytes(fixed[0..4].try_into().expect("4 bytes")),
-        tid: u32::from_le_bytes(fixed[4..8].try_into().expect("4 bytes")),
-        api: u16::from_le_bytes([fixed[8], fixed[9]]),
-        enter_ns: u64_at(10),
-        exit_ns: u64_at(18),
-        ret: w[0],
-        args: w[1..7].try_into().expect("6 words"),
-        extra: w[7..12].try_into().expect("5 words"),
-        out: w[12],
-    })
 }
 
 /// What [`decode`] found at a payload position.
@@ -368,25 +328,6 @@ pub fn decode(payload: &[u8], pos: usize, version: u16) -> Decoded {
         Some(Some(rec)) => Decoded::Record(rec, next),
         Some(None) => Decoded::Unknown(tag, next),
         None => Decoded::Malformed,
-    }
-}
-
-/// Bytes of an `ApiCall` body: pid, tid, api, enter, exit, ret, 6 args, 5 extra, out.
-const API_CALL_BODY: usize = 4 + 4 + 2 + 8 * 3 + 8 * 6 + 8 * 5 + 8;
-
-/// Decodes an `ApiCall` body (the same fields as [`decode_body`] reads, in the same order).
-fn api_call(b: &[u8; API_CALL_BODY]) -> ApiCall {
-    let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-    ApiCall {
-        pid: u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")),
-        tid: u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")),
-        api: u16::from_le_bytes([b[8], b[9]]),
-        enter_ns: u64_at(10),
-        exit_ns: u64_at(18),
-        ret: u64_at(26),
-        args: core::array::from_fn(|i| u64_at(34 + 8 * i)),
-        extra: core::array::from_fn(|i| u64_at(82 + 8 * i)),
-        out: u64_at(122),
     }
 }
 
@@ -439,12 +380,19 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             let [agent, queue, correlation, kernel_object] = d.u64s()?;
             let (grid, workgroup) = (d.u32s()?, d.u32s()?);
             let [submit_ns, start_ns, end_ns] = d.u64s()?;
+            let kernel = d.str()?;
+            // Version 6 appended the segment sizes: required from it on, 0 before.
+            let [group_segment, private_segment] = if version >= DISPATCH_SEGMENTS_SINCE {
+                d.u32s()?
+            } else {
+                [0, 0]
+            };
             Dispatch {
                 pid,
                 tid,
                 agent,
                 queue,
-                kernel: d.str()?,
+                kernel,
                 correlation,
                 kernel_object,
                 grid,
@@ -452,6 +400,8 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
                 submit_ns,
                 start_ns,
                 end_ns,
+                group_segment,
+                private_segment,
             }
             .into()
         }
@@ -586,6 +536,25 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             name: d.str()?,
         }
         .into(),
+        tag::GPU_COPY => {
+            let (pid, tid) = (d.u32()?, d.u32()?);
+            let [device, engine, correlation] = d.u64s()?;
+            let kind = d.u8()?;
+            let [bytes, submit_ns, start_ns, end_ns] = d.u64s()?;
+            GpuCopy {
+                pid,
+                tid,
+                device,
+                engine,
+                correlation,
+                kind,
+                bytes,
+                submit_ns,
+                start_ns,
+                end_ns,
+            }
+            .into()
+        }
         _ => return Some(None),
     };
     Some(Some(rec))

@@ -14,8 +14,10 @@ pub const MAGIC: [u8; 8] = *b"KRPLSTRM";
 /// 3: `Restore` counts the regions whose write-back failed.
 /// 4: `ApiCall` is written packed, its zero words left out (tag 15).
 /// 5: user annotations (roctx, NVTX: `Annotation`, tag 16).
-pub const FORMAT_VERSION: u16 = 5;
-/// Bytes of a version-1 to -5 header; a newer header may be longer (its length field says).
+/// 6: `Dispatch` carries its group and private segment sizes; GPU copies and memsets
+/// (`GpuCopy`, tag 17).
+pub const FORMAT_VERSION: u16 = 6;
+/// Bytes of a version-1 to -6 header; a newer header may be longer (its length field says).
 pub const HEADER_LEN: usize = 40;
 /// `clock_id` value for CLOCK_MONOTONIC (Linux's clockid 1), the clock of every timestamp.
 pub const CLOCK_MONOTONIC_ID: u16 = 1;

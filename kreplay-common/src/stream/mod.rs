@@ -7,7 +7,7 @@
 //! file   = header chunk*
 //! header = magic "KRPLSTRM" (8) | version u16 | header_len u16 | kind u16 | clock_id u16
 //!        | pid u32 | created_monotonic_ns u64 | created_realtime_ns u64 | crc32 u32
-//!          (40 bytes in versions 1 to 5; crc32 covers the header_len - 4 bytes before it)
+//!          (40 bytes in versions 1 to 6; crc32 covers the header_len - 4 bytes before it)
 //! chunk  = payload_len u32 | crc32(payload) u32 | seq u64 | payload
 //!          (seq counts chunks from 0; payload_len <= MAX_CHUNK_PAYLOAD)
 //! payload = record*
@@ -31,7 +31,10 @@
 //! 33 bytes for a call whose words are all zero instead of 135 (most of a long trace's disk);
 //! the full form (tag 3) still reads in any version. Version 5 adds `Annotation` (tag 16), the
 //! application's roctx and NVTX ranges and marks; the version changes so that an older reader
-//! refuses the stream by name rather than drop every annotation as an unknown tag. A version above
+//! refuses the stream by name rather than drop every annotation as an unknown tag. Version 6
+//! appends `group_segment u32, private_segment u32` to `Dispatch` (read as 0 from older
+//! streams, required in version 6) and adds `GpuCopy` (tag 17): copies and memsets with their
+//! GPU times, for the GPU timeline. A version above
 //! [`FORMAT_VERSION`] is refused with a message naming the file and both versions.
 //!
 //! # Crash safety
@@ -75,9 +78,9 @@ pub use header::{
 pub use merge::{DEFAULT_WINDOW, Merged, MergedRef, MergedStreams};
 pub use reader::StreamReader;
 pub use record::{
-    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, KernelName, Nondeterministic,
-    ProcessName, Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName, ToolWindow,
-    annotation, replay_step, snapshot_mode,
+    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, GpuCopy, KernelName,
+    Nondeterministic, ProcessName, Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName,
+    ToolWindow, annotation, copy_kind, replay_step, snapshot_mode,
 };
 pub use writer::{DEFAULT_CHUNK_THRESHOLD, StreamWriter};
 

@@ -72,6 +72,65 @@ pub struct Dispatch {
     pub start_ns: u64,
     /// When the GPU finished it.
     pub end_ns: u64,
+    /// Group segment (LDS, shared memory) bytes per workgroup: static plus dynamic (version 6;
+    /// 0 in older streams).
+    pub group_segment: u32,
+    /// Private segment (scratch) bytes per work-item, where known (version 6; 0 in older
+    /// streams or when unknown).
+    pub private_segment: u32,
+}
+
+/// One copy or memset as the GPU (or its copy engine) ran it (tag 17, version 6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuCopy {
+    /// Process id.
+    pub pid: u32,
+    /// Submitting thread id.
+    pub tid: u32,
+    /// The device (HSA agent, CUDA device) whose track group shows it.
+    pub device: u64,
+    /// The queue, stream or engine it ran on (0: the device's copy engine, not named).
+    pub engine: u64,
+    /// kreplay's correlation id of the call that submitted it.
+    pub correlation: u64,
+    /// What it was: a [`copy_kind`] code.
+    pub kind: u8,
+    /// Bytes copied or set.
+    pub bytes: u64,
+    /// When it was submitted.
+    pub submit_ns: u64,
+    /// When it started.
+    pub start_ns: u64,
+    /// When it ended.
+    pub end_ns: u64,
+}
+
+/// The codes of [`GpuCopy::kind`] and their names.
+pub mod copy_kind {
+    /// Direction not known.
+    pub const UNKNOWN: u8 = 0;
+    /// Host to device.
+    pub const HOST_TO_DEVICE: u8 = 1;
+    /// Device to host.
+    pub const DEVICE_TO_HOST: u8 = 2;
+    /// Device to device (the same or another device).
+    pub const DEVICE_TO_DEVICE: u8 = 3;
+    /// Host to host.
+    pub const HOST_TO_HOST: u8 = 4;
+    /// A memset (fill) of device memory.
+    pub const MEMSET: u8 = 5;
+
+    /// The short name the trace uses (`HtoD`, as Nsight Systems writes it).
+    pub fn name(code: u8) -> &'static str {
+        match code {
+            HOST_TO_DEVICE => "HtoD",
+            DEVICE_TO_HOST => "DtoH",
+            DEVICE_TO_DEVICE => "DtoD",
+            HOST_TO_HOST => "HtoH",
+            MEMSET => "memset",
+            _ => "copy",
+        }
+    }
 }
 
 /// One replay pass of a dispatch.
@@ -427,6 +486,8 @@ pub enum Record {
     ReplayStep(ReplayStep),
     /// See [`Annotation`].
     Annotation(Annotation),
+    /// See [`GpuCopy`].
+    GpuCopy(GpuCopy),
 }
 
 impl Record {
@@ -449,13 +510,14 @@ impl Record {
             Self::ToolWindow(r) => r.start_ns,
             Self::ReplayStep(r) => r.start_ns,
             Self::Annotation(r) => r.ts_ns,
+            Self::GpuCopy(r) => r.submit_ns,
         }
     }
 }
 
 impl Record {
     /// Where a host-side span ends ([`Record::timestamp`] is where it begins); `None` for
-    /// instants, names and dispatches (whose GPU times may be unknown: 0).
+    /// instants, names, dispatches and copies (whose GPU times may be unknown: 0).
     pub fn end_ns(&self) -> Option<u64> {
         match self {
             Self::ApiCall(r) => Some(r.exit_ns),
@@ -486,6 +548,7 @@ impl Record {
             Self::ToolWindow(_) => "ToolWindow",
             Self::ReplayStep(_) => "ReplayStep",
             Self::Annotation(_) => "Annotation",
+            Self::GpuCopy(_) => "GpuCopy",
         }
     }
 
@@ -529,5 +592,6 @@ impl_from!(
     KernelName,
     ToolWindow,
     ReplayStep,
-    Annotation
+    Annotation,
+    GpuCopy
 );

@@ -49,6 +49,21 @@ fn one_of_each() -> Vec<Record> {
             submit_ns: 10,
             start_ns: 20,
             end_ns: 30,
+            group_segment: 4096,
+            private_segment: 64,
+        }
+        .into(),
+        GpuCopy {
+            pid: 77,
+            tid: 78,
+            device: 0xa9e,
+            engine: 0x51,
+            correlation: 43,
+            kind: copy_kind::DEVICE_TO_HOST,
+            bytes: 1 << 20,
+            submit_ns: 11,
+            start_ns: 31,
+            end_ns: 41,
         }
         .into(),
         ReplayPass {
@@ -356,7 +371,7 @@ fn header_errors_name_the_file() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "v.krs: stream format version 9, this reader understands up to 5"
+        "v.krs: stream format version 9, this reader understands up to 6"
     );
     let err = StreamReader::new(Cursor::new(b"NOTASTREAM__"), Path::new("m.krs"))
         .err()

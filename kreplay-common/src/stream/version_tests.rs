@@ -146,7 +146,7 @@ fn a_stream_of_a_newer_version_is_refused_with_both_versions_named() {
         .expect("refused");
     assert_eq!(
         err.to_string(),
-        "new.krs: stream format version 6, this reader understands up to 5"
+        "new.krs: stream format version 7, this reader understands up to 6"
     );
 }
 
@@ -168,4 +168,74 @@ fn a_version_2_restore_reads_with_no_failed_regions_and_a_version_3_one_must_car
         read(&stream_bytes(FORMAT_VERSION, &v3)),
         (vec![restore(3).into()], None)
     );
+}
+
+fn dispatch(group_segment: u32, private_segment: u32) -> Dispatch {
+    Dispatch {
+        pid: 5,
+        tid: 6,
+        agent: 0xa,
+        queue: 0xb,
+        kernel: "saxpy".into(),
+        correlation: 9,
+        kernel_object: 0xc0de,
+        grid: [1024, 1, 1],
+        workgroup: [256, 1, 1],
+        submit_ns: 10,
+        start_ns: 20,
+        end_ns: 30,
+        group_segment,
+        private_segment,
+    }
+}
+
+#[test]
+fn a_version_5_dispatch_reads_with_its_segments_unknown_and_a_version_6_one_must_carry_them() {
+    // Version 5's Dispatch body: everything but version 6's two u32 segment sizes.
+    let v5 = encoded_without_tail(&dispatch(4096, 64).into(), 8);
+    assert_eq!(
+        read(&stream_bytes(5, &v5)),
+        (vec![dispatch(0, 0).into()], None)
+    );
+    let (recs, damage) = read(&stream_bytes(6, &v5));
+    assert_eq!(recs, []);
+    assert_eq!(
+        damage.expect("damage reported").kind,
+        DamageKind::BadRecord { at: 0 }
+    );
+    // A version-5 writer writes the version-5 body, which a version-5 reader expects.
+    let mut old = Vec::new();
+    codec::encode_version(&dispatch(4096, 64).into(), 5, &mut old);
+    assert_eq!(old, v5);
+    let mut v6 = Vec::new();
+    codec::encode(&dispatch(4096, 64).into(), &mut v6);
+    assert_eq!(
+        read(&stream_bytes(FORMAT_VERSION, &v6)),
+        (vec![dispatch(4096, 64).into()], None)
+    );
+}
+
+#[test]
+fn a_gpu_copy_round_trips_and_merges_at_its_submit_time() {
+    let copy = GpuCopy {
+        pid: 5,
+        tid: 6,
+        device: 0xa,
+        engine: 0,
+        correlation: 12,
+        kind: copy_kind::HOST_TO_DEVICE,
+        bytes: 4 << 20,
+        submit_ns: 100,
+        start_ns: 150,
+        end_ns: 900,
+    };
+    let mut payload = Vec::new();
+    codec::encode(&copy.clone().into(), &mut payload);
+    // tag, body length, then 4+4+3*8+1+4*8 bytes of fields.
+    assert_eq!((payload[0], payload.len()), (17, 5 + 65));
+    let (recs, damage) = read(&stream_bytes(FORMAT_VERSION, &payload));
+    assert_eq!((recs.clone(), damage), (vec![copy.into()], None));
+    assert_eq!(recs[0].timestamp(), 100);
+    assert_eq!(copy_kind::name(copy_kind::HOST_TO_DEVICE), "HtoD");
+    assert_eq!(copy_kind::name(copy_kind::MEMSET), "memset");
 }

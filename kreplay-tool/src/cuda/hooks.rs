@@ -444,6 +444,8 @@ pub unsafe fn graph_launch(real: GraphLaunchFn, g: CUgraphExec, stream: CUstream
                 submit_ns: now,
                 start_ns: now,
                 end_ns: now,
+                group_segment: 0,
+                private_segment: 0,
             }
             .into(),
         );

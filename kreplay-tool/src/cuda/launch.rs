@@ -124,6 +124,8 @@ unsafe fn replay_launch(
                 marks.first_start
             },
             end_ns: now_ns(),
+            group_segment: l.shared_mem(),
+            private_segment: 0,
         }
         .into(),
     );

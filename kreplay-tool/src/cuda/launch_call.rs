@@ -115,4 +115,13 @@ impl Launch {
             s as u64,
         )
     }
+
+    /// Dynamic shared memory bytes the launch asked for.
+    pub fn shared_mem(&self) -> u32 {
+        match *self {
+            Launch::Kernel { shm, .. } => shm,
+            // SAFETY: cfg was checked non-null by the wrapper and is valid for the call.
+            Launch::Ex { cfg, .. } => unsafe { (*cfg).shared_mem_bytes },
+        }
+    }
 }

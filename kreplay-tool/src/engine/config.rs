@@ -84,6 +84,9 @@ pub struct ReplayConfig {
     pub check_determinism: bool,
     /// Snapshot placement, chunking and budget.
     pub snapshot: SnapshotPolicy,
+    /// Record each dispatch's and copy's GPU times (`KREPLAY_GPU_TIMELINE`): observe mode
+    /// when replay is off.
+    pub gpu_timeline: bool,
 }
 
 impl Default for ReplayConfig {
@@ -94,6 +97,7 @@ impl Default for ReplayConfig {
             max_dispatches: None,
             check_determinism: true,
             snapshot: SnapshotPolicy::default(),
+            gpu_timeline: false,
         }
     }
 }
@@ -129,6 +133,7 @@ impl ReplayConfig {
         if let Some(b) = s.check_determinism {
             c.check_determinism = b;
         }
+        c.gpu_timeline = s.gpu_timeline.unwrap_or(false);
         let p = &mut c.snapshot;
         if let Some(n) = s.chunk_size {
             p.chunk = n as usize;

@@ -216,6 +216,16 @@ pub struct hsa_amd_profiling_dispatch_time_t {
     pub end: u64,
 }
 
+/// `hsa_amd_profiling_async_copy_time_t`: an async copy's start and end in the system domain.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct hsa_amd_profiling_async_copy_time_t {
+    /// Start tick.
+    pub start: u64,
+    /// End tick.
+    pub end: u64,
+}
+
 /// Writer handed to an intercept handler: submits packets to the next stage.
 pub type hsa_amd_queue_intercept_packet_writer =
     Option<unsafe extern "C" fn(pkts: *const c_void, pkt_count: u64)>;
@@ -404,6 +414,8 @@ pub mod info {
     pub const DEVICE_TYPE_CPU: u32 = 0;
     /// `HSA_DEVICE_TYPE_GPU`.
     pub const DEVICE_TYPE_GPU: u32 = 1;
+    /// `HSA_SYSTEM_INFO_TIMESTAMP` (u64, system-domain ticks).
+    pub const SYSTEM_TIMESTAMP: u32 = 2;
     /// `HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`.
     pub const SYSTEM_TIMESTAMP_FREQUENCY: u32 = 3;
     /// `HSA_EXTENSION_AMD_LOADER`.

@@ -6,6 +6,8 @@
 
 use core::ffi::c_void;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use super::classify::{Class, classify};
 use super::ffi::alloc_flags::EXECUTABLE as ALLOC_EXECUTABLE;
@@ -245,13 +247,33 @@ pub struct Forward {
     pub gates: Vec<Arc<Gate>>,
     /// Copy entries (gate, id) held until completion.
     pub copies: Vec<(Arc<Gate>, u64)>,
-    /// Called at completion (e.g. to record the dispatch).
-    pub done: Option<Box<dyn FnOnce() + Send>>,
+    /// Called at completion with kreplay's signal, after the application's signal is
+    /// completed and before kreplay's is reused (e.g. to read its GPU times and record them).
+    pub done: Option<Box<dyn FnOnce(hsa_signal_t) + Send>>,
+}
+
+/// Completions between completing the application's signal and recording their work: an
+/// application that waited for its signal may shut the runtime down (and `OnUnload` flush the
+/// stream) while the record is being made.
+static RECORDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Waits, at most `limit`, until no completion handler is between completing the application's
+/// signal and recording its work; true when none is.
+pub fn wait_recordings(limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while RECORDING.load(Ordering::Acquire) > 0 {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+    true
 }
 
 unsafe extern "C" fn forward_completion(_value: hsa_signal_value_t, arg: *mut c_void) -> bool {
     // SAFETY: arg is the Box<Forward> leaked by arm_forward, handed back exactly once.
     let fwd = unsafe { Box::from_raw(arg as *mut Forward) };
+    RECORDING.fetch_add(1, Ordering::AcqRel);
     let Forward {
         own,
         app,
@@ -277,16 +299,21 @@ unsafe extern "C" fn forward_completion(_value: hsa_signal_value_t, arg: *mut c_
     step(&mut || {
         if let Some(t) = tool() {
             t.backend.complete_app_signal(app);
-            t.backend.give_signal(own);
         }
     });
     let mut done = done;
     step(&mut || {
         crate::fault::point("hsa.copy_done");
         if let Some(done) = done.take() {
-            done();
+            done(own);
         }
     });
+    step(&mut || {
+        if let Some(t) = tool() {
+            t.backend.give_signal(own);
+        }
+    });
+    RECORDING.fetch_sub(1, Ordering::AcqRel);
     false
 }
 
@@ -325,6 +352,49 @@ pub fn arm_forward(t: &Tool, fwd: Box<Forward>) -> Result<(), Box<Forward>> {
         // SAFETY: the runtime refused the handler, so raw was never handed out.
         Err(unsafe { Box::from_raw(raw) })
     }
+}
+
+/// What records a copy's `GpuCopy` once it completes: its direction from which agents are
+/// GPUs, its times from kreplay's completion signal (none when the runtime has none: the merge
+/// then marks the submission).
+fn copy_recorder(
+    t: &Tool,
+    dst: u64,
+    src: u64,
+    size: usize,
+) -> Box<dyn FnOnce(hsa_signal_t) + Send> {
+    use super::classify::PointerQuery;
+    use kreplay_common::stream::{GpuCopy, copy_kind};
+    let (src_gpu, dst_gpu) = (t.backend.agent_is_gpu(src), t.backend.agent_is_gpu(dst));
+    let kind = match (src_gpu, dst_gpu) {
+        (false, true) => copy_kind::HOST_TO_DEVICE,
+        (true, false) => copy_kind::DEVICE_TO_HOST,
+        (true, true) => copy_kind::DEVICE_TO_DEVICE,
+        (false, false) => copy_kind::HOST_TO_HOST,
+    };
+    let mut rec = GpuCopy {
+        pid: crate::record::current_pid(),
+        tid: crate::record::current_tid(),
+        device: if dst_gpu || !src_gpu { dst } else { src },
+        engine: 0,
+        correlation: t.engine.next_correlation(),
+        kind,
+        bytes: size as u64,
+        submit_ns: kreplay_common::stream::monotonic_ns(),
+        start_ns: 0,
+        end_ns: 0,
+    };
+    Box::new(move |own| {
+        let Some(t) = tool() else { return };
+        if let Some((start, end)) = t
+            .timeline
+            .as_ref()
+            .and_then(|tl| tl.copy_times(t.backend.next(), own))
+        {
+            (rec.start_ns, rec.end_ns) = (start, end);
+        }
+        crate::record::global().record(rec.into());
+    })
 }
 
 /// Wrapper of `hsa_amd_memory_async_copy`: fenced against replay windows of both agents.
@@ -370,12 +440,16 @@ pub unsafe extern "C" fn async_copy(
                 (g, id)
             })
             .collect();
+        let done = t
+            .timeline
+            .is_some()
+            .then(|| copy_recorder(t, dst_agent.handle, src_agent.handle, size));
         Some(Box::new(Forward {
             own,
             app: completion,
             gates: Vec::new(),
             copies,
-            done: None,
+            done,
         }))
     })
     .ok()

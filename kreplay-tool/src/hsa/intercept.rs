@@ -18,7 +18,7 @@ use kreplay_common::stream::{Dispatch, Record};
 use super::backend::HsaDispatch;
 use super::ffi::{
     hsa_agent_t, hsa_amd_queue_intercept_packet_writer, hsa_kernel_dispatch_packet_t,
-    hsa_queue_error_callback, hsa_queue_t, hsa_status_t, packet, status,
+    hsa_queue_error_callback, hsa_queue_t, hsa_signal_t, hsa_status_t, packet, status,
 };
 use super::hooks::{Forward, arm_forward};
 use super::state::{Tool, tool};
@@ -89,6 +89,10 @@ pub unsafe extern "C" fn queue_create(
     }
     // SAFETY: the runtime wrote the new queue into *queue.
     let q = unsafe { *queue };
+    if let Some(tl) = &t.timeline {
+        // SAFETY: q is the queue the runtime just created.
+        let _ = crate::fault::guard(|| unsafe { tl.enable_queue(t.backend.next(), q) });
+    }
     // SAFETY: the runtime returned a live queue; its doorbell handle is read once.
     let doorbell = unsafe { (*q).doorbell_signal.handle };
     // Leaked on purpose: queues may outlive any point where freeing it would be safe.
@@ -244,6 +248,8 @@ fn dispatch_record(
         submit_ns: origin.map_or(submit, |o| o.ts_ns),
         start_ns: start,
         end_ns: end,
+        group_segment: p.group_segment_size,
+        private_segment: p.private_segment_size,
     }
     .into()
 }
@@ -282,14 +288,24 @@ fn pass_through(
         };
         gate.enter();
         let app = p.completion_signal;
-        let done: Option<Box<dyn FnOnce() + Send>> = id.map(|(name, corr)| {
+        let done: Option<Box<dyn FnOnce(hsa_signal_t) + Send>> = id.map(|(name, corr)| {
             let rec = dispatch_record(ctx, p, name, corr, origin, submit, submit, 0);
-            Box::new(move || {
+            let agent = ctx.agent;
+            Box::new(move |own: hsa_signal_t| {
                 if let Record::Dispatch(mut d) = rec {
-                    d.end_ns = now_ns();
+                    match tool().and_then(|t| Some((t, t.timeline.as_ref()?))) {
+                        // The GPU's own times; none (0) when the runtime has none for it.
+                        Some((t, tl)) => {
+                            (d.start_ns, d.end_ns) = tl
+                                .dispatch_times(t.backend.next(), agent, own)
+                                .unwrap_or((0, 0));
+                        }
+                        // No timeline: when the completion was seen.
+                        None => d.end_ns = now_ns(),
+                    }
                     crate::record::global().record(d.into());
                 }
-            }) as Box<dyn FnOnce() + Send>
+            }) as Box<dyn FnOnce(hsa_signal_t) + Send>
         });
         match arm_forward(
             t,

@@ -11,4 +11,5 @@ pub mod intercept;
 pub mod state;
 pub mod submissions;
 pub mod tables;
+pub mod timeline;
 pub mod tool;

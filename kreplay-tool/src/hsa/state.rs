@@ -19,6 +19,8 @@ pub struct Tool {
     /// Live vmem mappings that are not in the inventory (not coarse-grained GPU memory), address
     /// -> size: replay is declined while one is live.
     pub vmem: Mutex<HashMap<u64, usize>>,
+    /// The GPU timeline, when `KREPLAY_GPU_TIMELINE` asked for it and the runtime allows it.
+    pub timeline: Option<super::timeline::Timeline>,
 }
 
 static TOOL: OnceLock<Tool> = OnceLock::new();

@@ -55,6 +55,10 @@ pub extern "C" fn OnUnload() {
         // Often called from the application's exit path, where logging through `tracing` can
         // no longer work: the flushes from here on are quiet.
         crate::record::enter_teardown();
+        // A completion the application already saw may still be recording its dispatch.
+        if !crate::hsa::hooks::wait_recordings(Duration::from_millis(100)) {
+            eprintln!("kreplay: a GPU record was still being made at unload; it may be missing");
+        }
         crate::warn_once::print_repeated_once();
         t.engine.inventory.shut_down();
         t.arena.clear(&t.backend);
@@ -124,11 +128,17 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
         );
         return true;
     }
+    let timeline = if config.gpu_timeline {
+        crate::hsa::timeline::Timeline::start(&next)
+    } else {
+        None
+    };
     let t = Tool {
         backend: HsaBackend::new(next),
         engine: EngineState::new(config),
         arena: SnapshotArena::new(),
         vmem: Mutex::new(HashMap::new()),
+        timeline,
     };
     if !super::state::install(t) {
         return true;
@@ -141,6 +151,7 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
         runtime_version,
         installed,
         passes = t.engine.config.passes,
+        gpu_timeline = t.timeline.is_some(),
         "kreplay tool loaded"
     );
     crate::record::global();

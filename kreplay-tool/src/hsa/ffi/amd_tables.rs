@@ -16,8 +16,9 @@ pub struct AmdExtTable {
     /// `hsa_amd_profiling_set_profiler_enabled`.
     pub hsa_amd_profiling_set_profiler_enabled_fn:
         Option<unsafe extern "C" fn(queue: *mut hsa_queue_t, enable: c_int) -> hsa_status_t>,
-    /// `hsa_amd_profiling_async_copy_enable` (not called by kreplay; position only).
-    pub hsa_amd_profiling_async_copy_enable_fn: *const c_void,
+    /// `hsa_amd_profiling_async_copy_enable`.
+    pub hsa_amd_profiling_async_copy_enable_fn:
+        Option<unsafe extern "C" fn(enable: bool) -> hsa_status_t>,
     /// `hsa_amd_profiling_get_dispatch_time`.
     pub hsa_amd_profiling_get_dispatch_time_fn: Option<
         unsafe extern "C" fn(
@@ -26,10 +27,21 @@ pub struct AmdExtTable {
             time: *mut hsa_amd_profiling_dispatch_time_t,
         ) -> hsa_status_t,
     >,
-    /// `hsa_amd_profiling_get_async_copy_time` (not called by kreplay; position only).
-    pub hsa_amd_profiling_get_async_copy_time_fn: *const c_void,
-    /// `hsa_amd_profiling_convert_tick_to_system_domain` (not called by kreplay; position only).
-    pub hsa_amd_profiling_convert_tick_to_system_domain_fn: *const c_void,
+    /// `hsa_amd_profiling_get_async_copy_time`.
+    pub hsa_amd_profiling_get_async_copy_time_fn: Option<
+        unsafe extern "C" fn(
+            signal: hsa_signal_t,
+            time: *mut hsa_amd_profiling_async_copy_time_t,
+        ) -> hsa_status_t,
+    >,
+    /// `hsa_amd_profiling_convert_tick_to_system_domain`.
+    pub hsa_amd_profiling_convert_tick_to_system_domain_fn: Option<
+        unsafe extern "C" fn(
+            agent: hsa_agent_t,
+            agent_tick: u64,
+            system_tick: *mut u64,
+        ) -> hsa_status_t,
+    >,
     /// `hsa_amd_signal_async_handler`.
     pub hsa_amd_signal_async_handler_fn: Option<
         unsafe extern "C" fn(
@@ -279,8 +291,9 @@ pub struct AmdExtTableV1 {
     /// `hsa_amd_profiling_set_profiler_enabled`.
     pub hsa_amd_profiling_set_profiler_enabled_fn:
         Option<unsafe extern "C" fn(queue: *mut hsa_queue_t, enable: c_int) -> hsa_status_t>,
-    /// `hsa_amd_profiling_async_copy_enable` (not called by kreplay; position only).
-    pub hsa_amd_profiling_async_copy_enable_fn: *const c_void,
+    /// `hsa_amd_profiling_async_copy_enable`.
+    pub hsa_amd_profiling_async_copy_enable_fn:
+        Option<unsafe extern "C" fn(enable: bool) -> hsa_status_t>,
     /// `hsa_amd_profiling_get_dispatch_time`.
     pub hsa_amd_profiling_get_dispatch_time_fn: Option<
         unsafe extern "C" fn(
@@ -289,10 +302,21 @@ pub struct AmdExtTableV1 {
             time: *mut hsa_amd_profiling_dispatch_time_t,
         ) -> hsa_status_t,
     >,
-    /// `hsa_amd_profiling_get_async_copy_time` (not called by kreplay; position only).
-    pub hsa_amd_profiling_get_async_copy_time_fn: *const c_void,
-    /// `hsa_amd_profiling_convert_tick_to_system_domain` (not called by kreplay; position only).
-    pub hsa_amd_profiling_convert_tick_to_system_domain_fn: *const c_void,
+    /// `hsa_amd_profiling_get_async_copy_time`.
+    pub hsa_amd_profiling_get_async_copy_time_fn: Option<
+        unsafe extern "C" fn(
+            signal: hsa_signal_t,
+            time: *mut hsa_amd_profiling_async_copy_time_t,
+        ) -> hsa_status_t,
+    >,
+    /// `hsa_amd_profiling_convert_tick_to_system_domain`.
+    pub hsa_amd_profiling_convert_tick_to_system_domain_fn: Option<
+        unsafe extern "C" fn(
+            agent: hsa_agent_t,
+            agent_tick: u64,
+            system_tick: *mut u64,
+        ) -> hsa_status_t,
+    >,
     /// `hsa_amd_signal_async_handler`.
     pub hsa_amd_signal_async_handler_fn: Option<
         unsafe extern "C" fn(

@@ -1,0 +1,362 @@
+//! CUPTI activity records as kreplay reads them, and how GPU records are tied to the API call
+//! that caused them.
+//!
+//! Layouts (`cupti_activity.h`, `PACKED_ALIGNMENT`: packed, 8-byte aligned; CUPTI 12.x–13.x,
+//! whose current kernel record is `CUpti_ActivityKernel9`/`10` and copy record
+//! `CUpti_ActivityMemcpy5`/`6`): only the leading fields, identical in those versions, are read.
+//! - every record: `kind u32 @0`.
+//! - API (`CUpti_ActivityAPI`, kinds DRIVER 4 and RUNTIME 5): `start u64 @8, end @16,
+//!   processId u32 @24, threadId @28, correlationId @32`.
+//! - kernel (CONCURRENT_KERNEL 10): `start u64 @16, end @24, deviceId u32 @40, contextId @44,
+//!   streamId @48, gridX/Y/Z i32 @52/56/60, blockX/Y/Z @64/68/72, staticSharedMemory @76,
+//!   dynamicSharedMemory @80, localMemoryPerThread u32 @84, correlationId @92, name ptr @104`.
+//! - memcpy (MEMCPY 1): `copyKind u8 @4, bytes u64 @8, start @16, end @24, deviceId u32 @32,
+//!   streamId @40, correlationId @44`.
+//! - memset (MEMSET 2): `bytes u64 @8, start @16, end @24, deviceId u32 @32, streamId @40,
+//!   correlationId @44`.
+//!
+//! Joining: a kernel, copy or memset record carries the correlation id of the runtime or driver
+//! API call that launched it; that call's API record gives its thread (the system thread id,
+//! `cuptiSetThreadIdType(SYSTEM)`) and start, which becomes the GPU record's submit time: inside
+//! the probed call, on the same thread, where the merge looks for the flow's source. API and
+//! GPU records may arrive in different buffers: a GPU record waits [`MAX_AGE`] buffers for its
+//! call, then goes out without it.
+
+use std::collections::{HashMap, VecDeque};
+
+use kreplay_common::stream::{Dispatch, GpuCopy, Record, copy_kind};
+
+/// `CUPTI_ACTIVITY_KIND_MEMCPY`.
+pub const KIND_MEMCPY: u32 = 1;
+/// `CUPTI_ACTIVITY_KIND_MEMSET`.
+pub const KIND_MEMSET: u32 = 2;
+/// `CUPTI_ACTIVITY_KIND_DRIVER`.
+pub const KIND_DRIVER: u32 = 4;
+/// `CUPTI_ACTIVITY_KIND_RUNTIME`.
+pub const KIND_RUNTIME: u32 = 5;
+/// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`.
+pub const KIND_CONCURRENT_KERNEL: u32 = 10;
+
+/// Buffers a GPU record waits for its API record.
+pub const MAX_AGE: u32 = 2;
+/// API records remembered for GPU records still to come.
+const MAX_CALLS: usize = 1 << 18;
+
+/// One activity record, as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// A runtime or driver API call.
+    Api {
+        /// Correlation id.
+        correlation: u32,
+        /// System thread id.
+        tid: u32,
+        /// Start (trace clock).
+        start: u64,
+    },
+    /// A kernel, as a `Dispatch` still without its thread and submit time.
+    Kernel(Dispatch),
+    /// A copy or memset, likewise.
+    Copy(GpuCopy),
+}
+
+/// Reads a `T` at byte `at` of a record.
+///
+/// # Safety
+/// `rec` points to a CUPTI record of at least `at + size_of::<T>()` bytes.
+unsafe fn field<T: Copy>(rec: *const u8, at: usize) -> T {
+    // SAFETY: the caller's contract; CUPTI's records are packed, hence the unaligned read.
+    unsafe { core::ptr::read_unaligned(rec.add(at) as *const T) }
+}
+
+/// CUPTI's `copyKind` as a [`copy_kind`] code.
+pub fn copy_kind_of(cupti: u8) -> u8 {
+    match cupti {
+        1 => copy_kind::HOST_TO_DEVICE,
+        2 => copy_kind::DEVICE_TO_HOST,
+        8 | 10 => copy_kind::DEVICE_TO_DEVICE,
+        9 => copy_kind::HOST_TO_HOST,
+        _ => copy_kind::UNKNOWN,
+    }
+}
+
+/// Reads the record at `rec` (`None` for kinds kreplay does not enable).
+///
+/// # Safety
+/// `rec` is a record `cuptiActivityGetNextRecord` returned, whose buffer is still live.
+pub unsafe fn read(rec: *const u8, pid: u32) -> Option<Activity> {
+    // SAFETY: every record starts with its kind (caller's contract), and each kind's struct
+    // holds the fields read below (module docs).
+    unsafe {
+        let kind: u32 = field(rec, 0);
+        Some(match kind {
+            KIND_DRIVER | KIND_RUNTIME => Activity::Api {
+                start: field(rec, 8),
+                tid: field(rec, 28),
+                correlation: field(rec, 32),
+            },
+            KIND_CONCURRENT_KERNEL => {
+                let name: *const core::ffi::c_char = field(rec, 104);
+                let kernel = if name.is_null() {
+                    "(unnamed kernel)".to_owned()
+                } else {
+                    core::ffi::CStr::from_ptr(name)
+                        .to_string_lossy()
+                        .into_owned()
+                };
+                let g = |at| field::<i32>(rec, at).max(0) as u32;
+                let block = [g(64), g(68), g(72)];
+                let (start, end): (u64, u64) = (field(rec, 16), field(rec, 24));
+                Activity::Kernel(Dispatch {
+                    pid,
+                    tid: 0,
+                    agent: u64::from(field::<u32>(rec, 40)),
+                    queue: u64::from(field::<u32>(rec, 48)),
+                    kernel,
+                    correlation: u64::from(field::<u32>(rec, 92)),
+                    kernel_object: 0,
+                    grid: [
+                        g(52).saturating_mul(block[0]),
+                        g(56).saturating_mul(block[1]),
+                        g(60).saturating_mul(block[2]),
+                    ],
+                    workgroup: block,
+                    submit_ns: start,
+                    start_ns: start,
+                    end_ns: end,
+                    group_segment: g(76).saturating_add(g(80)),
+                    private_segment: field(rec, 84),
+                })
+            }
+            KIND_MEMCPY | KIND_MEMSET => Activity::Copy(GpuCopy {
+                pid,
+                tid: 0,
+                device: u64::from(field::<u32>(rec, 32)),
+                engine: u64::from(field::<u32>(rec, 40)),
+                correlation: u64::from(field::<u32>(rec, 44)),
+                kind: if kind == KIND_MEMSET {
+                    copy_kind::MEMSET
+                } else {
+                    copy_kind_of(field(rec, 4))
+                },
+                bytes: field(rec, 8),
+                submit_ns: field(rec, 16),
+                start_ns: field(rec, 16),
+                end_ns: field(rec, 24),
+            }),
+            _ => return None,
+        })
+    }
+}
+
+/// Ties GPU records to their API calls across buffers.
+#[derive(Default)]
+pub struct Joiner {
+    calls: HashMap<u32, (u32, u64)>,
+    order: VecDeque<u32>,
+    pending: Vec<(Activity, u32)>,
+}
+
+impl Joiner {
+    /// Takes the records of one completed buffer; returns the GPU records ready to write.
+    pub fn buffer(&mut self, acts: impl IntoIterator<Item = Activity>) -> Vec<Record> {
+        for a in acts {
+            match a {
+                Activity::Api {
+                    correlation,
+                    tid,
+                    start,
+                } => {
+                    if self.calls.insert(correlation, (tid, start)).is_none() {
+                        self.order.push_back(correlation);
+                    }
+                    if self.order.len() > MAX_CALLS
+                        && let Some(old) = self.order.pop_front()
+                    {
+                        self.calls.remove(&old);
+                    }
+                }
+                gpu => self.pending.push((gpu, 0)),
+            }
+        }
+        let mut out = Vec::new();
+        let mut keep = Vec::new();
+        for (a, age) in self.pending.drain(..) {
+            let corr = match &a {
+                Activity::Kernel(d) => d.correlation as u32,
+                Activity::Copy(c) => c.correlation as u32,
+                Activity::Api { .. } => continue,
+            };
+            match self.calls.get(&corr) {
+                Some(&call) => out.push(linked(a, Some(call))),
+                None if age + 1 >= MAX_AGE => out.push(linked(a, None)),
+                None => keep.push((a, age + 1)),
+            }
+        }
+        self.pending = keep;
+        out
+    }
+
+    /// Every GPU record still waiting, with its call when known (the last flush).
+    pub fn finish(&mut self) -> Vec<Record> {
+        let calls = &self.calls;
+        self.pending
+            .drain(..)
+            .map(|(a, _)| {
+                let corr = match &a {
+                    Activity::Kernel(d) => d.correlation as u32,
+                    Activity::Copy(c) => c.correlation as u32,
+                    Activity::Api { .. } => 0,
+                };
+                linked(a, calls.get(&corr).copied())
+            })
+            .collect()
+    }
+}
+
+/// The GPU record with its call's thread and start as its submitter and submit time.
+fn linked(a: Activity, call: Option<(u32, u64)>) -> Record {
+    match a {
+        Activity::Kernel(mut d) => {
+            if let Some((tid, start)) = call {
+                (d.tid, d.submit_ns) = (tid, start.min(d.start_ns));
+            }
+            d.into()
+        }
+        Activity::Copy(mut c) => {
+            if let Some((tid, start)) = call {
+                (c.tid, c.submit_ns) = (tid, start.min(c.start_ns));
+            }
+            c.into()
+        }
+        Activity::Api { .. } => unreachable!("API records are never pending"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record of `size` bytes of kind `kind` with `fields` (offset, little-endian bytes).
+    fn rec(kind: u32, size: usize, fields: &[(usize, &[u8])]) -> Vec<u64> {
+        let mut b = vec![0u8; size];
+        b[..4].copy_from_slice(&kind.to_le_bytes());
+        for (at, v) in fields {
+            b[*at..*at + v.len()].copy_from_slice(v);
+        }
+        // 8-byte aligned storage, as CUPTI's buffers are.
+        b.chunks(8)
+            .map(|c| {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                u64::from_le_bytes(w)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_read_at_the_header_offsets_and_join_their_calls_across_buffers() {
+        let name = c"_Z4gemmPfi";
+        let ptr = (name.as_ptr() as u64).to_le_bytes();
+        let kernel = rec(
+            KIND_CONCURRENT_KERNEL,
+            272,
+            &[
+                (16, &1000u64.to_le_bytes()),
+                (24, &1800u64.to_le_bytes()),
+                (40, &1u32.to_le_bytes()),
+                (48, &7u32.to_le_bytes()),
+                (52, &4i32.to_le_bytes()),
+                (56, &2i32.to_le_bytes()),
+                (60, &1i32.to_le_bytes()),
+                (64, &128i32.to_le_bytes()),
+                (68, &1i32.to_le_bytes()),
+                (72, &1i32.to_le_bytes()),
+                (76, &1024i32.to_le_bytes()),
+                (80, &512i32.to_le_bytes()),
+                (84, &16u32.to_le_bytes()),
+                (92, &55u32.to_le_bytes()),
+                (104, &ptr),
+            ],
+        );
+        let api = rec(
+            KIND_RUNTIME,
+            40,
+            &[
+                (8, &900u64.to_le_bytes()),
+                (28, &4242u32.to_le_bytes()),
+                (32, &55u32.to_le_bytes()),
+            ],
+        );
+        let copy = rec(
+            KIND_MEMCPY,
+            96,
+            &[
+                (4, &[2u8]),
+                (8, &4096u64.to_le_bytes()),
+                (16, &2000u64.to_le_bytes()),
+                (24, &2100u64.to_le_bytes()),
+                (32, &1u32.to_le_bytes()),
+                (40, &7u32.to_le_bytes()),
+                (44, &56u32.to_le_bytes()),
+            ],
+        );
+        // SAFETY: each buffer holds a whole record of its kind's size.
+        let [k, a, c] =
+            [&kernel, &api, &copy].map(|r| unsafe { read(r.as_ptr() as *const u8, 9) }.unwrap());
+        assert_eq!(
+            a,
+            Activity::Api {
+                correlation: 55,
+                tid: 4242,
+                start: 900
+            }
+        );
+        let mut j = Joiner::default();
+        // The kernel's buffer comes before its call's: it waits.
+        assert_eq!(j.buffer([k, c]), []);
+        let out = j.buffer([a]);
+        assert_eq!(
+            out[0],
+            Dispatch {
+                pid: 9,
+                tid: 4242,
+                agent: 1,
+                queue: 7,
+                kernel: "_Z4gemmPfi".into(),
+                correlation: 55,
+                kernel_object: 0,
+                grid: [512, 2, 1],
+                workgroup: [128, 1, 1],
+                submit_ns: 900,
+                start_ns: 1000,
+                end_ns: 1800,
+                group_segment: 1536,
+                private_segment: 16,
+            }
+            .into()
+        );
+        // The copy's call never came: it goes out after MAX_AGE buffers, unlinked.
+        assert_eq!(
+            out[1..],
+            [GpuCopy {
+                pid: 9,
+                tid: 0,
+                device: 1,
+                engine: 7,
+                correlation: 56,
+                kind: copy_kind::DEVICE_TO_HOST,
+                bytes: 4096,
+                submit_ns: 2000,
+                start_ns: 2000,
+                end_ns: 2100,
+            }
+            .into()]
+        );
+        assert_eq!(j.finish(), []);
+        let unknown = rec(99, 16, &[]);
+        // SAFETY: a 16-byte record.
+        assert_eq!(unsafe { read(unknown.as_ptr() as *const u8, 9) }, None);
+        assert_eq!(copy_kind_of(10), copy_kind::DEVICE_TO_DEVICE);
+    }
+}

@@ -1,0 +1,242 @@
+//! The GPU timeline on CUDA: kreplay-tool as the driver's injection library
+//! (`CUDA_INJECTION64_PATH`, set by `kreplay trace --gpu -- CMD`), recording every kernel, copy
+//! and memset the GPU ran through CUPTI's activity API.
+//!
+//! The driver calls [`InitializeInjection`] inside `cuInit`, the point where NVIDIA's own CUPTI
+//! injection samples start the activity API. With `KREPLAY_GPU_TIMELINE=1` (and no replay) the
+//! tool loads CUPTI at run time ([`api`]), puts CUPTI's timestamps on the trace's clock
+//! (`cuptiActivityRegisterTimestampCallback` with CLOCK_MONOTONIC; without it, an offset
+//! measured from `cuptiGetTimestamp`), asks for system thread ids, and enables concurrent
+//! kernel, memcpy, memset, and runtime and driver API records: the API records give each GPU
+//! record its thread and submit time ([`activity`]). CUPTI hands filled buffers to
+//! [`buffer_complete`] on its own thread, which writes `Dispatch` and `GpuCopy` records through
+//! the tool's recorder; at exit the remaining buffers are flushed before the tool's stream.
+//!
+//! When CUPTI cannot be used (none found, too old, another subscriber, a failing call) the tool
+//! says why once and records nothing more: the application and the API trace go on.
+
+pub mod activity;
+pub mod api;
+
+use core::ffi::c_void;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use activity::{Activity, Joiner};
+use api::{Cupti, CuptiError, FLUSH_FORCED, THREAD_ID_SYSTEM};
+
+/// Size of each activity buffer CUPTI fills.
+const BUFFER_BYTES: usize = 4 << 20;
+/// How often the stream flusher writes when nothing else asks.
+const FLUSH_EVERY: Duration = Duration::from_millis(200);
+
+struct State {
+    cupti: Cupti,
+    /// CUPTI's clock on the trace's when no timestamp callback could be registered.
+    clock: Option<crate::hsa::timeline::SystemClock>,
+    joiner: Mutex<Joiner>,
+    pid: u32,
+}
+
+static STATE: OnceLock<State> = OnceLock::new();
+
+/// The entry point the CUDA driver calls in `CUDA_INJECTION64_PATH`'s library, inside `cuInit`.
+/// Returns 1 (the driver ignores failures of an injection library's setup).
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> i32 {
+    let _ = crate::fault::guard(|| {
+        crate::logging::init_logging();
+        let config = match crate::engine::config::ReplayConfig::from_env() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("kreplay: configuration error: {e}; no GPU timeline");
+                return;
+            }
+        };
+        if !config.gpu_timeline || config.passes > 1 {
+            return;
+        }
+        if let Err(e) = start() {
+            eprintln!(
+                "kreplay: CUPTI is unusable ({e}): no GPU timeline for this process; its API calls are still traced"
+            );
+        }
+    });
+    1
+}
+
+unsafe extern "C" fn monotonic() -> u64 {
+    kreplay_common::stream::monotonic_ns()
+}
+
+fn start() -> Result<(), CuptiError> {
+    if STATE.get().is_some() {
+        return Ok(());
+    }
+    let cupti = Cupti::load()?;
+    // SAFETY: plain CUPTI calls with valid arguments (api.rs).
+    unsafe {
+        cupti.check(
+            "cuptiSetThreadIdType",
+            (cupti.set_thread_id_type)(THREAD_ID_SYSTEM),
+        )?;
+        let registered = cupti.register_timestamp.is_some_and(|f| f(monotonic) == 0);
+        let clock = if registered {
+            None
+        } else {
+            Some(measure_clock(&cupti)?)
+        };
+        cupti.check(
+            "cuptiActivityRegisterCallbacks",
+            (cupti.register_callbacks)(buffer_requested, buffer_complete),
+        )?;
+        let path = cupti.path.display().to_string();
+        let _ = STATE.set(State {
+            cupti,
+            clock,
+            joiner: Mutex::new(Joiner::default()),
+            pid: crate::record::current_pid(),
+        });
+        let s = STATE.get().expect("just set");
+        for (kind, name) in [
+            (activity::KIND_CONCURRENT_KERNEL, "concurrent kernel"),
+            (activity::KIND_MEMCPY, "memcpy"),
+            (activity::KIND_MEMSET, "memset"),
+            (activity::KIND_RUNTIME, "runtime API"),
+            (activity::KIND_DRIVER, "driver API"),
+        ] {
+            s.cupti
+                .check("cuptiActivityEnable", (s.cupti.enable)(kind))
+                .map_err(|e| CuptiError::Call {
+                    call: "cuptiActivityEnable",
+                    reason: format!("{name}: {e}"),
+                })?;
+        }
+        tracing::debug!(path, registered, "CUPTI activity on");
+    }
+    crate::record::global();
+    if let Err(e) = crate::record::start_global_flusher(FLUSH_EVERY) {
+        tracing::warn!("kreplay: cannot start the stream flusher: {e}");
+    }
+    // Registered after the tool's own exit flush, so it runs first: CUPTI's last buffers reach
+    // the recorder before the stream is written.
+    crate::record::install_exit_flush();
+    // SAFETY: `exit_flush` is an `extern "C" fn()` that never unwinds.
+    unsafe { libc::atexit(exit_flush) };
+    Ok(())
+}
+
+/// CUPTI's clock on CLOCK_MONOTONIC, from brackets of `cuptiGetTimestamp` (ns).
+fn measure_clock(c: &Cupti) -> Result<crate::hsa::timeline::SystemClock, CuptiError> {
+    let mut samples = Vec::with_capacity(16);
+    for _ in 0..16 {
+        let before = kreplay_common::stream::monotonic_ns();
+        let mut t = 0u64;
+        // SAFETY: writes one u64.
+        c.check("cuptiGetTimestamp", unsafe { (c.get_timestamp)(&mut t) })?;
+        samples.push((before, t, kreplay_common::stream::monotonic_ns()));
+    }
+    crate::hsa::timeline::SystemClock::from_samples(1_000_000_000, &samples).ok_or(
+        CuptiError::Call {
+            call: "cuptiGetTimestamp",
+            reason: "no usable sample".into(),
+        },
+    )
+}
+
+extern "C" fn exit_flush() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(s) = STATE.get() {
+            // SAFETY: a plain CUPTI call; buffers come back through buffer_complete.
+            unsafe { (s.cupti.flush_all)(FLUSH_FORCED) };
+            let rest = s.joiner.lock().unwrap_or_else(|p| p.into_inner()).finish();
+            for r in rest {
+                crate::record::global().record(r);
+            }
+        }
+    });
+}
+
+unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, 8).expect("valid layout");
+    // SAFETY: a non-zero-sized layout.
+    let p = unsafe { std::alloc::alloc(layout) };
+    // SAFETY: CUPTI passes valid out-pointers; a null buffer tells it to drop records.
+    unsafe {
+        *buf = p;
+        *size = if p.is_null() { 0 } else { BUFFER_BYTES };
+        *max = 0;
+    }
+}
+
+unsafe extern "C" fn buffer_complete(
+    ctx: *mut c_void,
+    stream: u32,
+    buf: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    let _ = crate::fault::guard(std::panic::AssertUnwindSafe(|| {
+        let Some(s) = STATE.get() else { return };
+        let mut acts = Vec::new();
+        let mut rec: *mut u8 = core::ptr::null_mut();
+        // SAFETY: `buf` holds `valid` bytes of records CUPTI wrote; each record it returns is
+        // read before the buffer is freed.
+        while !buf.is_null() && unsafe { (s.cupti.next_record)(buf, valid, &mut rec) } == 0 {
+            // SAFETY: as above.
+            if let Some(a) = unsafe { activity::read(rec, s.pid) } {
+                acts.push(on_clock(s, a));
+            }
+        }
+        let mut dropped = 0usize;
+        // SAFETY: plain CUPTI call with CUPTI's own context and stream.
+        if unsafe { (s.cupti.dropped)(ctx, stream, &mut dropped) } == 0 && dropped > 0 {
+            crate::record::global().record(
+                kreplay_common::stream::Drops {
+                    ts_ns: kreplay_common::stream::monotonic_ns(),
+                    source: "tool/cupti".into(),
+                    count: dropped as u64,
+                }
+                .into(),
+            );
+        }
+        let out = s
+            .joiner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .buffer(acts);
+        for r in out {
+            crate::record::global().record(r);
+        }
+    }));
+    if !buf.is_null() {
+        let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, 8).expect("valid layout");
+        // SAFETY: every buffer CUPTI hands back is one buffer_requested allocated.
+        unsafe { std::alloc::dealloc(buf, layout) };
+    }
+}
+
+/// `a` with CUPTI's times mapped onto the trace's clock (a no-op with the timestamp callback).
+fn on_clock(s: &State, a: Activity) -> Activity {
+    let Some(c) = &s.clock else { return a };
+    let m = |t: u64| c.to_monotonic(t);
+    match a {
+        Activity::Api {
+            correlation,
+            tid,
+            start,
+        } => Activity::Api {
+            correlation,
+            tid,
+            start: m(start),
+        },
+        Activity::Kernel(mut d) => {
+            (d.submit_ns, d.start_ns, d.end_ns) = (m(d.submit_ns), m(d.start_ns), m(d.end_ns));
+            Activity::Kernel(d)
+        }
+        Activity::Copy(mut x) => {
+            (x.submit_ns, x.start_ns, x.end_ns) = (m(x.submit_ns), m(x.start_ns), m(x.end_ns));
+            Activity::Copy(x)
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The GPU timeline on CUDA without a GPU: `kreplay trace --gpu` on tests/cuda-sim's driver
+//! program, with the stand-in CUPTI (`tests/cuda-sim/libcupti.c`) behind kreplay-tool as the
+//! driver's injection library: the kernel and copies on their stream's tracks with flows from
+//! their calls and times inside them, CUPTI's clock mapped when its timestamp callback cannot be
+//! registered, and an unusable CUPTI said once with the API trace kept. The real CUPTI is
+//! exercised on the H200 by `tests/gpu/gpu_timeline.sh`.
+use std::path::PathBuf;
+use std::process::Command;
+
+use kreplay_tests::{cuda_sim, decode_trace, kreplay_bin, require_root, scratch};
+use serde_json::Value;
+
+fn trace(name: &str, env: &[(&str, &str)]) -> (Value, String) {
+    let sim = cuda_sim("gpu-timeline-cuda");
+    let out: PathBuf = scratch("gpu_timeline_cuda").join(format!("{name}.pftrace"));
+    let _ = std::fs::remove_file(&out);
+    let mut c = Command::new(kreplay_bin());
+    c.args(["trace", "--gpu", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&sim.linked)
+        .arg("inplace")
+        .env("LD_LIBRARY_PATH", &sim.dir)
+        .env_remove("CUDA_INJECTION64_PATH");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let r = c.output().expect("run kreplay trace");
+    let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
+    assert!(r.status.success(), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&r.stdout).contains("y_sum 40952.0"),
+        "the program's result is unchanged"
+    );
+    let d = decode_trace(&out);
+    assert_eq!(d["errors"], serde_json::json!([]), "{stderr}");
+    (d, stderr)
+}
+
+/// (track name, slice) of every slice on tracks whose name starts with `prefix`.
+fn slices_on<'a>(d: &'a Value, prefix: &str) -> Vec<(&'a str, &'a Value)> {
+    let mut v = Vec::new();
+    for (uuid, t) in d["tracks"].as_object().unwrap() {
+        let name = t["name"].as_str().unwrap_or("");
+        if name.starts_with(prefix) {
+            for s in d["slices"][uuid].as_array().into_iter().flatten() {
+                v.push((name, s));
+            }
+        }
+    }
+    v
+}
+
+fn ts(s: &Value) -> u64 {
+    s["ts"].as_u64().unwrap()
+}
+
+fn end(s: &Value) -> u64 {
+    ts(s) + s["dur"].as_u64().unwrap()
+}
+
+/// The slice a flow reference names.
+fn slice_at<'a>(d: &'a Value, r: &Value) -> &'a Value {
+    d["slices"][r["track"].as_u64().unwrap().to_string()]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["ts"] == r["ts"] && s["name"] == r["name"])
+        .unwrap()
+}
+
+/// Checks the kernel, the copies and their flows (panics at the first that does not hold).
+fn check_timeline(d: &Value) {
+    let kernels = slices_on(d, "queue ");
+    assert_eq!(kernels.len(), 1, "{kernels:?}");
+    let (queue, k) = kernels[0];
+    assert_eq!(
+        queue, "queue 0x7",
+        "CUPTI's stream id of the default stream"
+    );
+    assert_eq!(k["name"], "axpy_inplace");
+    assert_eq!(k["args"]["grid"]["string"], "4096x1x1");
+    assert_eq!(k["args"]["workgroup"]["string"], "256x1x1");
+    let copies = slices_on(d, "copies");
+    let names: Vec<&str> = copies
+        .iter()
+        .map(|(_, s)| s["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, ["copy DtoH", "copy HtoD", "copy HtoD"]);
+    for (_, s) in &copies {
+        assert_eq!(s["args"]["bytes"]["uint"], 4096 * 4);
+    }
+    // One flow per GPU slice, from the driver call that made it, which contains it (the
+    // stand-in runs the work inside the call): one clock for both.
+    let flows = d["flows"].as_object().unwrap();
+    assert_eq!(flows.len(), 4, "{flows:?}");
+    let mut from: Vec<&str> = Vec::new();
+    for f in flows.values() {
+        let (call, gpu) = (slice_at(d, &f["from"][0]), slice_at(d, &f["to"][0]));
+        from.push(call["name"].as_str().unwrap());
+        assert!(
+            ts(call) <= ts(gpu) && end(gpu) <= end(call),
+            "{call} / {gpu}"
+        );
+    }
+    from.sort_unstable();
+    assert_eq!(
+        from,
+        [
+            "cuLaunchKernel",
+            "cuMemcpyDtoH_v2",
+            "cuMemcpyHtoD_v2",
+            "cuMemcpyHtoD_v2"
+        ]
+    );
+}
+
+#[test]
+fn cupti_records_put_the_kernel_and_copies_on_their_stream_with_flows_from_their_calls() {
+    require_root!();
+    let (d, stderr) = trace("cupti", &[]);
+    check_timeline(&d);
+    assert!(
+        stderr.contains("GPU time per kernel (1 kernels,"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn without_cuptis_timestamp_callback_its_clock_is_mapped_onto_the_trace() {
+    require_root!();
+    // The stand-in then stamps records with CLOCK_REALTIME: unmapped, every GPU slice would
+    // lie decades after its call.
+    let (d, _) = trace("cupti-clock", &[("FAKECUPTI_NO_TIMESTAMP_CALLBACK", "1")]);
+    check_timeline(&d);
+}
+
+#[test]
+fn an_unusable_cupti_is_said_once_and_the_api_trace_stays() {
+    require_root!();
+    let (d, stderr) = trace("cupti-busy", &[("FAKECUPTI_BUSY", "1")]);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("CUPTI is unusable"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"),
+        "{stderr}"
+    );
+    assert!(slices_on(&d, "queue ").is_empty() && slices_on(&d, "copies").is_empty());
+    let launches = d["tracks"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, t)| t["kind"] == "thread")
+        .flat_map(|(u, _)| d["slices"][u].as_array().cloned().unwrap_or_default())
+        .filter(|s| s["name"] == "cuLaunchKernel")
+        .count();
+    assert_eq!(launches, 1);
+}
