@@ -167,6 +167,20 @@ impl Drop for Entered<'_> {
 }
 
 impl Gate {
+    /// Waits, at most `limit`, until no replay window is closed (for work that runs outside
+    /// the gate's count and must not run inside a window).
+    pub fn wait_open(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut s = self.lock();
+        while s.closed {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            s = self.wait(s, (deadline - now).min(Duration::from_millis(100)));
+        }
+    }
+
     /// [`Gate::close`], as a [`Window`] that opens when dropped; `None` when it did not drain.
     pub fn close_window(
         &self,

@@ -164,6 +164,16 @@ unsafe extern "C" fn handler(
         && let Some(w) = writer
         && from < count as usize
     {
+        // Forwarded untouched, these packets are not counted in the agent's gate: they must not
+        // run inside another queue's replay window, whose restores would undo what they write.
+        // A replay already past its start when the panic stopped replay ends in bounded time.
+        let _ = crate::fault::guard(|| {
+            if let (Some(t), false) = (tool(), data.is_null()) {
+                // SAFETY: data is the QueueCtx registered with this queue.
+                let ctx = unsafe { &*(data as *const QueueCtx) };
+                t.engine.gate(ctx.agent).wait_open(DRAIN_LIMIT);
+            }
+        });
         // SAFETY: the packets not yet handled, forwarded as the runtime gave them (64 bytes each).
         unsafe {
             w(
@@ -329,15 +339,19 @@ fn pass_through(
     ran();
 }
 
-/// Completes the application's completion signal when dropped: once its dispatch has run
-/// under kreplay, the application sees it complete, also when a panic unwinds past here.
-struct CompleteOnDrop<'a> {
+/// The end of a replayed (or once-run) dispatch, done when dropped, also when a panic unwinds
+/// past it: the agent's window opens, then the application's completion signal completes, in
+/// that order (as without a panic), so that work waiting on the signal starts outside the
+/// window and a replay that closes it next sees it drained.
+struct Finish<'a> {
     t: &'a Tool,
+    window: Option<crate::engine::gate::Window<'a>>,
     signal: super::ffi::hsa_signal_t,
 }
 
-impl Drop for CompleteOnDrop<'_> {
+impl Drop for Finish<'_> {
     fn drop(&mut self) {
+        drop(self.window.take());
         self.t.backend.complete_app_signal(self.signal);
     }
 }
@@ -384,8 +398,9 @@ fn replay_one(
         let _ = crate::engine::backend::Backend::submit_wait(&t.backend, &d);
     }
     ran();
-    let _complete = CompleteOnDrop {
+    let finish = Finish {
         t,
+        window: Some(window),
         signal: p.completion_signal,
     };
     crate::fault::point("hsa.replayed");
@@ -405,5 +420,5 @@ fn replay_one(
         end,
     ));
     t.engine.replay_recorded(&marks);
-    drop(window);
+    drop(finish);
 }
