@@ -99,8 +99,10 @@ impl Plan {
     /// Attaches, calls `dlopen`, restores and detaches.
     pub fn execute(self) -> Result<Loaded, InjectError> {
         let pid = self.pid;
+        let mut _copy = None;
         if self.placement.needs_copy {
             target::copy_in(&self.library, &self.placement)?;
+            _copy = Some(RemoveOnDrop(self.placement.here.clone()));
             tracing::info!(
                 pid,
                 "{} is not visible in the process's mount namespace: copied to {}",
@@ -197,6 +199,19 @@ impl Plan {
             Ok(t) if !t.is_empty() => String::from_utf8_lossy(&t).into_owned(),
             Ok(_) => "dlopen returned NULL and dlerror said nothing".into(),
             Err(e) => format!("dlopen returned NULL (reading dlerror: {e})"),
+        }
+    }
+}
+
+/// Removes the library's copy in the target's `/tmp` when the injection ends: once mapped
+/// (or failed) the name is no longer needed, and nothing is left behind there. The target's
+/// maps keep the name, marked `(deleted)`.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.0) {
+            tracing::warn!("removing the copy {}: {e}", self.0.display());
         }
     }
 }

@@ -269,7 +269,7 @@ pub fn copy_in(library: &Path, placement: &Placement) -> Result<(), InjectError>
 }
 
 /// The mapping that shows `library` (or its copy) already loaded: same path in the target's
-/// view, or same device and inode.
+/// view (also once the copy is removed), or same device and inode.
 pub fn loaded_as<'a>(
     maps: &'a [Mapping],
     library: &Path,
@@ -282,8 +282,10 @@ pub fn loaded_as<'a>(
         .collect();
     let target_path = placement.path.to_string_lossy();
     maps.iter().find(|m| {
+        // A copy kreplay removed after loading it shows as `PATH (deleted)`.
+        let path = m.path.strip_suffix(" (deleted)").unwrap_or(&m.path);
         m.inode != 0
-            && (m.path == target_path
+            && (path == target_path
                 || inodes
                     .iter()
                     .any(|&(dev, ino)| ino == m.inode && dev_matches(&m.dev, dev)))

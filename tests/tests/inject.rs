@@ -1,0 +1,288 @@
+//! Loading a library into a running process (`kreplay_cli::inject`): a multi-threaded target
+//! with its main thread blocked in `read` gets the library, its constructor runs, and the
+//! program finishes exactly as a bare run does; refusals are one clear line.
+use std::{
+    fs,
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Child, ChildStdout, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use kreplay_cli::{
+    inject::{self, call::Interrupted, InjectError, Plan},
+    probes::elf::SymbolTable,
+};
+use kreplay_tests::{cc, require_root, scratch, workspace_root};
+
+/// The checksum iterations of a target that must still be computing during the injection
+/// (about a second on the dev VM).
+const LONG: &str = "300000000";
+/// The line the blocked `read` receives after the injection.
+const LINE: &str = "hello after the injection\n";
+
+fn src(name: &str) -> PathBuf {
+    workspace_root().join("tests").join("inject").join(name)
+}
+
+/// Builds the target program into `dir`.
+fn build_target(dir: &Path) -> PathBuf {
+    let exe = dir.join("inject_target");
+    cc(&[
+        "-O2",
+        "-pthread",
+        "-o",
+        exe.to_str().unwrap(),
+        src("inject_target.c").to_str().unwrap(),
+    ]);
+    exe
+}
+
+/// Builds the marker library into `lib_dir`; its constructor appends to `marker`.
+fn build_lib(lib_dir: &Path, marker: &Path) -> PathBuf {
+    let lib = lib_dir.join("libkrinject.so");
+    let _ = fs::remove_file(marker);
+    let define = format!("-DMARKER=\"{}\"", marker.display());
+    cc(&[
+        "-O2",
+        "-shared",
+        "-fPIC",
+        &define,
+        "-o",
+        lib.to_str().unwrap(),
+        src("marker_lib.c").to_str().unwrap(),
+    ]);
+    lib
+}
+
+/// The bare run's output for `iters` and [`LINE`].
+fn bare_output(exe: &Path, iters: &str) -> String {
+    let mut child = Command::new(exe)
+        .arg(iters)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(LINE.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A target started through `prefix` (e.g. `unshare ...`), once it printed `ready` and its
+/// main thread is blocked in `read(0)`.
+struct Target {
+    child: Child,
+    pid: i32,
+    stdout: BufReader<ChildStdout>,
+    first: String,
+}
+
+impl Target {
+    fn start(prefix: &[&str], exe: &Path, iters: &str) -> Target {
+        let mut cmd = match prefix.split_first() {
+            Some((p, rest)) => {
+                let mut c = Command::new(p);
+                c.args(rest).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        let mut child = cmd
+            .arg(iters)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        assert_eq!(first, "ready\n");
+        // Through `unshare` the child execs the target: its pid is the target's.
+        let pid = child.id() as i32;
+        let target = Target {
+            child,
+            pid,
+            stdout,
+            first,
+        };
+        target.wait_blocked_in_read();
+        target
+    }
+
+    /// Waits until the main thread is in `read` (syscall 0) on fd 0.
+    fn wait_blocked_in_read(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let sc = fs::read_to_string(format!("/proc/{}/syscall", self.pid)).unwrap();
+            if sc.starts_with("0 0x0 ") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "never blocked in read: {sc}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn threads(&self) -> usize {
+        fs::read_dir(format!("/proc/{}/task", self.pid)).unwrap().count()
+    }
+
+    fn maps(&self) -> String {
+        fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap()
+    }
+
+    /// Sends [`LINE`], and returns the whole output once the program exits successfully.
+    fn finish(mut self) -> String {
+        let mut stdin = self.child.stdin.take().unwrap();
+        stdin.write_all(LINE.as_bytes()).unwrap();
+        drop(stdin);
+        let mut out = self.first.clone();
+        std::io::Read::read_to_string(&mut self.stdout, &mut out).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "target exited {status}: {out}");
+        out
+    }
+}
+
+/// Where the library's function is in the target, through its file's symbols and its maps.
+fn function_in(maps: &str, mapped_as: &str, lib: &Path, name: &str) -> Option<u64> {
+    let off = SymbolTable::read(lib).unwrap().offset(name)?;
+    inject::symbols::address_of(&inject::target::parse_maps(maps), mapped_as, off)
+}
+
+#[test]
+fn a_library_loads_into_a_busy_process_blocked_in_read_which_then_runs_as_before() {
+    require_root!();
+    let dir = scratch("inject-busy");
+    let exe = build_target(&dir);
+    let marker = dir.join("marker");
+    let lib = build_lib(&dir, &marker);
+    let want = bare_output(&exe, LONG);
+
+    let target = Target::start(&[], &exe, LONG);
+    assert_eq!(target.threads(), 4, "three workers computing and the main thread");
+    let loaded = inject::load(target.pid, &lib).unwrap();
+    eprintln!("injection pause: {:?}", loaded.pause);
+    assert_eq!(loaded.tid, target.pid, "the main thread makes the call");
+    assert_eq!(loaded.path, lib);
+    assert!(!loaded.copied);
+    assert_ne!(loaded.handle, 0);
+    assert_eq!(loaded.dlopen.symbol, "dlopen");
+    // The main thread was stopped inside read(2), which the kernel restarts on resume.
+    assert_eq!(loaded.interrupted, Interrupted::Restart { nr: 0 });
+
+    let maps = target.maps();
+    let lib_str = lib.to_str().unwrap();
+    assert!(maps.contains(lib_str), "{maps}");
+    let f = function_in(&maps, lib_str, &lib, "krinject_triple_plus_one");
+    assert!(f.is_some(), "the library's function is mapped executable");
+    assert_eq!(
+        fs::read_to_string(&marker).unwrap(),
+        format!("loaded in {}\n", target.pid),
+        "the constructor ran once, in the target"
+    );
+    // The read restarted and blocks again; the workers still ran then.
+    target.wait_blocked_in_read();
+    assert_eq!(target.threads(), 4, "the workers were still computing after the injection");
+    assert_eq!(target.finish(), want);
+}
+
+#[test]
+fn a_second_injection_is_refused_as_already_loaded() {
+    require_root!();
+    let dir = scratch("inject-twice");
+    let exe = build_target(&dir);
+    let marker = dir.join("marker");
+    let lib = build_lib(&dir, &marker);
+    let want = bare_output(&exe, "1000");
+    let target = Target::start(&[], &exe, "1000");
+    inject::load(target.pid, &lib).unwrap();
+    let err = inject::load(target.pid, &lib).unwrap_err();
+    assert!(matches!(err, InjectError::AlreadyLoaded { .. }), "{err:?}");
+    let l = lib.display();
+    assert_eq!(
+        err.to_string(),
+        format!("{l} is already loaded in process {} (mapped as {l})", target.pid)
+    );
+    assert_eq!(
+        fs::read_to_string(&marker).unwrap(),
+        format!("loaded in {}\n", target.pid)
+    );
+    assert_eq!(target.finish(), want);
+}
+
+#[test]
+fn a_process_gone_between_lookup_and_attach_is_named() {
+    require_root!();
+    let dir = scratch("inject-gone");
+    let exe = build_target(&dir);
+    let lib = build_lib(&dir, &dir.join("marker"));
+    let gone = |reap: bool| {
+        let mut target = Target::start(&[], &exe, "1000");
+        let plan = Plan::prepare(target.pid, &lib).unwrap();
+        assert_eq!(plan.target_path(), lib);
+        target.child.kill().unwrap();
+        if reap {
+            target.child.wait().unwrap();
+        } else {
+            // Killed, not reaped: a zombie whose threads are gone.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while inject::target::state(target.pid) != Some('Z') {
+                assert!(Instant::now() < deadline, "never became a zombie");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let err = plan.execute().unwrap_err();
+        assert!(matches!(err, InjectError::ProcessGone { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "process {} is gone (exited before or during the injection)",
+                target.pid
+            )
+        );
+        let _ = target.child.wait();
+    };
+    gone(true);
+    gone(false);
+}
+
+#[test]
+fn a_library_hidden_from_another_mount_namespace_is_copied_in() {
+    require_root!();
+    let dir = scratch("inject-mntns");
+    let exe = build_target(&dir);
+    let marker = dir.join("marker");
+    // The library's directory is covered by an empty tmpfs in the target's namespace.
+    let hidden = scratch("inject-mntns-hidden");
+    let lib = build_lib(&hidden, &marker);
+    let want = bare_output(&exe, "1000");
+    let cover = format!("mount -t tmpfs none {} && exec \"$0\" \"$@\"", hidden.display());
+    let prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", &cover];
+    let target = Target::start(&prefix, &exe, "1000");
+    assert!(
+        !Path::new(&format!("/proc/{}/root{}", target.pid, lib.display())).exists(),
+        "the library must be hidden from the target"
+    );
+    let loaded = inject::load(target.pid, &lib).unwrap();
+    let size = fs::metadata(&lib).unwrap().len();
+    let copy = PathBuf::from(format!("/tmp/kreplay-inject-{size}-libkrinject.so"));
+    assert!(loaded.copied);
+    assert_eq!(loaded.path, copy);
+    assert_eq!(loaded.interrupted, Interrupted::Restart { nr: 0 });
+    // Mapped, and the copy's name removed: nothing left in the target's /tmp.
+    let maps = target.maps();
+    assert!(
+        maps.contains(&format!("{} (deleted)", copy.display())),
+        "{maps}"
+    );
+    assert!(!Path::new(&format!("/proc/{}/root{}", target.pid, copy.display())).exists());
+    assert_eq!(
+        fs::read_to_string(&marker).unwrap(),
+        format!("loaded in {}\n", target.pid)
+    );
+    // The removed copy is still recognized as loaded.
+    let err = inject::load(target.pid, &lib).unwrap_err();
+    assert!(matches!(err, InjectError::AlreadyLoaded { .. }), "{err:?}");
+    assert_eq!(target.finish(), want);
+}
