@@ -10,7 +10,7 @@ use std::{
 };
 
 use kreplay_cli::{
-    inject::{self, call::Interrupted, InjectError, Plan},
+    inject::{self, InjectError, Plan, call::Interrupted},
     probes::elf::SymbolTable,
 };
 use kreplay_tests::{cc, require_root, scratch, workspace_root};
@@ -56,14 +56,19 @@ fn build_lib(lib_dir: &Path, marker: &Path) -> PathBuf {
 }
 
 /// The bare run's output for `iters` and [`LINE`].
-fn bare_output(exe: &Path, iters: &str) -> String {
+fn bare_output(exe: &Path, args: &[&str]) -> String {
     let mut child = Command::new(exe)
-        .arg(iters)
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(LINE.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(LINE.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
     String::from_utf8(out.stdout).unwrap()
@@ -79,7 +84,7 @@ struct Target {
 }
 
 impl Target {
-    fn start(prefix: &[&str], exe: &Path, iters: &str) -> Target {
+    fn start(prefix: &[&str], exe: &Path, args: &[&str]) -> Target {
         let mut cmd = match prefix.split_first() {
             Some((p, rest)) => {
                 let mut c = Command::new(p);
@@ -89,7 +94,7 @@ impl Target {
             None => Command::new(exe),
         };
         let mut child = cmd
-            .arg(iters)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -106,7 +111,9 @@ impl Target {
             stdout,
             first,
         };
-        target.wait_blocked_in_read();
+        if !args.contains(&"spin") {
+            target.wait_blocked_in_read();
+        }
         target
     }
 
@@ -124,7 +131,9 @@ impl Target {
     }
 
     fn threads(&self) -> usize {
-        fs::read_dir(format!("/proc/{}/task", self.pid)).unwrap().count()
+        fs::read_dir(format!("/proc/{}/task", self.pid))
+            .unwrap()
+            .count()
     }
 
     fn maps(&self) -> String {
@@ -157,10 +166,14 @@ fn a_library_loads_into_a_busy_process_blocked_in_read_which_then_runs_as_before
     let exe = build_target(&dir);
     let marker = dir.join("marker");
     let lib = build_lib(&dir, &marker);
-    let want = bare_output(&exe, LONG);
+    let want = bare_output(&exe, &[LONG]);
 
-    let target = Target::start(&[], &exe, LONG);
-    assert_eq!(target.threads(), 4, "three workers computing and the main thread");
+    let target = Target::start(&[], &exe, &[LONG]);
+    assert_eq!(
+        target.threads(),
+        4,
+        "three workers computing and the main thread"
+    );
     let loaded = inject::load(target.pid, &lib).unwrap();
     eprintln!("injection pause: {:?}", loaded.pause);
     assert_eq!(loaded.tid, target.pid, "the main thread makes the call");
@@ -183,7 +196,11 @@ fn a_library_loads_into_a_busy_process_blocked_in_read_which_then_runs_as_before
     );
     // The read restarted and blocks again; the workers still ran then.
     target.wait_blocked_in_read();
-    assert_eq!(target.threads(), 4, "the workers were still computing after the injection");
+    assert_eq!(
+        target.threads(),
+        4,
+        "the workers were still computing after the injection"
+    );
     assert_eq!(target.finish(), want);
 }
 
@@ -194,15 +211,18 @@ fn a_second_injection_is_refused_as_already_loaded() {
     let exe = build_target(&dir);
     let marker = dir.join("marker");
     let lib = build_lib(&dir, &marker);
-    let want = bare_output(&exe, "1000");
-    let target = Target::start(&[], &exe, "1000");
+    let want = bare_output(&exe, &["1000"]);
+    let target = Target::start(&[], &exe, &["1000"]);
     inject::load(target.pid, &lib).unwrap();
     let err = inject::load(target.pid, &lib).unwrap_err();
     assert!(matches!(err, InjectError::AlreadyLoaded { .. }), "{err:?}");
     let l = lib.display();
     assert_eq!(
         err.to_string(),
-        format!("{l} is already loaded in process {} (mapped as {l})", target.pid)
+        format!(
+            "{l} is already loaded in process {} (mapped as {l})",
+            target.pid
+        )
     );
     assert_eq!(
         fs::read_to_string(&marker).unwrap(),
@@ -218,7 +238,7 @@ fn a_process_gone_between_lookup_and_attach_is_named() {
     let exe = build_target(&dir);
     let lib = build_lib(&dir, &dir.join("marker"));
     let gone = |reap: bool| {
-        let mut target = Target::start(&[], &exe, "1000");
+        let mut target = Target::start(&[], &exe, &["1000"]);
         let plan = Plan::prepare(target.pid, &lib).unwrap();
         assert_eq!(plan.target_path(), lib);
         target.child.kill().unwrap();
@@ -256,10 +276,21 @@ fn a_library_hidden_from_another_mount_namespace_is_copied_in() {
     // The library's directory is covered by an empty tmpfs in the target's namespace.
     let hidden = scratch("inject-mntns-hidden");
     let lib = build_lib(&hidden, &marker);
-    let want = bare_output(&exe, "1000");
-    let cover = format!("mount -t tmpfs none {} && exec \"$0\" \"$@\"", hidden.display());
-    let prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", &cover];
-    let target = Target::start(&prefix, &exe, "1000");
+    let want = bare_output(&exe, &["1000"]);
+    let cover = format!(
+        "mount -t tmpfs none {} && exec \"$0\" \"$@\"",
+        hidden.display()
+    );
+    let prefix = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &cover,
+    ];
+    let target = Target::start(&prefix, &exe, &["1000"]);
     assert!(
         !Path::new(&format!("/proc/{}/root{}", target.pid, lib.display())).exists(),
         "the library must be hidden from the target"
@@ -285,4 +316,57 @@ fn a_library_hidden_from_another_mount_namespace_is_copied_in() {
     let err = inject::load(target.pid, &lib).unwrap_err();
     assert!(matches!(err, InjectError::AlreadyLoaded { .. }), "{err:?}");
     assert_eq!(target.finish(), want);
+}
+
+#[test]
+fn a_thread_busy_in_user_code_resumes_where_it_was_stopped() {
+    require_root!();
+    let dir = scratch("inject-spin");
+    let exe = build_target(&dir);
+    let marker = dir.join("marker");
+    let lib = build_lib(&dir, &marker);
+    let args = ["100000000", "spin"];
+    let want = bare_output(&exe, &args);
+    let target = Target::start(&[], &exe, &args);
+    let loaded = inject::load(target.pid, &lib).unwrap();
+    // Stopped in its checksum loop, not in a system call: nothing to restart.
+    assert_eq!(loaded.interrupted, Interrupted::No);
+    assert_eq!(
+        fs::read_to_string(&marker).unwrap(),
+        format!("loaded in {}\n", target.pid)
+    );
+    // Its checksum, and the workers', come out as in the bare run.
+    assert_eq!(target.finish(), want);
+}
+
+#[test]
+fn a_sleep_stopped_mid_way_sleeps_its_remaining_time() {
+    require_root!();
+    let dir = scratch("inject-sleep");
+    let marker = dir.join("marker");
+    let lib = build_lib(&dir, &marker);
+    let started = Instant::now();
+    let mut child = Command::new("sleep").arg("1").spawn().unwrap();
+    let pid = child.id() as i32;
+    // Wait until it sleeps in clock_nanosleep (230).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !fs::read_to_string(format!("/proc/{pid}/syscall"))
+        .unwrap()
+        .starts_with("230 ")
+    {
+        assert!(Instant::now() < deadline, "sleep never slept");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let loaded = inject::load(pid, &lib).unwrap();
+    // The kernel resumes the sleep through restart_syscall with the time left.
+    assert_eq!(loaded.interrupted, Interrupted::RestartBlock { nr: 230 });
+    assert_eq!(
+        fs::read_to_string(&marker).unwrap(),
+        format!("loaded in {pid}\n")
+    );
+    let status = child.wait().unwrap();
+    let took = started.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(took >= Duration::from_secs(1), "slept only {took:?}");
+    assert!(took < Duration::from_secs(3), "slept {took:?}");
 }
