@@ -50,6 +50,10 @@ pub struct Loaded {
     pub interrupted: Interrupted,
     /// How long the thread was held (interrupt to detach).
     pub pause: Duration,
+    /// Of the pause: from `PTRACE_INTERRUPT` until the thread stopped.
+    pub stop_wait: Duration,
+    /// Of the pause: the `dlopen` call, from resuming the thread until it returned.
+    pub call: Duration,
 }
 
 /// Everything read before the attach: the checks that can refuse without touching the target.
@@ -128,6 +132,7 @@ impl Plan {
         })?;
         let held = Instant::now();
         tracee.interrupt(STOP_TIMEOUT)?;
+        let stop_wait = held.elapsed();
         // The pid may have been reused since the plan: the same process has the same start.
         if target::start_time(pid).ok() != Some(self.start_time) {
             return Err(InjectError::ProcessGone { pid });
@@ -142,6 +147,7 @@ impl Plan {
         let f = frame(saved.rsp, data.len());
         tracee.write_mem(f.rsp, &FAULT_RETURN.to_le_bytes())?;
         tracee.write_mem(f.data, &data)?;
+        let call_start = Instant::now();
         let handle = call::run_call(
             &mut tracee,
             &saved,
@@ -150,6 +156,7 @@ impl Plan {
             f.rsp,
             CALL_TIMEOUT,
         )?;
+        let call = call_start.elapsed();
         let message = if handle == 0 {
             Some(self.dlerror(&mut tracee, &saved, f.rsp))
         } else {
@@ -181,6 +188,8 @@ impl Plan {
             dlopen: self.loader.dlopen,
             interrupted,
             pause,
+            stop_wait,
+            call,
         })
     }
 

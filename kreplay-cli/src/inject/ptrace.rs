@@ -147,7 +147,7 @@ impl Tracee {
                 });
             }
             std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_millis(1));
+            nap = (nap * 2).min(Duration::from_micros(100));
         }
     }
 
