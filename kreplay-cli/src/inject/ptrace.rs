@@ -256,10 +256,10 @@ impl Tracee {
             return Ok(());
         }
         let mut first_err = None;
-        if !self.stopped {
-            if let Err(e) = self.interrupt(Duration::from_secs(2)) {
-                first_err = Some(e);
-            }
+        if !self.stopped
+            && let Err(e) = self.interrupt(Duration::from_secs(2))
+        {
+            first_err = Some(e);
         }
         if self.stopped {
             for (addr, old) in std::mem::take(&mut self.saved_mem).into_iter().rev() {
@@ -267,10 +267,10 @@ impl Tracee {
                     first_err.get_or_insert(e);
                 }
             }
-            if let Some(regs) = self.saved_regs.take() {
-                if let Err(e) = self.set_regs(&regs) {
-                    first_err.get_or_insert(e);
-                }
+            if let Some(regs) = self.saved_regs.take()
+                && let Err(e) = self.set_regs(&regs)
+            {
+                first_err.get_or_insert(e);
             }
         }
         // SAFETY: PTRACE_DETACH of a seized thread with signal 0; no memory is passed.
@@ -292,13 +292,12 @@ impl Tracee {
 
     /// `ProcessGone` when the thread no longer exists (ESRCH), else `err`.
     fn gone_or(&mut self, err: InjectError) -> InjectError {
-        if let InjectError::Ptrace { source, .. } = &err {
-            if source.raw_os_error() == Some(libc::ESRCH)
-                && std::fs::metadata(format!("/proc/{}/task/{}", self.pid, self.tid)).is_err()
-            {
-                self.gone = true;
-                return InjectError::ProcessGone { pid: self.pid };
-            }
+        if let InjectError::Ptrace { source, .. } = &err
+            && source.raw_os_error() == Some(libc::ESRCH)
+            && std::fs::metadata(format!("/proc/{}/task/{}", self.pid, self.tid)).is_err()
+        {
+            self.gone = true;
+            return InjectError::ProcessGone { pid: self.pid };
         }
         err
     }

@@ -88,17 +88,17 @@ pub fn find_loader(pid: i32, maps: &[Mapping]) -> Result<Loader, InjectError> {
                 dlerror: at("dlerror"),
             });
         }
-        if fallback.is_none() {
-            if let Some(addr) = at("__libc_dlopen_mode") {
-                fallback = Some(Loader {
-                    dlopen: Resolved {
-                        addr,
-                        symbol: "__libc_dlopen_mode",
-                        library: m.path.clone(),
-                    },
-                    dlerror: None,
-                });
-            }
+        if fallback.is_none()
+            && let Some(addr) = at("__libc_dlopen_mode")
+        {
+            fallback = Some(Loader {
+                dlopen: Resolved {
+                    addr,
+                    symbol: "__libc_dlopen_mode",
+                    library: m.path.clone(),
+                },
+                dlerror: None,
+            });
         }
     }
     fallback.ok_or_else(|| InjectError::NoDlopen {

@@ -228,14 +228,15 @@ pub fn place_library(pid: i32, library: &Path) -> Result<Placement, InjectError>
     }
     let rel = library.strip_prefix("/").unwrap_or(library);
     let seen = root.join(rel);
-    if let Ok(there) = fs::metadata(&seen) {
-        if there.dev() == meta.dev() && there.ino() == meta.ino() {
-            return Ok(Placement {
-                path: library.to_path_buf(),
-                here: seen,
-                needs_copy: false,
-            });
-        }
+    if let Ok(there) = fs::metadata(&seen)
+        && there.dev() == meta.dev()
+        && there.ino() == meta.ino()
+    {
+        return Ok(Placement {
+            path: library.to_path_buf(),
+            here: seen,
+            needs_copy: false,
+        });
     }
     let name = library
         .file_name()
