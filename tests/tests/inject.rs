@@ -370,3 +370,52 @@ fn a_sleep_stopped_mid_way_sleeps_its_remaining_time() {
     assert!(took >= Duration::from_secs(1), "slept only {took:?}");
     assert!(took < Duration::from_secs(3), "slept {took:?}");
 }
+
+#[test]
+fn a_process_under_another_tracer_is_refused_with_the_tracer_named() {
+    require_root!();
+    let dir = scratch("inject-traced");
+    let exe = build_target(&dir);
+    let marker = dir.join("marker");
+    let lib = build_lib(&dir, &marker);
+    let tracer_exe = dir.join("tracer");
+    cc(&[
+        "-O2",
+        "-o",
+        tracer_exe.to_str().unwrap(),
+        src("tracer.c").to_str().unwrap(),
+    ]);
+    let want = bare_output(&exe, &["1000"]);
+    let target = Target::start(&[], &exe, &["1000"]);
+    let mut tracer = Command::new(&tracer_exe)
+        .arg(target.pid.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(tracer.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "seized\n");
+    let err = inject::load(target.pid, &lib).unwrap_err();
+    assert!(matches!(err, InjectError::PtraceDenied { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "ptrace(PTRACE_SEIZE) of process {} was denied: it is already traced by process {} \
+             (a debugger or another tool)",
+            target.pid,
+            tracer.id()
+        )
+    );
+    assert!(!marker.exists(), "nothing was loaded");
+    // Once the other tracer is gone, the injection goes through.
+    tracer.kill().unwrap();
+    tracer.wait().unwrap();
+    inject::load(target.pid, &lib).unwrap();
+    assert_eq!(
+        fs::read_to_string(&marker).unwrap(),
+        format!("loaded in {}\n", target.pid)
+    );
+    assert_eq!(target.finish(), want);
+}
