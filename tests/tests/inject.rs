@@ -419,3 +419,35 @@ fn a_process_under_another_tracer_is_refused_with_the_tracer_named() {
     );
     assert_eq!(target.finish(), want);
 }
+
+#[test]
+fn a_stopped_process_is_refused_and_stays_stopped() {
+    require_root!();
+    let dir = scratch("inject-stopped");
+    let exe = build_target(&dir);
+    let marker = dir.join("marker");
+    let lib = build_lib(&dir, &marker);
+    let want = bare_output(&exe, &["1000"]);
+    let target = Target::start(&[], &exe, &["1000"]);
+    // SAFETY: kill sends a signal to our own child; no memory is involved.
+    unsafe { libc::kill(target.pid, libc::SIGSTOP) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while inject::target::state(target.pid) != Some('T') {
+        assert!(Instant::now() < deadline, "never stopped");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let err = inject::load(target.pid, &lib).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "process {0} is stopped (SIGSTOP or a job-control stop): continue it first \
+             (kill -CONT {0})",
+            target.pid
+        )
+    );
+    assert_eq!(inject::target::state(target.pid), Some('T'));
+    assert!(!marker.exists());
+    // SAFETY: as above.
+    unsafe { libc::kill(target.pid, libc::SIGCONT) };
+    assert_eq!(target.finish(), want);
+}

@@ -10,6 +10,15 @@ pub enum InjectError {
         /// The target process.
         pid: i32,
     },
+    /// The process is stopped (SIGSTOP, a job-control stop): running one of its threads for
+    /// the call would change that.
+    #[error(
+        "process {pid} is stopped (SIGSTOP or a job-control stop): continue it first (kill -CONT {pid})"
+    )]
+    Stopped {
+        /// The target process.
+        pid: i32,
+    },
     /// The target's executable is not an x86_64 ELF program.
     #[error("process {pid} is not an x86_64 program ({what}): injection supports x86_64 only")]
     NotX86_64 {

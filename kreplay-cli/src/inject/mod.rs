@@ -81,6 +81,7 @@ impl Plan {
                 source,
             })?;
         target::check_arch(pid)?;
+        refuse_if_stopped(pid)?;
         let start_time = target::start_time(pid)?;
         let maps = target::maps(pid)?;
         let placement = target::place_library(pid, &library)?;
@@ -114,6 +115,7 @@ impl Plan {
                 self.placement.path.display()
             );
         }
+        refuse_if_stopped(pid)?;
         let tid = pick_thread(pid)?;
         let mut tracee = Tracee::seize(pid, tid).map_err(|e| match e.raw_os_error() {
             Some(libc::ESRCH) => InjectError::ProcessGone { pid },
@@ -198,12 +200,15 @@ impl Plan {
         let Some(addr) = self.loader.dlerror else {
             return format!("{} returned NULL", self.loader.dlopen.symbol);
         };
-        let text = call::run_call(tracee, saved, addr, &[], rsp, STOP_TIMEOUT).and_then(|p| {
-            if p == 0 {
-                return Ok(Vec::new());
-            }
-            read_c_string(tracee, p)
-        });
+        let text = tracee
+            .write_mem(rsp, &FAULT_RETURN.to_le_bytes())
+            .and_then(|()| call::run_call(tracee, saved, addr, &[], rsp, STOP_TIMEOUT))
+            .and_then(|p| {
+                if p == 0 {
+                    return Ok(Vec::new());
+                }
+                read_c_string(tracee, p)
+            });
         match text {
             Ok(t) if !t.is_empty() => String::from_utf8_lossy(&t).into_owned(),
             Ok(_) => "dlopen returned NULL and dlerror said nothing".into(),
@@ -239,6 +244,13 @@ fn read_c_string(tracee: &mut Tracee, mut addr: u64) -> Result<Vec<u8>, InjectEr
         out.extend_from_slice(&chunk);
     }
     Ok(out)
+}
+
+fn refuse_if_stopped(pid: i32) -> Result<(), InjectError> {
+    match target::state(pid) {
+        Some('T') => Err(InjectError::Stopped { pid }),
+        _ => Ok(()),
+    }
 }
 
 fn refuse_if_loaded(

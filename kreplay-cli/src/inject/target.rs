@@ -213,9 +213,9 @@ pub fn place_library(pid: i32, library: &Path) -> Result<Placement, InjectError>
         path: library.to_path_buf(),
         source,
     })?;
-    if mount_ns("self") == mount_ns(&pid.to_string())
-        && fs::metadata(format!("/proc/{pid}")).is_ok()
-    {
+    // The same mount namespace and the same root (no chroot): the same paths.
+    let same_root = fs::read_link(format!("/proc/{pid}/root")).is_ok_and(|r| r == Path::new("/"));
+    if same_root && mount_ns("self") == mount_ns(&pid.to_string()) {
         return Ok(Placement {
             path: library.to_path_buf(),
             here: library.to_path_buf(),
