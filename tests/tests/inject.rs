@@ -451,3 +451,26 @@ fn a_stopped_process_is_refused_and_stays_stopped() {
     unsafe { libc::kill(target.pid, libc::SIGCONT) };
     assert_eq!(target.finish(), want);
 }
+
+#[test]
+fn a_failed_dlopen_reports_dlerror_and_the_process_runs_on() {
+    require_root!();
+    let dir = scratch("inject-bad");
+    let exe = build_target(&dir);
+    let bad = dir.join("libnot-elf.so");
+    fs::write(&bad, vec![b'x'; 4096]).unwrap();
+    let want = bare_output(&exe, &["1000"]);
+    let target = Target::start(&[], &exe, &["1000"]);
+    let err = inject::load(target.pid, &bad).unwrap_err();
+    let p = bad.display();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "dlopen({p}) in process {} failed: {p}: invalid ELF header",
+            target.pid
+        )
+    );
+    assert!(!target.maps().contains(bad.to_str().unwrap()));
+    target.wait_blocked_in_read();
+    assert_eq!(target.finish(), want);
+}
