@@ -474,3 +474,48 @@ fn a_failed_dlopen_reports_dlerror_and_the_process_runs_on() {
     target.wait_blocked_in_read();
     assert_eq!(target.finish(), want);
 }
+
+#[test]
+fn a_call_that_outlives_its_timeout_is_abandoned_and_the_thread_restored() {
+    require_root!();
+    let dir = scratch("inject-slow");
+    let exe = build_target(&dir);
+    let marker = dir.join("marker");
+    let _ = fs::remove_file(&marker);
+    // A constructor that sleeps 3 s, against a 300 ms call timeout.
+    let lib = dir.join("libkrslow.so");
+    let define = format!("-DMARKER=\"{}\"", marker.display());
+    cc(&[
+        "-O2",
+        "-shared",
+        "-fPIC",
+        &define,
+        "-DSLEEP_MS=3000",
+        "-o",
+        lib.to_str().unwrap(),
+        src("marker_lib.c").to_str().unwrap(),
+    ]);
+    let want = bare_output(&exe, &["1000"]);
+    let target = Target::start(&[], &exe, &["1000"]);
+    let err = Plan::prepare(target.pid, &lib)
+        .unwrap()
+        .call_timeout(Duration::from_millis(300))
+        .execute()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "thread {}: timed out after 300 ms waiting for the injected call to return",
+            target.pid
+        )
+    );
+    // The thread was taken back from inside the constructor: registers restored, so it is
+    // blocked in its own read again and finishes as a bare run; the constructor never
+    // finished.
+    target.wait_blocked_in_read();
+    assert_eq!(target.finish(), want);
+    assert!(
+        !marker.exists(),
+        "the abandoned constructor must not have run on"
+    );
+}

@@ -110,7 +110,19 @@ pub fn run_call(
     loop {
         tracee.cont()?;
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match tracee.wait(left, "the injected call to return")? {
+        let stop = tracee
+            .wait(left, "the injected call to return")
+            .map_err(|e| match e {
+                InjectError::Timeout {
+                    tid, waiting_for, ..
+                } => InjectError::Timeout {
+                    tid,
+                    ms: timeout.as_millis(),
+                    waiting_for,
+                },
+                e => e,
+            })?;
+        match stop {
             Stop::Exited => {
                 return Err(InjectError::CallFailed {
                     tid: tracee.tid(),

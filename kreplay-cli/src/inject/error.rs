@@ -82,7 +82,7 @@ pub enum InjectError {
         source: std::io::Error,
     },
     /// A stop did not come within its timeout.
-    #[error("thread {tid} did not stop within {ms} ms ({waiting_for})")]
+    #[error("thread {tid}: timed out after {ms} ms waiting for {waiting_for}")]
     Timeout {
         /// The traced thread.
         tid: i32,

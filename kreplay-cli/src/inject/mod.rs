@@ -64,6 +64,7 @@ pub struct Plan {
     library: PathBuf,
     placement: Placement,
     loader: Loader,
+    call_timeout: Duration,
 }
 
 impl Plan {
@@ -93,7 +94,14 @@ impl Plan {
             library,
             placement,
             loader,
+            call_timeout: CALL_TIMEOUT,
         })
+    }
+
+    /// Sets how long `dlopen` and the library's constructors may run (default [`CALL_TIMEOUT`]).
+    pub fn call_timeout(mut self, timeout: Duration) -> Plan {
+        self.call_timeout = timeout;
+        self
     }
 
     /// The path `dlopen` will be given, in the target's mount namespace.
@@ -156,7 +164,7 @@ impl Plan {
             self.loader.dlopen.addr,
             &[f.data, RTLD_NOW],
             f.rsp,
-            CALL_TIMEOUT,
+            self.call_timeout,
         )?;
         let call = call_start.elapsed();
         let message = if handle == 0 {
