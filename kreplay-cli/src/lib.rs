@@ -2,6 +2,7 @@
 pub mod audit;
 pub mod duration;
 pub mod function_probe;
+pub mod inject;
 pub mod launch;
 pub mod merge;
 pub mod output;

@@ -15,6 +15,7 @@ const CARGO_BENCHES: &[(&str, &str)] = &[
     ("kreplay-cli", "perfetto_encode"),
     ("kreplay-cli", "merge"),
     ("kreplay-cli", "audit_overhead"),
+    ("kreplay-cli", "inject"),
     ("kreplay-tool", "contention"),
     ("kreplay-tool", "stress"),
     ("kreplay-tool", "replay"),
