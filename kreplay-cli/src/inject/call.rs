@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{
-    InjectError,
+    error::InjectError,
     ptrace::{Regs, Stop, Tracee},
 };
 

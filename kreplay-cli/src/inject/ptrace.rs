@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::InjectError;
+use super::error::InjectError;
 
 /// The thread's general registers.
 pub type Regs = libc::user_regs_struct;

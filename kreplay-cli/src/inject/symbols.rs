@@ -2,7 +2,7 @@
 //! gives a file offset, and the executable mapping of that offset gives the address.
 use std::path::{Path, PathBuf};
 
-use super::{InjectError, target::Mapping};
+use super::{error::InjectError, target::Mapping};
 use crate::probes::elf::SymbolTable;
 
 /// A function's address in the target, and where it was found.
