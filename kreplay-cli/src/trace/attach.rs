@@ -157,8 +157,9 @@ impl Attacher {
 
     /// Like [`Attacher::rescan_all`], but only for the processes started since the last
     /// rescan, unless `full_every` has passed since every process was looked at. Reading every
-    /// process's mappings costs about 80 µs of CPU per process (`docs/bench/discovery.md`):
-    /// when mapping a new library holds its process ([`Probes::hold_new_files`]), the
+    /// process's mappings every 200 ms kept 80% of a core busy with 2000 processes on the dev
+    /// VM (docs/trace.md, "`--all`: runtime libraries in new places"): when mapping a new
+    /// library holds its process ([`Probes::hold_new_files`]), the
     /// periodic look is only a backstop (a static CUDA runtime in an executable, a process the
     /// hold could not stop), and a look at new processes keeps it bounded.
     pub fn rescan_new(&mut self, probes: &mut Probes, full_every: std::time::Duration) {
