@@ -86,6 +86,18 @@ fn guard(fds: [RawFd; 3]) -> ! {
     // are locals that outlive each call.
     unsafe {
         libc::setsid();
+        // Named for `ps`, and deaf to the signals that end kreplay (`pkill kreplay` matches
+        // its command line): it ends when kreplay's end of the pipe closes.
+        libc::prctl(
+            libc::PR_SET_NAME,
+            c"kreplay-guard".as_ptr() as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
         let mut keep = fds.map(|f| f as libc::c_uint);
         keep.sort_unstable();
         let close_range = |first: libc::c_uint, last: libc::c_uint| {

@@ -196,6 +196,19 @@ fn a_process_held_when_kreplay_is_killed_is_resumed_by_the_guardian() {
         Some(b'T'),
         "resumed while kreplay was stopped"
     );
+    // The guardian, named for `ps`, ignores what `pkill kreplay` sends.
+    let guardian = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c == "kreplay-guard\n")
+                && std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| c.contains(out.to_str().unwrap()))
+        })
+        .expect("a guardian");
+    signal(guardian, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(state(guardian).is_some(), "the guardian ended on SIGTERM");
     signal(kreplay.id(), libc::SIGKILL);
     assert!(kreplay.wait().unwrap().code().is_none());
     // The guardian resumes it; it computes what it computes without kreplay.
