@@ -276,4 +276,26 @@ mod tests {
         assert_eq!(g.inflight(), 0);
         assert!(g.close(Duration::from_millis(200), &|_| false));
     }
+
+    #[test]
+    fn wait_open_returns_once_the_window_opens_and_gives_up_at_its_limit() {
+        let g = std::sync::Arc::new(Gate::default());
+        assert!(g.close(Duration::from_millis(200), &|_| false));
+        // Closed: waiting gives up at the limit.
+        let t0 = Instant::now();
+        g.wait_open(Duration::from_millis(50));
+        assert!(t0.elapsed() >= Duration::from_millis(50));
+        assert!(g.lock().closed);
+        // Opened by another thread meanwhile: the wait ends then, long before its limit.
+        let g2 = g.clone();
+        let opener = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            g2.open();
+        });
+        let t0 = Instant::now();
+        g.wait_open(Duration::from_secs(10));
+        assert!(!g.lock().closed);
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        opener.join().unwrap();
+    }
 }
