@@ -41,6 +41,46 @@ mod tree;
 /// The HIP live-bytes track of a thread that never calls hipSetDevice.
 const HIP_LIVE: &str = "live bytes (HIP, device not set during trace)";
 
+/// Spawns `cmd` with its stdin and stdout piped, for a program that prints `ready` and then
+/// waits for a line on stdin before its GPU work; returns it, and its stdout, once it is ready.
+fn spawn_ready(cmd: &mut Command) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    (child, out)
+}
+
+/// `tests/trace/dlopen_target.c` built as `name` against the simulated HSA runtime, with the
+/// simulated runtime's directory as its run path when `rpath` is set.
+fn dlopen_target(name: &str, rpath: bool) -> PathBuf {
+    let sim = kreplay_tests::sim_dir();
+    let exe = scratch("hip-programs").join(name);
+    let src = kreplay_tests::workspace_root().join("tests/trace/dlopen_target.c");
+    let libdir = format!("-L{}", sim.display());
+    let run_path = format!("-Wl,-rpath,{}", sim.display());
+    let mut args = vec![
+        "-std=gnu11",
+        "-O1",
+        "-o",
+        exe.to_str().unwrap(),
+        src.to_str().unwrap(),
+        &libdir,
+        "-l:libhsa-runtime64.so.1",
+        "-ldl",
+    ];
+    if rpath {
+        args.push(&run_path);
+    }
+    kreplay_tests::cc(&args);
+    exe
+}
+
 /// Taken by every `--all` test: two system-wide traces at once would each resume the
 /// processes the other holds.
 static ALL_TRACES: std::sync::Mutex<()> = std::sync::Mutex::new(());

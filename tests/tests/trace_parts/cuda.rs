@@ -83,20 +83,15 @@ fn cuda_launches_name_their_module_function_linked_and_runtime_style() {
 /// does).
 #[test]
 fn driver_launches_after_a_late_attach_are_named_from_the_function_object() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufRead, Write};
     require_root!();
     let (dir, linked, _) = built();
-    let mut app = Command::new(linked)
-        .arg("attach")
-        .env("LD_LIBRARY_PATH", dir)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut app_out = BufReader::new(app.stdout.take().unwrap());
+    let (mut app, mut app_out) = super::spawn_ready(
+        Command::new(linked)
+            .arg("attach")
+            .env("LD_LIBRARY_PATH", dir),
+    );
     let mut line = String::new();
-    app_out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
     let out = out_path("cuda-late-attach");
     let mut kreplay = Command::new(kreplay_bin())
         .args(["trace", "-o", out.to_str().unwrap(), "-p"])

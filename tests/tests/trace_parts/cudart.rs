@@ -6,7 +6,7 @@
 //! when the program is stripped), live bytes per device.
 use std::{
     collections::BTreeMap,
-    io::{BufRead, BufReader, Write},
+    io::Write,
     path::Path,
     process::{Command, Stdio},
 };
@@ -254,17 +254,11 @@ fn an_attach_to_a_stripped_program_names_every_launch_by_its_registration_code()
 /// kernel, and checks that every launch after the attach is named.
 fn attach_after_load_names_every_launch(program: &Path, out_name: &str) {
     let sim = cudart_sim("trace-cuda-sim");
-    let mut app = Command::new(program)
-        .args(["attach", "20"])
-        .env("LD_LIBRARY_PATH", &sim.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut app_out = BufReader::new(app.stdout.take().unwrap());
-    let mut line = String::new();
-    app_out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    let (mut app, mut app_out) = super::spawn_ready(
+        Command::new(program)
+            .args(["attach", "20"])
+            .env("LD_LIBRARY_PATH", &sim.dir),
+    );
     let out = out_path(out_name);
     let mut kreplay = Command::new(kreplay_bin())
         .args([

@@ -1,9 +1,6 @@
 //! Kernel names on launch slices and per-device live bytes (the `devices` workload on two
 //! simulated GPUs), traced from the start and attached by pid.
-use std::{
-    io::{BufRead, BufReader, Write},
-    process::{Command, Stdio},
-};
+use std::{io::Write, process::Command};
 
 use kreplay_tests::{decode_trace, kreplay_bin, make_sim, require_root, workload};
 use serde_json::Value;
@@ -117,17 +114,11 @@ fn attach_by_pid_names_kernels_registered_before_the_attach() {
     require_root!();
     make_sim(&["hsa", "hip"]);
     let out = out_path("devices-pid");
-    let mut child = Command::new(workload("devices"))
-        .args(["2", "1"])
-        .env("KRSIM_GPUS", "2")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child_out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    child_out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    let (mut child, _child_out) = super::spawn_ready(
+        Command::new(workload("devices"))
+            .args(["2", "1"])
+            .env("KRSIM_GPUS", "2"),
+    );
     let pid = child.id();
     let (mut kreplay, watch) = trace_pid(&out, pid);
     child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();

@@ -3,15 +3,14 @@
 //! its first calls are traced; a process held when kreplay is killed is resumed by kreplay's
 //! guardian.
 use std::{
-    io::{BufRead, BufReader, Write},
+    io::{BufRead, Write},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
 use kreplay_tests::{
-    cc, decode_trace, kreplay_bin, make_sim, require_root, scratch, sim_dir, workload,
-    workspace_root,
+    decode_trace, kreplay_bin, make_sim, require_root, scratch, sim_dir, workload,
 };
 
 use super::{StderrWatch, assert_valid, counts, expect, hip_only, out_path, thread_tracks};
@@ -73,17 +72,11 @@ fn all_traces_runtimes_from_three_new_directories_from_their_first_call() {
     copy_of_sim(&dirs[1], &["saxpy"]);
     copy_of_sim(&dirs[2], &["saxpy"]);
     // Started before the trace, its runtime mapped; it waits for a line before its kernels.
-    let mut before = Command::new(dirs[0].join("workloads/devices"))
-        .args(["3", "1"])
-        .env("KRSIM_GPUS", "2")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut before_out = BufReader::new(before.stdout.take().unwrap());
-    let mut line = String::new();
-    before_out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    let (mut before, _before_out) = super::spawn_ready(
+        Command::new(dirs[0].join("workloads/devices"))
+            .args(["3", "1"])
+            .env("KRSIM_GPUS", "2"),
+    );
     let out = out_path("all-new-dirs");
     let (mut kreplay, watch) = trace_all(&out);
     before.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
@@ -228,35 +221,18 @@ fn all_traces_a_runtime_a_running_process_dlopens_from_a_new_place_from_its_firs
     require_root!();
     let _one = super::one_all_trace();
     make_sim(&["hsa", "hip"]);
-    let sim = sim_dir();
-    let exe = scratch("hip-programs").join("dlopen_target_all");
-    let src = workspace_root().join("tests/trace/dlopen_target.c");
-    cc(&[
-        "-std=gnu11",
-        "-O1",
-        "-o",
-        exe.to_str().unwrap(),
-        src.to_str().unwrap(),
-        &format!("-L{}", sim.display()),
-        "-l:libhsa-runtime64.so.1",
-        "-ldl",
-    ]);
+    let exe = super::dlopen_target("dlopen_target_all", false);
     // Both runtimes from a fresh copy: HSA mapped at start, before the trace; HIP dlopened by
     // name once released, after it, from a file no process has mapped.
     let dir = scratch("all-dlopen");
     copy_of_sim(&dir, &[]);
     let n = 20u64;
-    let mut child = Command::new(&exe)
-        .arg(n.to_string())
-        .env("LD_LIBRARY_PATH", &dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child_out = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut child_out) = super::spawn_ready(
+        Command::new(&exe)
+            .arg(n.to_string())
+            .env("LD_LIBRARY_PATH", &dir),
+    );
     let mut line = String::new();
-    child_out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
     let out = out_path("all-dlopen");
     let (mut kreplay, watch) = trace_all(&out);
     // It dlopens HIP, makes its calls and exits within milliseconds.
