@@ -1,10 +1,14 @@
-"""tests/gpu/train_step.py's training step under torch.profiler (CPU and CUDA activities), for
-the GPU timeline's comparison: prints `step_ms: ...` like train_step.py, then one line per
-kernel with its count and total GPU time over all STEPS steps, from the profiler's CUDA events:
-`kernel_total COUNT TOTAL_US NAME`.
+"""tests/gpu/train_step.py's training step under torch.profiler (CPU and CUDA activities, or
+CUDA only with --cuda-only), for the GPU timeline's comparison: prints `step_ms: ...` like
+train_step.py, then one line per kernel with its count and total GPU time over the whole program
+(the profiler starts before the model is built),
+from the profiler's kernel events (its Chrome trace's `kernel` category: user annotations that
+the profiler also puts on the GPU's rows are not kernels): `kernel_total COUNT TOTAL_US NAME`.
 
-Usage: timeline_step.py STEPS
+Usage: timeline_step.py STEPS [--cuda-only]
 """
+import json
+import tempfile
 import os
 import sys
 import time
@@ -27,6 +31,13 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.use_deterministic_algorithms(True, warn_only=True)
     dev = torch.device("cuda")
+    activities = [ProfilerActivity.CUDA]
+    if "--cuda-only" not in sys.argv:
+        activities.insert(0, ProfilerActivity.CPU)
+    # From before the first CUDA work, so that the profiler sees every kernel the program runs,
+    # as `kreplay trace` does.
+    prof = profile(activities=activities)
+    prof.__enter__()
     model = train_step.Model(vocab, d, heads, 4 * d, layers, seq).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
     g = torch.Generator(device="cpu").manual_seed(99)
@@ -43,20 +54,22 @@ def main():
         return loss
 
     times = []
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for i in range(steps):
-            ts = time.perf_counter()
-            loss = step().item()
-            times.append((time.perf_counter() - ts) * 1e3)
-            print(f"step {i} loss {loss!r}", flush=True)
-        torch.cuda.synchronize()
+    for i in range(steps):
+        ts = time.perf_counter()
+        loss = step().item()
+        times.append((time.perf_counter() - ts) * 1e3)
+        print(f"step {i} loss {loss!r}", flush=True)
+    torch.cuda.synchronize()
+    prof.__exit__(None, None, None)
     print("step_ms: " + ",".join(f"{t:.1f}" for t in times))
     totals = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and e.name.find("Memcpy") < 0 \
-                and e.name.find("Memset") < 0:
-            n, us = totals.get(e.name, (0, 0.0))
-            totals[e.name] = (n + 1, us + e.device_time)
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.load(open(f.name)).get("traceEvents", [])
+    for e in events:
+        if e.get("cat") == "kernel" and e.get("ph") == "X":
+            n, us = totals.get(e["name"], (0, 0.0))
+            totals[e["name"]] = (n + 1, us + float(e.get("dur", 0.0)))
     for name, (n, us) in sorted(totals.items(), key=lambda kv: -kv[1][1]):
         print(f"kernel_total {n} {us:.1f} {name}")
     sys.stdout.flush()

@@ -1,10 +1,10 @@
 """A PyTorch loop of tiny kernels, for kreplay's CUDA trace checks and overhead benchmarks.
 
-Usage: torch_loop.py LAUNCHES [--profiler] [--wait]
+Usage: torch_loop.py LAUNCHES [--profiler | --profiler-cuda] [--wait]
 Warms up (not counted), then runs LAUNCHES in-place `add_` kernels on a small tensor and
 prints `launches: N` (kernels launched in the timed loop, counted from the profiler-free
 loop) and `us_per_launch: X`. With --profiler the loop runs under torch.profiler (CPU+CUDA
-activities). With --wait it prints `ready` after the warm-up and waits for a line on stdin
+activities), with --profiler-cuda under its CUDA activity only. With --wait it prints `ready` after the warm-up and waits for a line on stdin
 before the timed loop (for attach-by-pid).
 """
 import sys
@@ -15,7 +15,7 @@ import torch
 
 def main():
     n = int(sys.argv[1])
-    use_profiler = "--profiler" in sys.argv
+    use_profiler = "--profiler" in sys.argv or "--profiler-cuda" in sys.argv
     wait = "--wait" in sys.argv
     x = torch.zeros(256, device="cuda")
     for _ in range(200):
@@ -27,7 +27,10 @@ def main():
     ctx = None
     if use_profiler:
         from torch.profiler import ProfilerActivity, profile
-        ctx = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        activities = [ProfilerActivity.CUDA]
+        if "--profiler" in sys.argv:
+            activities.insert(0, ProfilerActivity.CPU)
+        ctx = profile(activities=activities)
         ctx.__enter__()
     t0 = time.perf_counter()
     for _ in range(n):

@@ -17,10 +17,16 @@
 //!
 //! Joining: a kernel, copy or memset record carries the correlation id of the runtime or driver
 //! API call that launched it; that call's API record gives its thread (the system thread id,
-//! `cuptiSetThreadIdType(SYSTEM)`) and start, which becomes the GPU record's submit time: inside
-//! the probed call, on the same thread, where the merge looks for the flow's source. API and
-//! GPU records may arrive in different buffers: a GPU record waits [`MAX_AGE`] buffers for its
-//! call, then goes out without it.
+//! `cuptiSetThreadIdType(SYSTEM)`) and the submit time, where the merge looks for the flow's
+//! source: inside the probed launch call on that thread. A runtime call does its work through
+//! driver calls that CUPTI records under correlation ids of their own, and the runtime that made
+//! them may be one no probe sees (cuBLAS links its own copy of cudart, and its launches show
+//! only as the driver's `cuLaunchKernelEx`). So when the call is a runtime call, the submit time
+//! is the start of the last driver call it made on its thread (a driver call whose span lies in
+//! the runtime call's): that instant is inside the probed driver call and inside the probed
+//! runtime call, whichever of them is probed. Without such a driver call it is the runtime
+//! call's start. API and GPU records may arrive in different buffers: a GPU record waits
+//! [`MAX_AGE`] buffers for its call, then goes out without it.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -41,6 +47,8 @@ pub const KIND_CONCURRENT_KERNEL: u32 = 10;
 pub const MAX_AGE: u32 = 2;
 /// API records remembered for GPU records still to come.
 const MAX_CALLS: usize = 1 << 18;
+/// Driver calls remembered per thread, for the runtime calls that made them.
+const MAX_DRIVER_CALLS: usize = 64;
 
 /// One activity record, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +61,10 @@ pub enum Activity {
         tid: u32,
         /// Start (trace clock).
         start: u64,
+        /// End (trace clock).
+        end: u64,
+        /// A driver call (`CUPTI_ACTIVITY_KIND_DRIVER`), not a runtime one.
+        driver: bool,
     },
     /// A kernel, as a `Dispatch` still without its thread and submit time.
     Kernel(Dispatch),
@@ -92,8 +104,10 @@ pub unsafe fn read(rec: *const u8, pid: u32) -> Option<Activity> {
         Some(match kind {
             KIND_DRIVER | KIND_RUNTIME => Activity::Api {
                 start: field(rec, 8),
+                end: field(rec, 16),
                 tid: field(rec, 28),
                 correlation: field(rec, 32),
+                driver: kind == KIND_DRIVER,
             },
             KIND_CONCURRENT_KERNEL => {
                 let name: *const core::ffi::c_char = field(rec, 104);
@@ -152,8 +166,11 @@ pub unsafe fn read(rec: *const u8, pid: u32) -> Option<Activity> {
 /// Ties GPU records to their API calls across buffers.
 #[derive(Default)]
 pub struct Joiner {
+    /// Each call's thread and the submit time of what it caused.
     calls: HashMap<u32, (u32, u64)>,
     order: VecDeque<u32>,
+    /// Each thread's latest driver calls (start, end), for the runtime calls that made them.
+    driver_calls: HashMap<u32, VecDeque<(u64, u64)>>,
     pending: Vec<(Activity, u32)>,
 }
 
@@ -166,8 +183,21 @@ impl Joiner {
                     correlation,
                     tid,
                     start,
+                    end,
+                    driver,
                 } => {
-                    if self.calls.insert(correlation, (tid, start)).is_none() {
+                    let submit = if driver {
+                        let recent = self.driver_calls.entry(tid).or_default();
+                        if recent.len() == MAX_DRIVER_CALLS {
+                            recent.pop_front();
+                        }
+                        recent.push_back((start, end));
+                        start
+                    } else {
+                        self.last_driver_call_within(tid, start, end)
+                            .unwrap_or(start)
+                    };
+                    if self.calls.insert(correlation, (tid, submit)).is_none() {
                         self.order.push_back(correlation);
                     }
                     if self.order.len() > MAX_CALLS
@@ -212,9 +242,21 @@ impl Joiner {
             })
             .collect()
     }
+
+    /// The start of the last driver call thread `tid` made within `[start, end]` (a runtime
+    /// call's span), among those seen so far: a runtime call's record comes after those of the
+    /// driver calls it made, which ended before it.
+    fn last_driver_call_within(&self, tid: u32, start: u64, end: u64) -> Option<u64> {
+        self.driver_calls
+            .get(&tid)?
+            .iter()
+            .filter(|&&(s, e)| start <= s && e <= end)
+            .map(|&(s, _)| s)
+            .max()
+    }
 }
 
-/// The GPU record with its call's thread and start as its submitter and submit time.
+/// The GPU record with its submitting thread and submit time.
 fn linked(a: Activity, call: Option<(u32, u64)>) -> Record {
     match a {
         Activity::Kernel(mut d) => {
@@ -284,6 +326,7 @@ mod tests {
             40,
             &[
                 (8, &900u64.to_le_bytes()),
+                (16, &990u64.to_le_bytes()),
                 (28, &4242u32.to_le_bytes()),
                 (32, &55u32.to_le_bytes()),
             ],
@@ -309,7 +352,9 @@ mod tests {
             Activity::Api {
                 correlation: 55,
                 tid: 4242,
-                start: 900
+                start: 900,
+                end: 990,
+                driver: false,
             }
         );
         let mut j = Joiner::default();
@@ -358,5 +403,84 @@ mod tests {
         // SAFETY: a 16-byte record.
         assert_eq!(unsafe { read(unknown.as_ptr() as *const u8, 9) }, None);
         assert_eq!(copy_kind_of(10), copy_kind::DEVICE_TO_DEVICE);
+    }
+
+    fn api(correlation: u32, tid: u32, start: u64, end: u64, driver: bool) -> Activity {
+        Activity::Api {
+            correlation,
+            tid,
+            start,
+            end,
+            driver,
+        }
+    }
+
+    fn kernel(correlation: u64) -> Activity {
+        Activity::Kernel(Dispatch {
+            pid: 9,
+            tid: 0,
+            agent: 0,
+            queue: 7,
+            kernel: "k".into(),
+            correlation,
+            kernel_object: 0,
+            grid: [1, 1, 1],
+            workgroup: [1, 1, 1],
+            submit_ns: 5000,
+            start_ns: 5000,
+            end_ns: 6000,
+            group_segment: 0,
+            private_segment: 0,
+        })
+    }
+
+    /// (tid, submit) of each dispatch record.
+    fn submits(out: &[Record]) -> Vec<(u32, u64)> {
+        out.iter()
+            .map(|r| match r {
+                Record::Dispatch(d) => (d.tid, d.submit_ns),
+                other => panic!("not a dispatch: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_runtime_calls_work_is_submitted_at_its_last_driver_call_on_its_thread() {
+        let mut j = Joiner::default();
+        let out = j.buffer([
+            // cudaLaunchKernel on thread 7, [1000, 2000], made two driver calls.
+            api(61, 7, 1100, 1200, true),
+            api(62, 7, 1300, 1500, true),
+            // Thread 8's driver call inside the same span is not thread 7's.
+            api(70, 8, 1600, 1700, true),
+            api(60, 7, 1000, 2000, false),
+            // A later driver call of thread 7, outside the span.
+            api(63, 7, 2100, 2200, true),
+            // A runtime call that made no driver call: its own start.
+            api(80, 7, 3000, 3100, false),
+            kernel(60),
+            kernel(80),
+            // A kernel launched by a driver call made directly: that call's start.
+            kernel(70),
+        ]);
+        assert_eq!(submits(&out), [(7, 1300), (7, 3000), (8, 1600)]);
+        // The runtime record may come in a later buffer than its driver calls.
+        let out = j.buffer([api(64, 9, 4100, 4200, true)]);
+        assert_eq!(out, []);
+        let out = j.buffer([api(90, 9, 4000, 4300, false), kernel(90)]);
+        assert_eq!(submits(&out), [(9, 4100)]);
+    }
+
+    #[test]
+    fn only_the_latest_driver_calls_of_a_thread_are_kept() {
+        let mut j = Joiner::default();
+        let mut acts: Vec<Activity> = (0..MAX_DRIVER_CALLS as u64 + 1)
+            .map(|i| api(100 + i as u32, 7, 1000 + 10 * i, 1005 + 10 * i, true))
+            .collect();
+        // A runtime call spanning the first driver call only, which has been forgotten.
+        acts.push(api(1, 7, 995, 1006, false));
+        acts.push(kernel(1));
+        assert_eq!(submits(&j.buffer(acts)), [(7, 995)]);
+        assert_eq!(j.driver_calls[&7].len(), MAX_DRIVER_CALLS);
     }
 }

@@ -225,10 +225,14 @@ fn on_clock(s: &State, a: Activity) -> Activity {
             correlation,
             tid,
             start,
+            end,
+            driver,
         } => Activity::Api {
             correlation,
             tid,
             start: m(start),
+            end: m(end),
+            driver,
         },
         Activity::Kernel(mut d) => {
             (d.submit_ns, d.start_ns, d.end_ns) = (m(d.submit_ns), m(d.start_ns), m(d.end_ns));
