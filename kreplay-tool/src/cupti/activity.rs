@@ -18,15 +18,15 @@
 //! Joining: a kernel, copy or memset record carries the correlation id of the runtime or driver
 //! API call that launched it; that call's API record gives its thread (the system thread id,
 //! `cuptiSetThreadIdType(SYSTEM)`) and the submit time, where the merge looks for the flow's
-//! source: inside the probed launch call on that thread. A runtime call does its work through
-//! driver calls that CUPTI records under correlation ids of their own, and the runtime that made
-//! them may be one no probe sees (cuBLAS links its own copy of cudart, and its launches show
-//! only as the driver's `cuLaunchKernelEx`). So when the call is a runtime call, the submit time
-//! is the start of the last driver call it made on its thread (a driver call whose span lies in
-//! the runtime call's): that instant is inside the probed driver call and inside the probed
-//! runtime call, whichever of them is probed. Without such a driver call it is the runtime
-//! call's start. API and GPU records may arrive in different buffers: a GPU record waits
-//! [`MAX_AGE`] buffers for its call, then goes out without it.
+//! source: inside a probed launch or copy call on that thread. For a driver call that is its
+//! start. For a runtime call it is the middle of the call: the runtime that made the call may be
+//! one no probe sees (cuBLAS links its own copy of cudart, and its launches show only as the
+//! driver's `cuLaunchKernelEx`), and CUPTI gives no record of the driver call it made, but a
+//! runtime launch or copy spends nearly all of its time in that driver call. Any probed call of
+//! the thread within the runtime call's span is part of it, so the middle finds either the
+//! runtime call itself (when its library is probed) or the driver call inside it. API and GPU
+//! records may arrive in different buffers: a GPU record waits [`MAX_AGE`] buffers for its call,
+//! then goes out without it.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -47,8 +47,6 @@ pub const KIND_CONCURRENT_KERNEL: u32 = 10;
 pub const MAX_AGE: u32 = 2;
 /// API records remembered for GPU records still to come.
 const MAX_CALLS: usize = 1 << 18;
-/// Driver calls remembered per thread, for the runtime calls that made them.
-const MAX_DRIVER_CALLS: usize = 64;
 
 /// One activity record, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,8 +167,6 @@ pub struct Joiner {
     /// Each call's thread and the submit time of what it caused.
     calls: HashMap<u32, (u32, u64)>,
     order: VecDeque<u32>,
-    /// Each thread's latest driver calls (start, end), for the runtime calls that made them.
-    driver_calls: HashMap<u32, VecDeque<(u64, u64)>>,
     pending: Vec<(Activity, u32)>,
 }
 
@@ -187,15 +183,9 @@ impl Joiner {
                     driver,
                 } => {
                     let submit = if driver {
-                        let recent = self.driver_calls.entry(tid).or_default();
-                        if recent.len() == MAX_DRIVER_CALLS {
-                            recent.pop_front();
-                        }
-                        recent.push_back((start, end));
                         start
                     } else {
-                        self.last_driver_call_within(tid, start, end)
-                            .unwrap_or(start)
+                        start + end.saturating_sub(start) / 2
                     };
                     if self.calls.insert(correlation, (tid, submit)).is_none() {
                         self.order.push_back(correlation);
@@ -241,18 +231,6 @@ impl Joiner {
                 linked(a, calls.get(&corr).copied())
             })
             .collect()
-    }
-
-    /// The start of the last driver call thread `tid` made within `[start, end]` (a runtime
-    /// call's span), among those seen so far: a runtime call's record comes after those of the
-    /// driver calls it made, which ended before it.
-    fn last_driver_call_within(&self, tid: u32, start: u64, end: u64) -> Option<u64> {
-        self.driver_calls
-            .get(&tid)?
-            .iter()
-            .filter(|&&(s, e)| start <= s && e <= end)
-            .map(|&(s, _)| s)
-            .max()
     }
 }
 
@@ -373,7 +351,7 @@ mod tests {
                 kernel_object: 0,
                 grid: [512, 2, 1],
                 workgroup: [128, 1, 1],
-                submit_ns: 900,
+                submit_ns: 945,
                 start_ns: 1000,
                 end_ns: 1800,
                 group_segment: 1536,
@@ -445,42 +423,16 @@ mod tests {
     }
 
     #[test]
-    fn a_runtime_calls_work_is_submitted_at_its_last_driver_call_on_its_thread() {
+    fn a_driver_calls_work_is_submitted_at_its_start_a_runtime_calls_at_its_middle() {
         let mut j = Joiner::default();
         let out = j.buffer([
-            // cudaLaunchKernel on thread 7, [1000, 2000], made two driver calls.
-            api(61, 7, 1100, 1200, true),
-            api(62, 7, 1300, 1500, true),
-            // Thread 8's driver call inside the same span is not thread 7's.
-            api(70, 8, 1600, 1700, true),
             api(60, 7, 1000, 2000, false),
-            // A later driver call of thread 7, outside the span.
-            api(63, 7, 2100, 2200, true),
-            // A runtime call that made no driver call: its own start.
-            api(80, 7, 3000, 3100, false),
+            api(61, 7, 1100, 1200, true),
+            api(70, 8, 1600, 1701, false),
             kernel(60),
-            kernel(80),
-            // A kernel launched by a driver call made directly: that call's start.
+            kernel(61),
             kernel(70),
         ]);
-        assert_eq!(submits(&out), [(7, 1300), (7, 3000), (8, 1600)]);
-        // The runtime record may come in a later buffer than its driver calls.
-        let out = j.buffer([api(64, 9, 4100, 4200, true)]);
-        assert_eq!(out, []);
-        let out = j.buffer([api(90, 9, 4000, 4300, false), kernel(90)]);
-        assert_eq!(submits(&out), [(9, 4100)]);
-    }
-
-    #[test]
-    fn only_the_latest_driver_calls_of_a_thread_are_kept() {
-        let mut j = Joiner::default();
-        let mut acts: Vec<Activity> = (0..MAX_DRIVER_CALLS as u64 + 1)
-            .map(|i| api(100 + i as u32, 7, 1000 + 10 * i, 1005 + 10 * i, true))
-            .collect();
-        // A runtime call spanning the first driver call only, which has been forgotten.
-        acts.push(api(1, 7, 995, 1006, false));
-        acts.push(kernel(1));
-        assert_eq!(submits(&j.buffer(acts)), [(7, 995)]);
-        assert_eq!(j.driver_calls[&7].len(), MAX_DRIVER_CALLS);
+        assert_eq!(submits(&out), [(7, 1500), (7, 1100), (8, 1650)]);
     }
 }
