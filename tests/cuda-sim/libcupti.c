@@ -11,7 +11,10 @@
 // Knobs: FAKECUPTI_BUSY=1 (cuptiActivityEnable fails with
 // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as with another subscriber),
 // FAKECUPTI_NO_TIMESTAMP_CALLBACK=1 (its registration fails: the caller must map
-// cuptiGetTimestamp's clock), FAKECUPTI_BUFFER_RECORDS=N (a buffer takes at most N records).
+// cuptiGetTimestamp's clock), FAKECUPTI_BUFFER_RECORDS=N (a buffer takes at most N records),
+// FAKECUPTI_RUNTIME_SPAN_NS=N (each call is reported as a library's own copy of cudart
+// reports it, as cuBLAS's is: a RUNTIME record holding the work's correlation id and spanning N
+// ns more on each side than the driver call it made, and no DRIVER record for that call).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -24,7 +27,7 @@
 
 typedef uint32_t CUptiResult;
 enum { SUCCESS = 0, ERROR_INVALID_PARAMETER = 1, ERROR_MAX_LIMIT_REACHED = 12, ERROR_MULTIPLE_SUBSCRIBERS = 39 };
-enum { KIND_MEMCPY = 1, KIND_DRIVER = 4, KIND_CONCURRENT_KERNEL = 10 };
+enum { KIND_MEMCPY = 1, KIND_DRIVER = 4, KIND_RUNTIME = 5, KIND_CONCURRENT_KERNEL = 10 };
 
 typedef struct __attribute__((packed, aligned(8))) {
   uint32_t kind, cbid;
@@ -81,7 +84,8 @@ static unsigned long long driver_clock(void) { return now(); }
 
 static size_t record_size(uint32_t kind) {
   switch (kind) {
-    case KIND_DRIVER: return sizeof(Api);
+    case KIND_DRIVER:
+    case KIND_RUNTIME: return sizeof(Api);
     case KIND_CONCURRENT_KERNEL: return sizeof(Kernel);
     case KIND_MEMCPY: return sizeof(Memcpy);
     default: return 0;
@@ -138,7 +142,14 @@ static void observe(const FakeActivity *a) {
     m.contextId = 1, m.streamId = 7, m.correlationId = corr;
     put(&m, sizeof m);
   }
-  if (enabled[KIND_DRIVER]) {
+  const char *span = getenv("FAKECUPTI_RUNTIME_SPAN_NS");
+  if (span && enabled[KIND_RUNTIME]) {
+    uint64_t n = strtoull(span, 0, 10);
+    // cudaLaunchKernel 211, cudaMemcpy 31 (cupti_runtime_cbid.h).
+    Api r = { KIND_RUNTIME, a->what == 0 ? 211 : 31, a->api_start - n, now() + n,
+              (uint32_t)getpid(), (uint32_t)gettid(), corr, 0 };
+    put(&r, sizeof r);
+  } else if (enabled[KIND_DRIVER]) {
     Api r = { KIND_DRIVER, a->what == 0 ? 307 : 279, a->api_start, now(), (uint32_t)getpid(),
               (uint32_t)gettid(), corr, 0 };
     put(&r, sizeof r);

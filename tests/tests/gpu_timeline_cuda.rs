@@ -138,6 +138,16 @@ fn without_cuptis_timestamp_callback_its_clock_is_mapped_onto_the_trace() {
 }
 
 #[test]
+fn work_of_a_runtime_no_probe_sees_flows_from_the_probed_driver_call_inside_it() {
+    require_root!();
+    // As cuBLAS's own cudart: CUPTI ties the work to a runtime call that starts 50 µs before
+    // the probed driver call it makes (and ends 50 µs after it), with no record of that driver
+    // call. Submitted at the runtime call's start, no GPU slice would have its flow.
+    let (d, _) = trace("cupti-runtime", &[("FAKECUPTI_RUNTIME_SPAN_NS", "50000")]);
+    check_timeline(&d);
+}
+
+#[test]
 fn an_unusable_cupti_is_said_once_and_the_api_trace_stays() {
     require_root!();
     let (d, stderr) = trace("cupti-busy", &[("FAKECUPTI_BUSY", "1")]);
