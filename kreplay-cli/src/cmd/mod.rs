@@ -8,4 +8,3 @@ pub mod replay_progress;
 pub mod replay_summary;
 pub mod replay_table;
 pub mod trace;
-pub mod trace_collect;
