@@ -9,7 +9,9 @@ use std::{
 use anyhow::{Context, Result};
 use clap::Args;
 use kreplay_cli::{
-    duration, launch, output as out_file,
+    duration,
+    launch::Launched,
+    output as out_file,
     preflight::{self, HostPaths},
     probes::{
         cost::ProgramCost,
@@ -19,10 +21,10 @@ use kreplay_cli::{
     trace::{
         attach::Attacher,
         finish::{self, EndOptions},
-        gpu_env, nvtx,
+        gpu_env,
         plan::{self, Plan, Request},
-        record::{self, Paths, Start},
-        setup,
+        record,
+        setup::{self, Paths},
         targets::{self, HostLibraries},
     },
 };
@@ -182,77 +184,33 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         .then(|| ProgramCost::start(Programs::Record))
         .flatten();
     let mut attacher = Attacher::default();
-    // The stream directory exists before the command starts: its NVTX calls go to
-    // kreplay-tool, which writes its stream there.
-    let want = plan::streams_dir(&output);
-    let dir = out_file::fresh_dir(&want, 0o777)
-        .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
-    let started = targets::start(&plan, |argv, user| {
-        let tool = nvtx::tool_lib();
-        let (env, injection) =
-            setup::command_env(user, &dir, tool.as_deref(), gpu_tool.as_deref(), |k| {
-                std::env::var_os(k)
-            });
-        tracing::debug!(?injection, "NVTX annotations of the command");
-        launch::spawn_paused(argv, &env).map(|c| {
-            let pid = c.pid;
-            (c, pid)
-        })
-    });
-    let (target, child) = started.inspect_err(|_| {
-        out_file::remove_own(&dir, &[]);
-    })?;
-    // Until the capture exists, a failure removes what this run wrote.
+    let paths = Paths::create(output)?;
+    let (target, child) = setup::start_command(&plan, &paths.dir, gpu_tool.as_deref())?;
     let armed = setup::arm(
         &plan,
         &target,
         &pid_libs,
         &mut probes,
         &mut attacher,
-        &dir,
+        &paths.dir,
         &rt,
-    )
-    .inspect_err(|_| {
-        out_file::remove_own(&dir, &nvtx::tool_streams(&dir));
-    })?;
+    )?;
     let kernels = setup::kernel_names(&target);
     // This thread drains the ring; the traced command was started above, so it keeps its own
     // priority.
     kreplay_cli::probes::priority::raise_reader_thread();
     let signals = record::signals(&rt)?;
     if !args.quiet {
+        let (n, busy) = (probes.attachments(), attacher.busy());
         eprintln!(
             "{}",
-            targets::tracing_line(
-                &target,
-                plan.program(),
-                probes.attachments(),
-                attacher.busy()
-            )
+            targets::tracing_line(&target, plan.program(), n, busy)
         );
     }
-    if let Some(c) = child
-        && let Err(e) = c.release()
-    {
-        // Nothing ran: what this run wrote goes, and an old trace stays as it was.
-        out_file::remove_own(&dir, &armed.capture.files());
-        return Err(anyhow::Error::new(e)
-            .context(format!("cannot run {}", plan.program().unwrap_or_default())));
-    }
-    let start = Start {
-        target,
-        program: plan.program().map(str::to_owned),
-        follow: plan.follow,
-        holding_new_files: armed.holding_new_files,
-        intake: armed.intake,
-        holds: armed.holds,
-        capture: armed.capture,
-        kernels,
-        signals,
-        status: (!args.quiet).then(|| std::io::stderr().is_terminal()),
-        duration: args.duration,
-    };
-    let paths = Paths { output, want, dir };
+    let files = armed.capture.files();
+    setup::release(child, Launched::release, &paths.dir, &files, plan.program())?;
+    let status = (!args.quiet).then(|| std::io::stderr().is_terminal());
+    let start = armed.into_start(&plan, target, kernels, signals, status, args.duration);
     let (exit_code, recorded) =
         record::record_until_stop(rt, start, &mut probes, &mut attacher, &paths)?;
     let end = EndOptions {

@@ -14,11 +14,7 @@ use crate::{
         rings::rings_line,
     },
     quick_exit,
-    trace::{
-        collect::mark_losses,
-        ending, nvtx,
-        record::{Paths, Recorded},
-    },
+    trace::{collect::mark_losses, ending, nvtx, record::Recorded, setup::Paths},
 };
 
 /// What the user asked of the end of a run.

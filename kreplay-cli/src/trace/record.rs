@@ -12,21 +12,16 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
     launch,
-    probes::{
-        cost::reader_cpu_ns,
-        intake::{self, Intake},
-        loader::Probes,
-        rings::RingLayout,
-    },
+    probes::{cost::reader_cpu_ns, intake, loader::Probes, rings::RingLayout},
     trace::{
         attach::Attacher,
         capture::Capture,
         collect::Collector,
         ending::{self, kept_streams},
         holds::Holds,
-        kernels::KernelNames,
         live::{LiveProbes, LiveRecording},
         session::{Next, Probed, Session, Status, Target, Wake},
+        setup::{Paths, Start},
         summary::Summary,
     },
 };
@@ -50,16 +45,6 @@ pub fn write_status(w: &mut impl Write, st: &Status) -> std::io::Result<()> {
     } else {
         writeln!(w, "{}", st.text)
     }
-}
-
-/// Where a run writes: the trace, the stream directory asked for and the one used.
-pub struct Paths {
-    /// The trace file.
-    pub output: std::path::PathBuf,
-    /// The stream directory asked for (`FILE.streams`).
-    pub want: std::path::PathBuf,
-    /// The stream directory used (`want`, or a fresh name when that was taken).
-    pub dir: std::path::PathBuf,
 }
 
 /// What recording leaves for the end of the run.
@@ -90,32 +75,6 @@ pub fn started_command(target: &Target, program: Option<&str>) -> Option<(String
         (&Target::Command(pid), Some(program)) => Some((program.to_owned(), pid)),
         _ => None,
     }
-}
-
-/// How a recording runs and what it starts from.
-pub struct Start {
-    /// The target, attached.
-    pub target: Target,
-    /// The started command's program (`None` for `-p` and `--all`).
-    pub program: Option<String>,
-    /// A process tree is followed.
-    pub follow: bool,
-    /// `--all` holds processes that map a new runtime library file.
-    pub holding_new_files: bool,
-    /// The rings.
-    pub intake: Intake,
-    /// Processes held by the loader hook or for a new library file.
-    pub holds: Option<Holds>,
-    /// The per-thread streams.
-    pub capture: Capture,
-    /// Kernel names read ahead for the `-p` targets.
-    pub kernels: KernelNames,
-    /// SIGTERM and SIGINT ([`signals`]).
-    pub signals: (Signal, Signal),
-    /// Status lines wanted (`None` with `-q`), and whether stderr is a terminal.
-    pub status: Option<bool>,
-    /// Stop after this long.
-    pub duration: Option<Duration>,
 }
 
 /// Records until a stop, in `rt` (shut down on return, so that the waiter of a command still

@@ -1,11 +1,18 @@
 //! Readying a trace before its target runs: the started command's environment, following the
 //! process trees, the loader hook, `--all` holding, the first attach, and the rings, holds and
 //! kernel names the recording loop starts from.
-use std::{ffi::OsString, path::Path};
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use anyhow::{Context, Result};
+use tokio::signal::unix::Signal;
 
 use crate::{
+    launch::{self, Launched},
+    output as out_file,
     probes::{intake::Intake, loader::Probes},
     trace::{
         attach::Attacher,
@@ -16,11 +23,78 @@ use crate::{
         kernels::KernelNames,
         live::LiveProbes,
         nvtx,
-        plan::Plan,
+        plan::{self, Plan},
         session::{Probed, Target},
         targets::{self, HostLibraries},
     },
 };
+
+/// Where a run writes: the trace, the stream directory asked for and the one used.
+#[derive(Debug)]
+pub struct Paths {
+    /// The trace file.
+    pub output: PathBuf,
+    /// The stream directory asked for (`FILE.streams`).
+    pub want: PathBuf,
+    /// The stream directory used (`want`, or a fresh name when that was taken).
+    pub dir: PathBuf,
+}
+
+impl Paths {
+    /// Creates the stream directory of the trace `output`: `FILE.streams`, or a fresh name
+    /// when that is taken. It exists before a command starts: the command's NVTX calls go to
+    /// kreplay-tool, which writes its stream there.
+    pub fn create(output: PathBuf) -> Result<Paths> {
+        let want = plan::streams_dir(&output);
+        let dir = out_file::fresh_dir(&want, 0o777)
+            .with_context(|| format!("cannot create a stream directory {}", want.display()))?;
+        Ok(Paths { output, want, dir })
+    }
+}
+
+/// Starts the command of a `-- CMD` plan paused before its first instruction, its
+/// environment from [`command_env`] with kreplay's own; says what is traced. A command that
+/// cannot start removes the stream directory `dir` (then empty) again.
+pub fn start_command(
+    plan: &Plan,
+    dir: &Path,
+    gpu_tool: Option<&Path>,
+) -> Result<(Target, Option<Launched>)> {
+    let started = targets::start(plan, |argv, user| {
+        let tool = nvtx::tool_lib();
+        let (env, injection) = command_env(user, dir, tool.as_deref(), gpu_tool, |k| {
+            std::env::var_os(k)
+        });
+        tracing::debug!(?injection, "NVTX annotations of the command");
+        launch::spawn_paused(argv, &env).map(|c| {
+            let pid = c.pid;
+            (c, pid)
+        })
+    });
+    started.inspect_err(|_| {
+        out_file::remove_own(dir, &[]);
+    })
+}
+
+/// Lets the paused command `child` run with `go`; when it cannot, removes the stream files
+/// `files` this run wrote in `dir` (and `dir` when that empties it: an old trace stays as it
+/// was) and says that `program` cannot run.
+pub fn release<C>(
+    child: Option<C>,
+    go: impl FnOnce(C) -> std::io::Result<()>,
+    dir: &Path,
+    files: &[PathBuf],
+    program: Option<&str>,
+) -> Result<()> {
+    let Some(c) = child else {
+        return Ok(());
+    };
+    go(c).map_err(|e| {
+        // Nothing ran: what this run wrote goes.
+        out_file::remove_own(dir, files);
+        anyhow::Error::new(e).context(format!("cannot run {}", program.unwrap_or_default()))
+    })
+}
 
 /// The started command's environment: the `--env` pairs `user`, those that make kreplay-tool
 /// (`tool_lib`) its NVTX injection library writing to `dir`, and with `--gpu` (`gpu_tool`)
@@ -82,6 +156,32 @@ pub fn holding_new_files<E: std::fmt::Display>(
         )
 }
 
+/// How a recording runs and what it starts from.
+pub struct Start {
+    /// The target, attached.
+    pub target: Target,
+    /// The started command's program (`None` for `-p` and `--all`).
+    pub program: Option<String>,
+    /// A process tree is followed.
+    pub follow: bool,
+    /// `--all` holds processes that map a new runtime library file.
+    pub holding_new_files: bool,
+    /// The rings.
+    pub intake: Intake,
+    /// Processes held by the loader hook or for a new library file.
+    pub holds: Option<Holds>,
+    /// The per-thread streams.
+    pub capture: Capture,
+    /// Kernel names read ahead for the `-p` targets.
+    pub kernels: KernelNames,
+    /// SIGTERM and SIGINT ([`signals`]).
+    pub signals: (Signal, Signal),
+    /// Status lines wanted (`None` with `-q`), and whether stderr is a terminal.
+    pub status: Option<bool>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+}
+
 /// What the recording loop starts from once the probes are attached.
 pub struct Armed {
     /// The rings.
@@ -98,8 +198,24 @@ pub struct Armed {
 /// Follows the target's trees, hooks the loader, holds new library files under `--all`, and
 /// attaches the probes before anything of the target runs; then takes the rings and holds and
 /// creates the streams in `dir`. `pid_libs` is [`targets::pid_libraries`]'s answer; `rt` is
-/// the runtime the rings and holds are read in.
+/// the runtime the rings and holds are read in. Until the streams exist, a failure removes
+/// what this run wrote in `dir` (the NVTX streams of a started command).
 pub fn arm(
+    plan: &Plan,
+    target: &Target,
+    pid_libs: &[(u32, Vec<RuntimeLib>)],
+    probes: &mut Probes,
+    attacher: &mut Attacher,
+    dir: &Path,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Armed> {
+    arm_probes(plan, target, pid_libs, probes, attacher, dir, rt).inspect_err(|_| {
+        out_file::remove_own(dir, &nvtx::tool_streams(dir));
+    })
+}
+
+/// [`arm`] without the cleanup.
+fn arm_probes(
     plan: &Plan,
     target: &Target,
     pid_libs: &[(u32, Vec<RuntimeLib>)],
@@ -169,6 +285,35 @@ pub fn arm(
         holding_new_files,
         capture: Capture::create(dir)?,
     })
+}
+
+impl Armed {
+    /// What the recording loop starts from: these rings, holds and streams with the `target`
+    /// of `plan`, the `kernels` read ahead, the `signals`, `status` lines (`None` with `-q`,
+    /// else whether stderr is a terminal) and the `duration`.
+    pub fn into_start(
+        self,
+        plan: &Plan,
+        target: Target,
+        kernels: KernelNames,
+        signals: (Signal, Signal),
+        status: Option<bool>,
+        duration: Option<Duration>,
+    ) -> Start {
+        Start {
+            target,
+            program: plan.program().map(str::to_owned),
+            follow: plan.follow,
+            holding_new_files: self.holding_new_files,
+            intake: self.intake,
+            holds: self.holds,
+            capture: self.capture,
+            kernels,
+            signals,
+            status,
+            duration,
+        }
+    }
 }
 
 /// The `-p` targets' mappings as of the attach, read before the status line says tracing has

@@ -1,6 +1,9 @@
 //! Tests of the steps that ready a trace: the command's environment, the followed roots and
 //! their descendants, and whether `--all` holds new library files.
-use std::{ffi::OsString, path::Path};
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+};
 
 use super::*;
 
@@ -105,4 +108,92 @@ fn new_library_files_are_held_only_under_all_and_only_when_the_hold_is_armed() {
     assert!(!tried, "without --all the hold is not armed at all");
     assert!(holding_new_files(true, || Ok::<(), String>(())));
     assert!(!holding_new_files(true, || Err("no BPF map".to_owned())));
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kreplay-setup-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn the_stream_directory_is_beside_the_trace_or_a_fresh_name_when_taken() {
+    let d = scratch("paths");
+    let first = Paths::create(d.join("run.pftrace")).unwrap();
+    assert_eq!(first.output, d.join("run.pftrace"));
+    assert_eq!(first.want, d.join("run.pftrace.streams"));
+    assert_eq!(first.dir, first.want);
+    assert!(first.dir.is_dir());
+    let second = Paths::create(d.join("run.pftrace")).unwrap();
+    assert_eq!(second.want, first.want);
+    assert_eq!(second.dir, d.join("run.pftrace.streams.2"));
+    let err = Paths::create(d.join("missing/run.pftrace")).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("cannot create a stream directory "),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_command_that_cannot_run_takes_the_runs_streams_away_and_is_named() {
+    let d = scratch("release");
+    let dir = d.join("t.streams");
+    std::fs::create_dir(&dir).unwrap();
+    let files = vec![dir.join("probes-kreplay.krs")];
+    std::fs::write(&files[0], b"").unwrap();
+    // No command (-p, --all): nothing to let go.
+    let never = |_: ()| -> std::io::Result<()> { panic!("no child to release") };
+    setup_release_ok(None, never, &dir, &files);
+    assert!(files[0].exists());
+    // A command that goes on: its streams stay.
+    setup_release_ok(Some(()), |()| Ok(()), &dir, &files);
+    assert!(files[0].exists());
+    // One that cannot: what this run wrote goes, with the directory it emptied.
+    let err = release(
+        Some(()),
+        |()| Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
+        &dir,
+        &files,
+        Some("./app"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        "cannot run ./app: No such file or directory (os error 2)"
+    );
+    assert!(!dir.exists());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+fn setup_release_ok(
+    child: Option<()>,
+    go: impl FnOnce(()) -> std::io::Result<()>,
+    dir: &Path,
+    files: &[PathBuf],
+) {
+    release(child, go, dir, files, Some("./app")).unwrap();
+}
+
+#[test]
+fn pids_and_all_start_nothing_and_keep_the_stream_directory() {
+    let d = scratch("start");
+    let plan = Plan::check(
+        crate::trace::plan::Request {
+            pids: vec![7],
+            ringbuf_bytes: 1 << 23,
+            thread_slots: 4096,
+            ..Default::default()
+        },
+        |_| true,
+    )
+    .unwrap();
+    let (target, child) = start_command(&plan, &d, None).unwrap();
+    assert_eq!(target, Target::Pids(vec![7]));
+    assert!(child.is_none());
+    assert!(d.is_dir());
+    std::fs::remove_dir_all(&d).unwrap();
 }
