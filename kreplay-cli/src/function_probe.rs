@@ -9,7 +9,22 @@ use kreplay_common::{
     probe::{CallRecord, Cookie, Sample, mode, role},
 };
 
-use crate::probes::loader::{Counters, Scope};
+use crate::probes::{
+    elf::SymbolTable,
+    loader::{Counters, Programs, Scope},
+};
+
+pub mod watch;
+
+/// The programs attached: empty ones with `--bare` (the bare cost of the probes), else the
+/// recording ones.
+pub fn programs(bare: bool) -> Programs {
+    if bare {
+        Programs::Bare
+    } else {
+        Programs::Record
+    }
+}
 
 /// Why a request cannot be probed; the text names what the user typed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -72,6 +87,17 @@ impl Request<'_> {
             return Err(RequestError::LibraryNotFound(self.lib.to_path_buf()));
         }
         Ok(())
+    }
+
+    /// The file offset of `symbol` in the request's library, whose functions `table` holds.
+    pub fn offset_in(&self, table: &SymbolTable, symbol: &str) -> Result<u64, RequestError> {
+        table
+            .offset(symbol)
+            .ok_or_else(|| RequestError::SymbolNotFound {
+                symbol: symbol.to_owned(),
+                lib: self.lib.to_path_buf(),
+                functions: table.len(),
+            })
     }
 
     /// Where the probe is attached: the started command (`child`), each `-p` process, or

@@ -10,6 +10,6 @@ pub mod perfetto;
 pub mod preflight;
 pub mod probes;
 pub mod quick_exit;
-pub mod replay_plan;
+pub mod replay;
 pub mod trace;
 pub mod trace_file;

@@ -13,16 +13,13 @@ use clap::Args;
 use kreplay_cli::{
     duration,
     function_probe::{
-        Calls, Next, Request, RequestError, Wake, Watch, call_line, report_line, user_cookie,
+        self, Calls, Request, Watch, call_line, report_line, user_cookie, watch::watch_calls,
     },
     launch,
     preflight::{self, HostPaths},
-    probes::{
-        cost::ProgramCost, elf::SymbolTable, intake::Intake, loader::Probes, loader::Programs,
-    },
+    probes::{cost::ProgramCost, elf::SymbolTable, intake::Intake, loader::Probes},
 };
 use kreplay_common::probe::Sample;
-use tokio::signal::unix::{SignalKind, signal};
 
 /// Arguments of `kreplay probe`.
 #[derive(Args, Debug)]
@@ -70,14 +67,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         ringbuf_bytes: args.ringbuf_bytes,
     };
     req.check(Path::exists)?;
-    let table = SymbolTable::read(&args.lib)?;
-    let offset = table
-        .offset(&args.symbol)
-        .ok_or_else(|| RequestError::SymbolNotFound {
-            symbol: args.symbol.clone(),
-            lib: args.lib.clone(),
-            functions: table.len(),
-        })?;
+    let offset = req.offset_in(&SymbolTable::read(&args.lib)?, &args.symbol)?;
     preflight::check(&HostPaths::default())?;
     preflight::raise_memlock();
 
@@ -85,11 +75,7 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         .enable_all()
         .build()?;
     let mut probes = Probes::load(args.ringbuf_bytes)?;
-    let programs = if args.bare {
-        Programs::Bare
-    } else {
-        Programs::Record
-    };
+    let programs = function_probe::programs(args.bare);
     let cost = if args.bpf_stats {
         ProgramCost::start(programs)
     } else {
@@ -152,49 +138,4 @@ pub fn run(args: ProbeArgs) -> Result<u8> {
         eprintln!("{}", c.report(&probes));
     }
     Ok(watch.exit_code())
-}
-
-/// Feeds `watch` its wake-ups (records read, the drain timer, the exit check, Ctrl-C or
-/// SIGTERM, `deadline`, the started command's exit) until it finishes, every record going to
-/// `sink`.
-async fn watch_calls(
-    watch: &mut Watch,
-    child: Option<u32>,
-    deadline: Option<Instant>,
-    intake: &mut Intake,
-    sink: &mut impl FnMut(Sample),
-) -> Result<()> {
-    let mut waiter = child.map(|pid| tokio::task::spawn_blocking(move || launch::wait_exit(pid)));
-    // Registered once so a signal arriving mid-drain is not lost.
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut drain_tick = tokio::time::interval(kreplay_cli::probes::intake::DRAIN_EVERY);
-    // One timer for the whole loop: a sleep created inside `select!` restarts whenever
-    // another branch fires first, and the drain tick fires every 10 ms.
-    let mut exit_check = tokio::time::interval(Duration::from_millis(200));
-    let checks_exits = watch.checks_exits();
-    let alive = |p: u32| Path::new(&format!("/proc/{p}")).exists();
-    loop {
-        let sleep_until = deadline.unwrap_or(Instant::now() + Duration::from_secs(3600));
-        let wake = tokio::select! {
-            r = intake.next_batch(sink) => { r?; Wake::Batch }
-            _ = drain_tick.tick() => Wake::DrainTick,
-            _ = tokio::time::sleep_until(sleep_until.into()) => Wake::Stop,
-            _ = int.recv() => Wake::Stop,
-            _ = term.recv() => Wake::Stop,
-            res = async { waiter.as_mut().expect("guarded").await }, if waiter.is_some() => {
-                Wake::Exited(res.context("waiting for the command")??)
-            }
-            _ = exit_check.tick(), if checks_exits => Wake::ExitCheck,
-        };
-        match watch.on(wake, alive) {
-            Next::Continue => {}
-            Next::Drain => {
-                intake.drain(sink);
-            }
-            Next::Finish => break,
-        }
-    }
-    intake.finish(sink);
-    Ok(())
 }

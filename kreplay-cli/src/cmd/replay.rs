@@ -10,19 +10,16 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
+use kreplay_cli::output;
+use kreplay_cli::quick_exit;
+use kreplay_cli::replay::{
+    ending, files, plan, progress,
+    summary::Summary,
+    table::{self, RunTotals},
+};
 use kreplay_common::replay_config::{
     self as contract, DeviceCheck, ReplaySettings, RestoreMode, SnapshotPlacement,
 };
-use kreplay_common::stream::StreamReader;
-
-use super::replay_progress;
-use super::replay_summary::Summary;
-use super::replay_table::{self, RunTotals};
-use kreplay_cli::merge::render::{OWN_TRACK, layer_name};
-use kreplay_cli::merge::stats::{late_windows_warning, own_calls_line};
-use kreplay_cli::output;
-use kreplay_cli::quick_exit;
-use kreplay_cli::trace::ending::shell_word;
 
 /// Arguments of `kreplay replay`.
 #[derive(Args, Debug)]
@@ -156,27 +153,6 @@ impl ReplayArgs {
     }
 }
 
-/// Where the tool library is: `KREPLAY_TOOL_LIB`, or next to the kreplay binary.
-fn tool_lib() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os(contract::TOOL_LIB) {
-        return Ok(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().context("cannot locate the kreplay binary")?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    for cand in [
-        dir.join("libkreplay_tool.so"),
-        dir.join("deps/libkreplay_tool.so"),
-    ] {
-        if cand.exists() {
-            return Ok(cand);
-        }
-    }
-    bail!(
-        "libkreplay_tool.so not found next to {} (set KREPLAY_TOOL_LIB)",
-        exe.display()
-    )
-}
-
 /// Runs `kreplay replay`.
 pub fn run(args: ReplayArgs) -> Result<u8> {
     args.check()?;
@@ -185,49 +161,29 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
         // would otherwise read as a command that never used a GPU runtime.
         kreplay_cli::preflight::check(&kreplay_cli::preflight::HostPaths::default())?;
     }
-    let lib = tool_lib()?;
+    let lib = files::tool_lib()?;
     let want = std::env::temp_dir().join(format!("kreplay-replay-{}", std::process::id()));
     let dir = output::fresh_dir(&want, 0o700)
         .with_context(|| format!("cannot create {}", want.display()))?;
     let result = run_in(&args, &lib, &dir);
-    // What this run wrote there goes: the streams, the probes' trace and their stream
-    // directory; nothing else in `dir` is kreplay's to remove. A failed merge keeps the streams
-    // (its error says where).
-    if result.is_ok() || krs_files(&dir).is_empty() {
-        let probes_dir = dir.join("probes.pftrace.streams");
-        output::remove_own(&probes_dir, &krs_files(&probes_dir));
-        let mut own = krs_files(&dir);
-        own.push(dir.join("probes.pftrace"));
-        own.push(dir.join(replay_progress::FILE));
-        output::remove_own(&dir, &own);
+    // What this run wrote there goes; a failed merge keeps the streams (its error says where).
+    if result.is_ok() || files::krs_files(&dir).is_empty() {
+        files::remove_run_files(&dir);
     }
     result
-}
-
-/// The `*.krs` files directly in `dir`, sorted (none when it cannot be read).
-fn krs_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "krs"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 /// `kreplay replay` with its streams in `dir`, a directory this run created.
 fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
     // With probes, `kreplay trace` starts the command (with this environment) and keeps the
     // probes' streams next to its own trace, in this run's directory.
-    let probe_trace = dir.join("probes.pftrace");
+    let probe_trace = dir.join(files::PROBES_TRACE);
     let kreplay = if args.probes {
         Some(std::env::current_exe().context("cannot locate the kreplay binary")?)
     } else {
         None
     };
-    let plan = kreplay_cli::replay_plan::plan(
+    let plan = plan::plan(
         &args.command,
         lib,
         std::env::var("HSA_TOOLS_LIB").ok().as_deref(),
@@ -237,7 +193,7 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
     );
     let mut cmd = Command::new(&plan.program);
     cmd.args(&plan.args).envs(plan.env);
-    let progress = replay_progress::Progress::create(dir);
+    let progress = progress::Progress::create(dir);
     cmd.envs(
         args.settings(dir, progress.as_ref().map(|p| p.path()))
             .encode(),
@@ -245,106 +201,24 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
     // As with `kreplay trace`: the first interrupt (Ctrl-C reaches the command, and the probes'
     // trace too) stops the run, which then writes its trace from what the command recorded;
     // the next one ends kreplay at once and says where the streams are.
-    let kept = format!(
-        "the stream files are kept in {}: `{}` renders them",
-        dir.display(),
-        merge_all_command(dir, &args.output)
-    );
-    if args.probes {
-        quick_exit::arm_after_first(
-            STOPPING,
-            &format!(
-                "kreplay: interrupted again: exiting now, the probes detach in the background; \
-                 {kept}"
-            ),
-        );
-    } else {
-        quick_exit::arm_after_first(
-            STOPPING_PLAIN,
-            &format!("kreplay: interrupted again: exiting now; {kept}"),
-        );
-    }
+    let kept = ending::kept_note(dir, &args.output);
+    let (stopping, again) = ending::interrupt_notes(args.probes, &kept);
+    quick_exit::arm_after_first(stopping, &again);
     let started = std::time::Instant::now();
     let status = cmd
         .spawn()
-        .and_then(|mut child| replay_progress::wait(&mut child, progress.as_ref()))
+        .and_then(|mut child| progress::wait(&mut child, progress.as_ref()))
         .with_context(|| format!("cannot run {}", args.command[0]))?;
     // The command (and the probes' trace) have ended, their probes detached: an interrupt
     // from here on ends kreplay at once (the merge's temporary file removed).
-    quick_exit::arm(&format!("kreplay: interrupted: exiting now; {kept}"));
+    quick_exit::arm(&ending::interrupted_note(&kept));
     let wall_ns = started.elapsed().as_nanos() as u64;
-    let files = krs_files(dir);
-    let mut summary = Summary::new();
-    for (i, f) in files.iter().enumerate() {
-        let r = StreamReader::open(f).with_context(|| format!("cannot read {}", f.display()))?;
-        summary.set_pid(i, r.header().pid);
-        for rec in r {
-            summary.push(i, &rec);
-        }
-    }
-    if files.is_empty() {
-        eprintln!(
-            "kreplay: the tool wrote no stream (did the command use the HSA or CUDA runtime?)"
-        );
+    let tool_files = files::krs_files(dir);
+    let summary = Summary::read(&tool_files)?;
+    if tool_files.is_empty() {
+        eprintln!("{}", ending::NO_STREAM);
     } else {
-        let probe_files = if args.probes {
-            probe_streams(&dir.join("probes.pftrace.streams"))
-        } else {
-            Vec::new()
-        };
-        let inputs: Vec<PathBuf> = files.iter().chain(&probe_files).cloned().collect();
-        if !args.probes {
-            output::catch_interrupts();
-        }
-        let report = if args.probes {
-            kreplay_cli::merge::merge_summarizing(&inputs, &args.output)
-        } else {
-            kreplay_cli::merge::merge(&inputs, &args.output)
-        }
-        .with_context(|| format!("rendering the trace (streams kept in {})", dir.display()))?;
-        if args.probes {
-            quick_exit::set_note(&format!(
-                "kreplay: interrupted: exiting now; {} is written",
-                args.output.display()
-            ));
-        }
-        for w in report.warnings() {
-            eprintln!("{w}");
-        }
-        let s = &report.stats;
-        if let Some(w) = late_windows_warning(s.late_windows) {
-            eprintln!("{w}");
-        }
-        if args.probes {
-            eprint!("{}", report.app_summary.0.render(s.dropped));
-            for (pid, layer, bytes) in report.live_bytes.iter().filter(|l| l.2 != 0) {
-                eprintln!(
-                    "still allocated at end: pid {pid} ({}): {bytes} bytes",
-                    layer_name(*layer)
-                );
-            }
-            eprintln!(
-                "kreplay: kreplay's own runtime calls (on the \"{OWN_TRACK}\" tracks, left out above): {}",
-                own_calls_line(&s.own_calls)
-            );
-            eprintln!(
-                "kreplay: wrote {} ({} records from {} tool and {} probe streams: {} slices, {} dispatches, {} copies, {} flows)",
-                args.output.display(),
-                report.records,
-                files.len(),
-                probe_files.len(),
-                s.slices,
-                s.dispatches,
-                s.copies,
-                s.flows
-            );
-        } else {
-            eprintln!(
-                "kreplay: wrote {} ({} records)",
-                args.output.display(),
-                report.records
-            );
-        }
+        merge_streams(args, dir, &tool_files)?;
     }
     let totals = RunTotals {
         wall_ns,
@@ -359,53 +233,47 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
     let rows = summary.finish();
     print!(
         "{}\n{}",
-        replay_table::render(&rows),
-        replay_table::footer(&rows, &totals)
+        table::render(&rows),
+        table::footer(&rows, &totals)
     );
     if let Some(path) = &args.json {
-        let write = || -> std::io::Result<()> {
-            let (pending, mut file) = output::PendingFile::create(path)?;
-            std::io::Write::write_all(&mut file, replay_table::json(&rows, &totals).as_bytes())?;
-            pending.commit(file)
-        };
-        write().with_context(|| format!("cannot write {}", path.display()))?;
+        table::write_json(path, &rows, &totals)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    // A command killed by a signal (Ctrl-C) exits as a shell reports it: 128 + the signal.
-    use std::os::unix::process::ExitStatusExt as _;
-    Ok(status
-        .code()
-        .map_or_else(|| status.signal().map_or(1, |s| 128 + s as u8), |c| c as u8))
+    Ok(ending::exit_code(status))
 }
 
-/// What the first interrupt of `replay` without probes prints.
-const STOPPING_PLAIN: &str =
-    "kreplay: stopping: the trace is written once the command ends; Ctrl-C again to exit at once";
-
-/// What the first interrupt of `replay --probes` prints.
-const STOPPING: &str = "kreplay: stopping: the trace is written once the command and the \
-    probes' trace end; Ctrl-C again to exit at once";
-
-/// The command that renders the tool's streams in `dir` and the probes' beside them into
-/// `output`.
-fn merge_all_command(dir: &Path, output: &Path) -> String {
-    format!(
-        "kreplay merge {} {} -o {}",
-        shell_word(dir),
-        shell_word(&dir.join("probes.pftrace.streams")),
-        shell_word(output)
-    )
-}
-
-/// The stream files `kreplay trace --keep-streams` left in `dir` (none when it could not run).
-fn probe_streams(dir: &Path) -> Vec<PathBuf> {
-    let v = krs_files(dir);
-    if v.is_empty() {
-        eprintln!(
-            "kreplay: warning: the probes left no streams in {}; the trace has the tool's records only",
-            dir.display()
-        );
+/// Renders the tool's streams `tool_files` (and with `--probes` the probes' beside them) into
+/// the trace, and says what was written.
+fn merge_streams(args: &ReplayArgs, dir: &Path, tool_files: &[PathBuf]) -> Result<()> {
+    let probe_files = if args.probes {
+        let (v, warning) = files::probe_streams(&dir.join(files::PROBES_STREAMS));
+        if let Some(w) = warning {
+            eprintln!("{w}");
+        }
+        v
+    } else {
+        Vec::new()
+    };
+    let inputs: Vec<PathBuf> = tool_files.iter().chain(&probe_files).cloned().collect();
+    if !args.probes {
+        output::catch_interrupts();
     }
-    v
+    let report = if args.probes {
+        kreplay_cli::merge::merge_summarizing(&inputs, &args.output)
+    } else {
+        kreplay_cli::merge::merge(&inputs, &args.output)
+    }
+    .with_context(|| format!("rendering the trace (streams kept in {})", dir.display()))?;
+    if args.probes {
+        quick_exit::set_note(&ending::written_note(&args.output));
+    }
+    let probe_streams = args.probes.then_some(probe_files.len());
+    eprint!(
+        "{}",
+        ending::merged_text(&report, &args.output, tool_files.len(), probe_streams)
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -205,3 +205,27 @@ fn the_report_names_each_cause_of_a_lost_call() {
          thread slot shared 3); returns without entry 7; unreadable records 5"
     );
 }
+
+#[test]
+fn a_symbol_missing_from_the_library_is_named_with_the_library_and_its_function_count() {
+    let req = request(&[], &[]);
+    let empty = SymbolTable::default();
+    assert_eq!(
+        req.offset_in(&empty, "foo_add"),
+        Err(RequestError::SymbolNotFound {
+            symbol: "foo_add".to_owned(),
+            lib: PathBuf::from(LIB),
+            functions: 0,
+        })
+    );
+    assert_eq!(
+        req.offset_in(&empty, "foo_add").unwrap_err().to_string(),
+        "symbol foo_add not found in /l/libfoo.so (0 functions there)"
+    );
+}
+
+#[test]
+fn bare_attaches_the_empty_programs_and_otherwise_the_recording_ones() {
+    assert_eq!(programs(true), Programs::Bare);
+    assert_eq!(programs(false), Programs::Record);
+}

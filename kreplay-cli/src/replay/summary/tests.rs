@@ -2,8 +2,8 @@
 //! grouped by cause, the table, the closing lines and the JSON.
 
 use super::*;
-use crate::cmd::durations::{Durations, MEDIAN_REL_ERROR};
-use crate::cmd::replay_table::{RunTotals, footer, json, render, short_name};
+use crate::replay::durations::{Durations, MEDIAN_REL_ERROR};
+use crate::replay::table::{RunTotals, footer, json, render, short_name};
 use kreplay_common::stream::{
     Decline, Dispatch, Nondeterministic, ReplayPass, Restore, Snapshot, ToolWindow,
 };
@@ -240,7 +240,7 @@ fn kernel_names_are_demangled_shortened_and_elided_for_the_terminal() {
     ]
     .into_iter()
     .collect();
-    let l = super::super::replay_table::labels(&rows);
+    let l = crate::replay::table::labels(&rows);
     assert_eq!(l[0], "saxpy [pid 4242]");
     assert_eq!(l[1], "at::native::vectoriz…e_kernel<…> [pid 7]");
     assert_eq!(l[1].chars().count(), 40);
@@ -383,6 +383,26 @@ fn json_lines_carry_full_names_totals_and_grouped_declines() {
         lines[2],
         "{\"schema\":\"kreplay-replay/1\",\"kind\":\"run\",\"wall_ns\":80000,\"inside_ns\":20000,\"dispatches\":5,\"replayed\":2}"
     );
+}
+
+#[test]
+fn the_json_file_holds_the_json_lines_and_no_temporary_file_stays() {
+    let rows = summarize(&records());
+    let t = RunTotals {
+        wall_ns: 80_000,
+        inside_ns: 20_000,
+        kernel_filter: None,
+        max_dispatches: None,
+        passes: 3,
+    };
+    let dir = std::env::temp_dir().join(format!("kreplay-json-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("k.json");
+    crate::replay::table::write_json(&path, &rows, &t).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), json(&rows, &t));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

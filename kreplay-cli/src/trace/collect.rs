@@ -1,21 +1,13 @@
 //! Where `kreplay trace`'s ring-buffer records go while it records: the per-thread streams,
-//! the kernel names and the summary; drop markers; and the real probes and intake as the
-//! recording loop's [`Session`] drives them and attaching uses them.
-use kreplay_cli::{
-    probes::{
-        intake::Intake,
-        loader::{Counters, Probes, Scope},
-    },
+//! the kernel names and the summary; and drop markers for what the probes lost.
+use crate::{
+    probes::loader::Counters,
     trace::{
-        attach::Attacher,
         capture::Capture,
-        discover::RuntimeLib,
         kernels::{KernelNames, Resolved},
         nesting::{Held, LaunchRole, role_of},
         roctx::{Roctx, is_roctx},
-        session::{Probed, Recording},
         summary::Summary,
-        targets::Attach,
     },
 };
 use kreplay_common::{
@@ -24,7 +16,7 @@ use kreplay_common::{
 };
 
 /// Writes a drop marker for each cause whose count grew since the last call.
-pub(super) fn mark_losses(
+pub fn mark_losses(
     capture: &mut Capture,
     c: &Counters,
     reported: &mut [u64; 4],
@@ -43,29 +35,43 @@ pub(super) fn mark_losses(
 }
 
 /// Where ring-buffer records go: the per-thread streams, the kernel names and the summary.
-pub(super) struct Collector {
+pub struct Collector {
     /// The per-thread stream files.
-    pub(super) capture: Capture,
+    pub capture: Capture,
     /// Calls per API, for the summary at the end.
-    pub(super) summary: Summary,
+    pub summary: Summary,
     /// Kernel names by launch address.
-    pub(super) kernels: KernelNames,
+    pub kernels: KernelNames,
     /// Processes seen so far (checked for every record: foldhash, not SipHash).
-    pub(super) pids: std::collections::HashSet<u32, foldhash::fast::RandomState>,
+    pub pids: std::collections::HashSet<u32, foldhash::fast::RandomState>,
     /// The pid of the previous record (0: none yet): records come in runs of one process, so
     /// most skip the set.
-    pub(super) last_pid: u32,
+    pub last_pid: u32,
     /// The first failed write, reported once recording ends.
-    pub(super) io_error: Option<anyhow::Error>,
+    pub io_error: Option<anyhow::Error>,
     /// Driver launches waiting for the runtime launch they were made from.
-    pub(super) held: Held,
+    pub held: Held,
     /// roctx calls waiting for their messages.
-    pub(super) roctx: Roctx,
+    pub roctx: Roctx,
 }
 
 impl Collector {
+    /// A collector writing to `capture`, with the kernel names read so far.
+    pub fn new(capture: Capture, kernels: KernelNames) -> Collector {
+        Collector {
+            capture,
+            summary: Summary::default(),
+            kernels,
+            pids: Default::default(),
+            last_pid: 0,
+            io_error: None,
+            held: Default::default(),
+            roctx: Default::default(),
+        }
+    }
+
     /// Writes what is still waiting when recording ends (roctx calls whose message never came).
-    pub(super) fn finish(&mut self) {
+    pub fn finish(&mut self) {
         for a in self.roctx.finish() {
             if let Err(e) = self.capture.annotation(a) {
                 self.io_error.get_or_insert_with(|| e.into());
@@ -74,7 +80,7 @@ impl Collector {
     }
 
     /// Takes one ring-buffer record.
-    pub(super) fn push(&mut self, s: &Sample) {
+    pub fn push(&mut self, s: &Sample) {
         let r = match s {
             Sample::Call(r) => self.call(r),
             Sample::Name(n) => self.name(n),
@@ -194,7 +200,7 @@ impl Collector {
 
     /// Writes the inner launches still held: their outer records never came (the trace ended
     /// inside the outer call, or its record was lost). Called once the rings are drained.
-    pub(super) fn finish_held(&mut self) {
+    pub fn finish_held(&mut self) {
         for orphan in self.held.drain() {
             if let Err(e) = self.own_launch(&orphan, Vec::new()) {
                 self.io_error.get_or_insert_with(|| e.into());
@@ -211,114 +217,5 @@ impl Collector {
         }
         let rec = self.kernels.named(n);
         self.capture.kernel_name(n.tid, rec)
-    }
-}
-
-/// The loaded probes and their attacher, as the recording loop drives them.
-pub(super) struct LiveProbes<'a> {
-    /// The probes.
-    pub(super) probes: &'a mut Probes,
-    /// What is attached where.
-    pub(super) attacher: &'a mut Attacher,
-    /// A process tree is followed: rescans attach for every process (the programs filter).
-    pub(super) follow: bool,
-    /// Every process is traced (`--all`): rescans attach for every process.
-    pub(super) every: bool,
-    /// Processes that map a new runtime library are held until it is probed: the periodic
-    /// rescan looks at new processes only, and at all of them every [`FULL_RESCAN_EVERY`].
-    pub(super) holding_new_files: bool,
-}
-
-/// How often `--all` looks at every process's mappings while new libraries hold their
-/// processes (the backstop for what the hold cannot see).
-pub(super) const FULL_RESCAN_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
-
-impl Probed for LiveProbes<'_> {
-    fn counters(&mut self) -> anyhow::Result<Counters> {
-        Ok(self.probes.counters()?)
-    }
-
-    fn rescan_pid(&mut self, pid: u32) {
-        let scope = if self.follow || self.every {
-            Scope::All
-        } else {
-            Scope::Pid(pid)
-        };
-        self.attacher.rescan_pid(self.probes, pid, scope);
-    }
-
-    fn followed(&mut self) -> Vec<u32> {
-        if !self.follow {
-            return Vec::new();
-        }
-        self.probes.followed().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "reading the followed processes");
-            Vec::new()
-        })
-    }
-
-    fn rescan_all(&mut self) {
-        if self.holding_new_files {
-            self.attacher.rescan_new(self.probes, FULL_RESCAN_EVERY);
-        } else {
-            self.attacher.rescan_all(self.probes);
-        }
-    }
-
-    fn flush_debug_log(&mut self) {
-        self.probes.flush_debug_log();
-    }
-}
-
-impl Attach for LiveProbes<'_> {
-    fn attach(&mut self, lib: &RuntimeLib, scope: Scope) -> anyhow::Result<()> {
-        self.attacher.attach(self.probes, lib, scope).map(drop)
-    }
-
-    fn rescan_all(&mut self) {
-        self.attacher.rescan_all(self.probes);
-    }
-}
-
-/// The rings' intake and the collector, as the recording loop drives them.
-pub(super) struct LiveRecording<'a> {
-    /// The rings.
-    pub(super) intake: &'a mut Intake,
-    /// Where their records go.
-    pub(super) col: &'a mut Collector,
-    /// Losses already marked in the trace, per cause (`Counters::losses`).
-    pub(super) reported: &'a mut [u64; 4],
-}
-
-impl Recording for LiveRecording<'_> {
-    fn drain(&mut self) {
-        let col = &mut *self.col;
-        self.intake.drain(&mut |s| col.push(&s));
-    }
-
-    fn mark_losses(&mut self, c: &Counters) -> anyhow::Result<()> {
-        Ok(mark_losses(&mut self.col.capture, c, self.reported)?)
-    }
-
-    fn remember(&mut self, pid: u32) {
-        self.col.kernels.remember(pid);
-    }
-
-    fn forget_exited(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.col.kernels.forget_exited(alive);
-    }
-
-    fn close_idle(&mut self) {
-        if let Err(e) = self.col.capture.close_idle() {
-            self.col.io_error.get_or_insert_with(|| e.into());
-        }
-    }
-
-    fn records(&self) -> u64 {
-        self.col.capture.records
-    }
-
-    fn threads(&self) -> usize {
-        self.col.capture.threads()
     }
 }

@@ -2,13 +2,13 @@
 //! are read (no record is kept): dispatches seen and replayed, passes per replayed dispatch,
 //! pass, snapshot and restore times, snapshot bytes, failed restores, nondeterminism, declines
 //! grouped by cause, and how the restores ran (snapshot mode, bytes hashed, checked and
-//! restored, dirty chunks, check time). Rendering is `replay_table`'s.
+//! restored, dirty chunks, check time). Rendering is `table`'s.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use kreplay_common::size;
 
-use super::durations::Durations;
+use crate::replay::durations::Durations;
 use kreplay_common::stream::{Record, snapshot_mode};
 
 /// The declines of one cause: how many, and the first reason seen as the example.
@@ -167,6 +167,22 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The summary of the tool's stream `files`, read in order (the first that cannot be
+    /// opened fails it).
+    pub fn read(files: &[std::path::PathBuf]) -> anyhow::Result<Summary> {
+        use anyhow::Context as _;
+        let mut summary = Summary::new();
+        for (i, f) in files.iter().enumerate() {
+            let r = kreplay_common::stream::StreamReader::open(f)
+                .with_context(|| format!("cannot read {}", f.display()))?;
+            summary.set_pid(i, r.header().pid);
+            for rec in r {
+                summary.push(i, &rec);
+            }
+        }
+        Ok(summary)
+    }
+
     /// A new, empty summary.
     pub fn new() -> Self {
         Self::default()
@@ -354,5 +370,4 @@ fn chunk_label(n: u64) -> String {
 }
 
 #[cfg(test)]
-#[path = "replay_summary_tests.rs"]
 mod tests;

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use kreplay_cli::audit::render::json_string;
-use kreplay_cli::trace::kernels::demangle;
+use crate::audit::render::json_string;
+use crate::trace::kernels::demangle;
 
-use super::replay_summary::KernelRow;
+use crate::replay::summary::KernelRow;
 
 /// Widest kernel name in the tables; longer names lose their middle.
 pub const NAME_WIDTH: usize = 40;
@@ -271,6 +271,18 @@ pub fn footer(rows: &BTreeMap<String, KernelRow>, t: &RunTotals) -> String {
         }
     }
     s
+}
+
+/// Writes [`json`]'s lines to `path`: under a temporary name beside it, renamed over it once
+/// complete.
+pub fn write_json(
+    path: &std::path::Path,
+    rows: &BTreeMap<String, KernelRow>,
+    t: &RunTotals,
+) -> std::io::Result<()> {
+    let (pending, mut file) = crate::output::PendingFile::create(path)?;
+    std::io::Write::write_all(&mut file, json(rows, t).as_bytes())?;
+    pending.commit(file)
 }
 
 /// The rows and the run as JSON lines (schema `kreplay-replay/1`, `docs/replay-json.md`).
