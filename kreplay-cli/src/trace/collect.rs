@@ -53,6 +53,8 @@ pub struct Collector {
     pub held: Held,
     /// roctx calls waiting for their messages.
     pub roctx: Roctx,
+    /// CPU time spent draining the rings into it, in ns (the summary's `reader cpu`).
+    pub drain_cpu_ns: u64,
 }
 
 impl Collector {
@@ -67,6 +69,7 @@ impl Collector {
             io_error: None,
             held: Default::default(),
             roctx: Default::default(),
+            drain_cpu_ns: 0,
         }
     }
 

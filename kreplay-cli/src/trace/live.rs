@@ -1,5 +1,6 @@
 //! The real probes, attacher, rings and collector as the recording loop's
 //! [`Session`](crate::trace::session::Session) drives them and attaching uses them.
+use crate::probes::cost::thread_cpu_ns;
 use crate::{
     probes::{
         intake::Intake,
@@ -92,8 +93,10 @@ pub struct LiveRecording<'a> {
 
 impl Recording for LiveRecording<'_> {
     fn drain(&mut self) {
+        let before = thread_cpu_ns();
         let col = &mut *self.col;
         self.intake.drain(&mut |s| col.push(&s));
+        col.drain_cpu_ns += thread_cpu_ns().saturating_sub(before);
     }
 
     fn mark_losses(&mut self, c: &Counters) -> anyhow::Result<()> {

@@ -12,7 +12,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
     launch,
-    probes::{cost::reader_cpu_ns, intake, loader::Probes, rings::RingLayout},
+    probes::{intake, loader::Probes, rings::RingLayout},
     trace::{
         attach::Attacher,
         capture::Capture,
@@ -103,7 +103,6 @@ pub fn record_until_stop(
     } = s;
     let mut col = Collector::new(capture, kernels);
     let started = Instant::now();
-    let cpu_at_start = reader_cpu_ns();
     // Per cause (`Counters::losses`): what the trace's drop markers already say.
     let mut reported = [0u64; 4];
     let mut session = Session::new(target, status, started);
@@ -130,7 +129,7 @@ pub fn record_until_stop(
             holds.as_mut(),
         ))
         .with_context(|| kept_streams(&paths.dir, &paths.output))?;
-    let reader_cpu = reader_cpu_ns().saturating_sub(cpu_at_start);
+    let reader_cpu = col.drain_cpu_ns;
     rt.shutdown_background();
     let records = col.capture.records;
     let rings = (probes.rings(), intake.per_ring());
