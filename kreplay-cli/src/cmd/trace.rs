@@ -21,9 +21,10 @@ use kreplay_cli::{
     trace::{
         attach::Attacher,
         finish::{self, EndOptions},
-        gpu_env,
+        gpu_attach, gpu_env,
         plan::{self, Plan, Request},
         record,
+        session::Target,
         setup::{self, Paths},
         targets::{self, HostLibraries},
     },
@@ -158,7 +159,7 @@ fn request(args: &TraceArgs) -> Request {
 /// Runs `kreplay trace`; returns the exit code.
 pub fn run(args: TraceArgs) -> Result<u8> {
     let plan = Plan::check(request(&args), Path::exists)?;
-    let gpu_tool = gpu_env::tool_for(args.gpu, !args.command.is_empty())?;
+    let gpu_tool = gpu_env::tool_for(args.gpu, !args.command.is_empty() || !args.pids.is_empty())?;
     let pid_libs = targets::pid_libraries(&plan, &HostLibraries)?;
     let output = args.output.clone().unwrap_or_else(plan::default_output);
     // Nothing is written to `output` itself until the trace is complete.
@@ -196,6 +197,13 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         &rt,
     )?;
     let kernels = setup::kernel_names(&target);
+    // `-p PID --gpu`: the running processes get kreplay-tool, probed from now on.
+    let gpu_sessions = match (&target, &gpu_tool) {
+        (Target::Pids(pids), Some(tool)) => {
+            gpu_attach::open_all(pids, tool, &paths.dir, args.quiet)
+        }
+        _ => Vec::new(),
+    };
     // This thread drains the ring; the traced command was started above, so it keeps its own
     // priority.
     kreplay_cli::probes::priority::raise_reader_thread();
@@ -217,6 +225,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         keep_streams: args.keep_streams,
         no_summary: args.no_summary,
     };
+    // The tools' streams are complete before the finish lists them.
+    gpu_attach::end_all(gpu_sessions);
     finish::finish(end, probes, cost, recorded, &paths)?;
     Ok(exit_code)
 }
