@@ -60,7 +60,14 @@ fn round(dir: &Path, i: usize) -> (f64, f64, f64) {
     let _ = std::fs::remove_dir_all(&streams);
     let t0 = monotonic_ns();
     let k = Command::new(kreplay_bin())
-        .args(["trace", "--gpu", "--keep-streams", "--no-summary", "--duration", "1s"])
+        .args([
+            "trace",
+            "--gpu",
+            "--keep-streams",
+            "--no-summary",
+            "--duration",
+            "1s",
+        ])
         .arg("-o")
         .arg(&trace)
         .arg("-p")

@@ -94,6 +94,8 @@ pub struct Opened {
     pub load_pause: Duration,
     /// How long it was held for the entry call.
     pub entry_pause: Duration,
+    /// The process's pid in its own pid namespace (the tool's stream is `tool-NSPID.krs`).
+    pub nspid: u32,
 }
 
 /// The process's pid in its own pid namespace (`NSpid`'s last field), and its effective uid
@@ -153,7 +155,10 @@ pub fn open(
     let (nspid, uid, gid) = identity(pid)?;
     let (there, here) = socket_paths(pid, nspid);
     let listener = channel::Listener::bind(&here, uid, gid)?;
-    let mut opened = Opened::default();
+    let mut opened = Opened {
+        nspid,
+        ..Default::default()
+    };
     if inject::entry::loaded(pid, tool)?.is_none() {
         let loaded = inject::load(pid, tool)?;
         opened.loaded_now = true;

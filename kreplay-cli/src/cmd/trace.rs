@@ -226,7 +226,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         no_summary: args.no_summary,
     };
     // The tools' streams are complete before the finish lists them.
-    gpu_attach::end_all(gpu_sessions);
+    gpu_attach::end_all(gpu_sessions, &paths.dir, args.quiet);
     finish::finish(end, probes, cost, recorded, &paths)?;
     Ok(exit_code)
 }
