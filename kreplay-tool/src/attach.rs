@@ -7,8 +7,9 @@
 //! everything off again, flushes the stream, answers `done` if the CLI still listens, and
 //! the tool is inert until the next session.
 //!
-//! Only the GPU timeline of CUDA processes (CUPTI activity, [`crate::cupti`]) is started here;
-//! settings that ask for replay are refused with a reason.
+//! Only the GPU timeline is started here: CUPTI activity in a CUDA process ([`crate::cupti`]),
+//! or, in an HSA process started with the tool and `KREPLAY_ATTACH=1`, its queues' profiling
+//! ([`crate::hsa::attach`]); settings that ask for replay are refused with a reason.
 
 use core::ffi::{CStr, c_char};
 use std::io::{Read, Write};
@@ -140,6 +141,9 @@ fn apply(s: &ReplaySettings) -> Result<(), String> {
         ));
     }
     crate::record::set_output_dir(Some(dir)).map_err(|e| format!("flushing the stream: {e}"))?;
+    if crate::hsa::attach::loaded_by_hsa() {
+        return crate::hsa::attach::start();
+    }
     crate::cupti::start().map_err(|e| format!("CUPTI is unusable: {e}"))
 }
 
@@ -161,6 +165,7 @@ fn wait_for_close(sock: &mut UnixStream) {
 
 /// Turns everything off and writes the stream out: the tool is inert again.
 fn finish() {
+    crate::hsa::attach::stop();
     crate::cupti::stop();
     if let Err(e) = crate::record::set_output_dir(None) {
         tracing::warn!("kreplay: the last flush of the tool stream failed: {e}");

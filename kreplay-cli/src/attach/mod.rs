@@ -75,6 +75,18 @@ pub enum AttachError {
         /// Its reason.
         reason: String,
     },
+    /// An HSA process started without the tool: ROCR offers a tool its API table only at
+    /// `hsa_init`.
+    #[error(
+        "process {pid} uses ROCm (HSA), whose runtime loads tools only at hsa_init: kreplay-tool can join only a process started with HSA_TOOLS_LIB={} KREPLAY_ATTACH=1",
+        .tool.display()
+    )]
+    HsaNeedsOptIn {
+        /// The target process.
+        pid: i32,
+        /// The tool it must be started with.
+        tool: PathBuf,
+    },
     /// The tool's answer made no sense.
     #[error("process {pid}: unexpected answer from kreplay-tool: {line:?}")]
     Protocol {
@@ -127,6 +139,19 @@ fn parse_identity(status: &str) -> Option<(u32, u32, u32)> {
     ))
 }
 
+/// True when the mappings hold the HSA runtime and no CUDA driver.
+fn hsa_only(maps: &[inject::target::Mapping]) -> bool {
+    let has = |prefix: &str| {
+        maps.iter().any(|m| {
+            Path::new(&m.path)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+    };
+    has("libhsa-runtime64.so") && !has("libcuda.so")
+}
+
 /// The socket's path in the target's view and in ours (through `/proc/PID/root`).
 fn socket_paths(pid: i32, nspid: u32) -> (PathBuf, PathBuf) {
     let nonce = {
@@ -152,6 +177,13 @@ pub fn open(
     tool: &Path,
     settings: &ReplaySettings,
 ) -> Result<(Session, Opened), AttachError> {
+    let loaded = inject::entry::loaded(pid, tool)?.is_some();
+    if !loaded && hsa_only(&inject::target::maps(pid)?) {
+        return Err(AttachError::HsaNeedsOptIn {
+            pid,
+            tool: tool.canonicalize().unwrap_or_else(|_| tool.to_path_buf()),
+        });
+    }
     let (nspid, uid, gid) = identity(pid)?;
     let (there, here) = socket_paths(pid, nspid);
     let listener = channel::Listener::bind(&here, uid, gid)?;
@@ -159,7 +191,7 @@ pub fn open(
         nspid,
         ..Default::default()
     };
-    if inject::entry::loaded(pid, tool)?.is_none() {
+    if !loaded {
         let loaded = inject::load(pid, tool)?;
         opened.loaded_now = true;
         opened.load_pause = loaded.pause;
@@ -201,6 +233,25 @@ mod tests {
                       NSpid:\t81234\t17\n";
         assert_eq!(parse_identity(status), Some((17, 1001, 51)));
         assert_eq!(parse_identity("Uid:\t0\t0\t0\t0\n"), None);
+    }
+
+    #[test]
+    fn only_an_hsa_process_without_a_cuda_driver_needs_the_opt_in() {
+        let maps = |paths: &[&str]| -> Vec<inject::target::Mapping> {
+            let text: String = paths
+                .iter()
+                .map(|p| format!("7f0000000000-7f0000001000 r-xp 00000000 08:01 42 {p}\n"))
+                .collect();
+            inject::target::parse_maps(&text)
+        };
+        assert!(hsa_only(&maps(&[
+            "/opt/rocm/lib/libhsa-runtime64.so.1.14.0"
+        ])));
+        assert!(!hsa_only(&maps(&[
+            "/opt/rocm/lib/libhsa-runtime64.so.1",
+            "/usr/lib/libcuda.so.580.1"
+        ])));
+        assert!(!hsa_only(&maps(&["/usr/local/nvidia/lib64/libcuda.so.1"])));
     }
 
     #[test]
