@@ -12,7 +12,7 @@
 //! ([`crate::hsa::attach`]); settings that ask for replay are refused with a reason.
 
 use core::ffi::{CStr, c_char};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -173,18 +173,22 @@ fn finish() {
     crate::record::pause_global_flusher();
 }
 
-/// Sends one line, without SIGPIPE when the CLI is gone.
+/// Sends one line, without SIGPIPE when the CLI is gone: Rust programs ignore SIGPIPE, but the
+/// application this runs in may not, so `send` with `MSG_NOSIGNAL` is used, not a plain write.
 fn send(sock: &UnixStream, line: &str) -> std::io::Result<()> {
-    let msg = format!("{line}\n");
-    let mut s = sock;
-    // A closed peer makes `write` fail with EPIPE: Rust programs ignore SIGPIPE, but the
-    // application this runs in may not, so MSG_NOSIGNAL is used instead of a plain write.
     use std::os::fd::AsRawFd;
-    let fd = s.as_raw_fd();
-    // SAFETY: a valid socket and buffer.
-    let n = unsafe { libc::send(fd, msg.as_ptr().cast(), msg.len(), libc::MSG_NOSIGNAL) };
+    let msg = format!("{line}\n");
+    // SAFETY: a valid socket and buffer of `msg.len()` bytes.
+    let n = unsafe {
+        libc::send(
+            sock.as_raw_fd(),
+            msg.as_ptr().cast(),
+            msg.len(),
+            libc::MSG_NOSIGNAL,
+        )
+    };
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    s.flush()
+    Ok(())
 }
