@@ -164,9 +164,15 @@ unsafe extern "C" fn handler(
         // SAFETY: data is the QueueCtx registered with this queue.
         let ctx = unsafe { &*(data as *const QueueCtx) };
         if t.passing_through() {
-            // Waiting for a kreplay: the doorbell bookkeeping goes on, the packets go through.
+            // Waiting for a kreplay: the doorbell bookkeeping goes on, the packets go through
+            // as the application wrote them.
             let _ = ctx.bounds.split(user_idx, count as usize);
-            return false;
+            if let Some(w) = writer {
+                // SAFETY: the runtime's own packets and count, forwarded unchanged.
+                unsafe { w(pkts, count) };
+                from.set(count as usize);
+            }
+            return true;
         }
         // SAFETY: the runtime hands count 64-byte packets at pkts.
         let batch = unsafe {
