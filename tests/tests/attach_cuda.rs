@@ -269,3 +269,24 @@ fn a_second_kreplay_during_a_session_is_refused_in_one_line_and_traces_api_calls
     stop(k1, w1);
     assert_eq!(l.finish(), want);
 }
+
+#[test]
+fn a_process_that_exits_while_attached_leaves_its_last_gpu_work_in_the_trace() {
+    require_root!();
+    let want = bare(2);
+    let mut l = Loop::start();
+    let out = out_path("exits");
+    let (mut k, w) = attach(&out, l.pid());
+    l.rounds(2);
+    assert_eq!(l.finish(), want);
+    // kreplay ends with its only target; the tool flushed its stream in the exit handlers.
+    let status = k.wait().unwrap();
+    let stderr = w.finish();
+    assert!(status.success(), "{stderr}");
+    assert!(!stderr.contains("ending the GPU timeline"), "{stderr}");
+    assert!(
+        stderr.contains("GPU timeline off: 30 GPU records"),
+        "{stderr}"
+    );
+    check_gpu_work(&out, 2);
+}

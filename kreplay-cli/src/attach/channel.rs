@@ -145,7 +145,7 @@ impl Session {
     }
 
     /// Ends the session: closes kreplay's sending side and waits for the tool's [`DONE`]
-    /// (its stream written and closed).
+    /// (its stream written and closed); a process that exited meanwhile is a normal end.
     pub fn end(mut self) -> Result<(), AttachError> {
         let pid = self.pid;
         self.sock
@@ -157,9 +157,11 @@ impl Session {
                 pid,
                 line: l.to_owned(),
             }),
+            // The process exited: its tool flushed its stream in its exit handlers.
+            None if matches!(crate::inject::target::state(pid), None | Some('Z' | 'X')) => Ok(()),
             None => Err(AttachError::Protocol {
                 pid,
-                line: "(closed without done: did the process exit?)".into(),
+                line: "(closed without done)".into(),
             }),
         }
     }
