@@ -12,6 +12,9 @@
 //! [`buffer_complete`] on its own thread, which writes `Dispatch` and `GpuCopy` records through
 //! the tool's recorder; at exit the remaining buffers are flushed before the tool's stream.
 //!
+//! A kreplay attached to the running process ([`crate::attach`]) turns the same records on with
+//! [`start`] and off again with [`stop`] (each kind disabled, CUPTI's buffers flushed).
+//!
 //! When CUPTI cannot be used (none found, too old, another subscriber, a failing call) the tool
 //! says why once and records nothing more: the application and the API trace go on.
 
