@@ -7,9 +7,10 @@
 //! everything off again, flushes the stream, answers `done` if the CLI still listens, and
 //! the tool is inert until the next session.
 //!
-//! Only the GPU timeline is started here: CUPTI activity in a CUDA process ([`crate::cupti`]),
-//! or, in an HSA process started with the tool and `KREPLAY_ATTACH=1`, its queues' profiling
-//! ([`crate::hsa::attach`]); settings that ask for replay are refused with a reason.
+//! In a CUDA process the session starts the GPU timeline (CUPTI activity, [`crate::cupti`]);
+//! settings that ask for replay are refused with a reason there. In an HSA process started with
+//! the tool and `KREPLAY_ATTACH=1` it starts the timeline (its queues' profiling) and replay
+//! when asked ([`crate::hsa::attach`]).
 
 use core::ffi::{CStr, c_char};
 use std::io::Read;
@@ -122,9 +123,10 @@ fn read_settings(sock: &mut UnixStream) -> Result<ReplaySettings, String> {
 
 /// Turns on what `s` asks for.
 fn apply(s: &ReplaySettings) -> Result<(), String> {
-    if s.passes.is_some_and(|p| p > 1) || s.kernel.is_some() || s.max_dispatches.is_some() {
+    let hsa = crate::hsa::attach::loaded_by_hsa();
+    if !hsa && s.passes.is_some_and(|p| p > 1) {
         return Err(
-            "replay in a running process is not supported by this tool (observe mode only)".into(),
+            "replay in a running CUDA process is not supported yet (the GPU timeline is)".into(),
         );
     }
     if s.gpu_timeline != Some(true) {
@@ -141,8 +143,8 @@ fn apply(s: &ReplaySettings) -> Result<(), String> {
         ));
     }
     crate::record::set_output_dir(Some(dir)).map_err(|e| format!("flushing the stream: {e}"))?;
-    if crate::hsa::attach::loaded_by_hsa() {
-        return crate::hsa::attach::start();
+    if hsa {
+        return crate::hsa::attach::start(s);
     }
     crate::cupti::start().map_err(|e| format!("CUPTI is unusable: {e}"))
 }

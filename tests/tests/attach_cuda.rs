@@ -290,3 +290,30 @@ fn a_process_that_exits_while_attached_leaves_its_last_gpu_work_in_the_trace() {
     );
     check_gpu_work(&out, 2);
 }
+
+#[test]
+fn replay_in_a_running_cuda_process_is_refused_in_one_line_before_anything_is_loaded() {
+    require_root!();
+    let want = bare(1);
+    let mut l = Loop::start();
+    let out = Command::new(kreplay_bin())
+        .args(["replay", "--passes", "3", "-o"])
+        .arg(out_path("replay"))
+        .arg("-p")
+        .arg(l.pid().to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "kreplay: error: process {0} uses CUDA: replay in a running CUDA process is not supported yet (`kreplay trace -p {0} --gpu` gives its GPU timeline)\n",
+            l.pid()
+        )
+    );
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", l.pid())).unwrap();
+    assert!(!maps.contains("libkreplay_tool"), "the tool was not loaded");
+    l.rounds(1);
+    assert_eq!(l.finish(), want);
+}

@@ -212,3 +212,70 @@ fn an_hsa_process_started_without_the_opt_in_is_refused_in_one_line_and_left_alo
     r.rounds(1);
     r.finish();
 }
+
+/// Starts `kreplay replay -p PID ARGS` and returns once its session is open.
+fn replay(out: &Path, pid: u32, args: &[&str]) -> (Child, StderrWatch) {
+    let mut k = Command::new(kreplay_bin())
+        .args(["replay", "-o", out.to_str().unwrap(), "-p"])
+        .arg(pid.to_string())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watch = StderrWatch::new(&mut k);
+    watch.wait_for(&format!("kreplay: process {pid}: replaying"));
+    (k, watch)
+}
+
+/// Stops `replay -p` with SIGINT; returns its stdout's table columns of `fill`.
+fn stop_replay(mut k: Child, watch: StderrWatch) -> std::collections::HashMap<String, String> {
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut k.stdout.take().unwrap(), &mut stdout).unwrap();
+    let status = k.wait().unwrap();
+    let stderr = watch.finish();
+    assert!(status.success(), "{stderr}");
+    let mut cols = kreplay_tests::replay_table::columns(&stdout);
+    cols.remove("fill")
+        .unwrap_or_else(|| panic!("{stdout}\n{stderr}"))
+}
+
+#[test]
+fn replay_in_an_opted_in_hsa_process_replays_the_named_kernel_n_times_and_changes_nothing() {
+    require_root!();
+    let want = bare(7);
+    let mut r = Rounds::start(true);
+    r.rounds(1);
+    let args = [
+        "--kernel",
+        "^fill$",
+        "--passes",
+        "3",
+        "--max-dispatches",
+        "4",
+    ];
+    let (k, w) = replay(&out_path("replay"), r.pid(), &args);
+    r.rounds(2);
+    let fill = stop_replay(k, w);
+    assert_eq!(fill["dispatches"], (2 * LAUNCHES).to_string());
+    assert_eq!(fill["replayed"], "4");
+    assert_eq!(fill["passes"], "3");
+    assert_eq!(fill["nondet"], "0");
+    r.rounds(1);
+    // Killed mid-replay: the tool stops replaying on its own, the next session gets it.
+    let (mut k, w) = replay(&out_path("replay-killed"), r.pid(), &args);
+    r.rounds(1);
+    k.kill().unwrap();
+    k.wait().unwrap();
+    drop(w);
+    let (k, w) = replay(&out_path("replay-again"), r.pid(), &["--passes", "2"]);
+    r.rounds(1);
+    let fill = stop_replay(k, w);
+    assert_eq!(fill["dispatches"], LAUNCHES.to_string());
+    assert_eq!(fill["replayed"], LAUNCHES.to_string());
+    assert_eq!(fill["passes"], "2");
+    r.rounds(1);
+    assert_eq!(r.finish(), want);
+}

@@ -139,17 +139,25 @@ fn parse_identity(status: &str) -> Option<(u32, u32, u32)> {
     ))
 }
 
+/// True when one of the mappings is a file whose name starts with `prefix`.
+fn maps_file(maps: &[inject::target::Mapping], prefix: &str) -> bool {
+    maps.iter().any(|m| {
+        Path::new(&m.path)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(prefix))
+    })
+}
+
 /// True when the mappings hold the HSA runtime and no CUDA driver.
 fn hsa_only(maps: &[inject::target::Mapping]) -> bool {
-    let has = |prefix: &str| {
-        maps.iter().any(|m| {
-            Path::new(&m.path)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(prefix))
-        })
-    };
-    has("libhsa-runtime64.so") && !has("libcuda.so")
+    maps_file(maps, "libhsa-runtime64.so") && !maps_file(maps, "libcuda.so")
+}
+
+/// True when process `pid` maps the CUDA driver and no HSA runtime.
+pub fn cuda_only(pid: i32) -> Result<bool, AttachError> {
+    let maps = inject::target::maps(pid)?;
+    Ok(maps_file(&maps, "libcuda.so") && !maps_file(&maps, "libhsa-runtime64.so"))
 }
 
 /// The socket's path in the target's view and in ours (through `/proc/PID/root`).

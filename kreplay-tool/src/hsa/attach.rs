@@ -5,8 +5,10 @@
 //! `KREPLAY_ATTACH=1`: the tool wraps the table and intercepts every queue as usual, but passes
 //! packets and copies straight through and records nothing, until a kreplay connects over the
 //! control channel ([`crate::attach`]). Then [`start`] turns the GPU timeline on (profiling on
-//! every live queue and on copies, dispatches given kreplay's completion signals) and [`stop`]
-//! turns it off again.
+//! every live queue and on copies, dispatches given kreplay's completion signals), and replay
+//! when the session asks for it (the engine takes the session's settings; allocations have
+//! been recorded from the start, so a snapshot knows every live buffer), and [`stop`] turns
+//! both off again.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use super::state::{Tool, tool};
 use super::timeline::Timeline;
 use crate::amd_next;
 use crate::engine::config::ReplayConfig;
+use kreplay_common::replay_config::ReplaySettings;
 
 /// Whether `KREPLAY_ATTACH=1` asks for attach mode (ignored, with a warning, when the
 /// environment also asks for a timeline or replay now: kreplay started this process).
@@ -63,9 +66,13 @@ fn profiling(t: &Tool, on: bool) {
     }
 }
 
-/// Turns the GPU timeline on.
-pub fn start() -> Result<(), String> {
+/// Turns the GPU timeline on, and replay when `settings` ask for more than one pass.
+pub fn start(settings: &ReplaySettings) -> Result<(), String> {
     let t = attachable()?;
+    if settings.passes.is_some_and(|p| p > 1) {
+        let config = ReplayConfig::from_settings(settings).map_err(|e| e.to_string())?;
+        t.engine.set_config(config);
+    }
     if t.timeline.get().is_none() {
         let tl = Timeline::start(t.backend.next())
             .ok_or("the HSA runtime lacks what the GPU timeline needs (profiling, timestamps)")?;
@@ -80,10 +87,13 @@ pub fn start() -> Result<(), String> {
     Ok(())
 }
 
-/// Turns the GPU timeline off: packets and copies pass through again, and the dispatches in
-/// flight finish recording first (up to 1 s).
+/// Turns replay and the GPU timeline off: packets and copies pass through again, and the
+/// dispatches in flight finish recording first (up to 1 s).
 pub fn stop() {
     let Ok(t) = attachable() else { return };
+    if let Ok(idle) = ReplayConfig::from_settings(&ReplaySettings::default()) {
+        t.engine.set_config(idle);
+    }
     if !t.observing.swap(false, Ordering::AcqRel) {
         return;
     }

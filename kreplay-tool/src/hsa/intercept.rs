@@ -324,7 +324,7 @@ fn pass_through(
         let id = single.take().or_else(|| {
             let name = kernel_name(t, ctx.agent, p.kernel_object);
             let corr = t.engine.next_correlation();
-            if multi && t.engine.replaying() && t.engine.config.selects(&name) {
+            if multi && t.engine.replaying() && t.engine.config().selects(&name) {
                 decline(corr, "multi-packet submission".into());
             }
             Some((name, corr))

@@ -150,14 +150,14 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
         return true;
     }
     let Some(t) = tool() else { return true };
-    // Waiting for a kreplay to attach, nothing is recorded (replay is not offered then).
-    t.engine.inventory.set_recording(!attach_mode);
+    // Also while waiting for a kreplay: a replay after the attach needs every live buffer.
+    t.engine.inventory.set_recording(true);
     // SAFETY: table is live; the wrappers read TOOL, which is now set.
     let installed = unsafe { crate::hsa::install::install(table) };
     tracing::debug!(
         runtime_version,
         installed,
-        passes = t.engine.config.passes,
+        passes = t.engine.config().passes,
         gpu_timeline = t.timeline().is_some(),
         attach_mode,
         "kreplay tool loaded"
