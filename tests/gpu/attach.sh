@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `kreplay trace -p PID --gpu` attached to a running PyTorch training loop
 # (tests/gpu/train_loop.py): kreplay-tool loaded into the running process, CUPTI activity for
-# 5 s, detached; then a second attach (the tool found loaded); then a kreplay killed with
-# SIGKILL mid-trace. Checks the loss sequence equals a bare run's bit for bit, that GPU
+# 5 s, detached; then a second attach (the tool found loaded); `kreplay replay -p` refused
+# (not implemented on CUDA); then a kreplay killed with SIGKILL mid-trace. Checks the loss sequence equals a bare run's bit for bit, that GPU
 # records arrived, and prints the time from kreplay's start to the first GPU record (target
 # <= 1 s), the pause of the injection (target <= 50 ms) and the step time before, while and
 # after each attach. Run from the repository root on the GPU machine, with the binaries carried
@@ -60,6 +60,12 @@ wait_steps $((a1 + 100))
 check second_attach_exit $? 0
 grep -q 'kreplay-tool already loaded' "$OUT/second.err"; check second_attach_reused_the_tool $? 0
 grep 'GPU timeline' "$OUT/second.err"
+
+# Replay in a running CUDA process is not implemented (docs/attach.md): refused in one line,
+# the loop untouched.
+"$K" replay -p $TP --kernel gemm --passes 5 --max-dispatches 20 -o "$OUT/replay.pftrace" > "$OUT/replay.out" 2> "$OUT/replay.err"
+check replay_pid_cuda_refused "$?/$(wc -l < "$OUT/replay.err")" "1/1"
+cat "$OUT/replay.err"
 
 # A kreplay killed with SIGKILL mid-trace: the tool sees its socket close and stops alone.
 b0=$(steps_done "$OUT/attached.out")
