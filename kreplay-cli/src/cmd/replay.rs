@@ -25,7 +25,8 @@ use kreplay_common::replay_config::{
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     kreplay replay --passes 10 --kernel gemm -- python3 train.py\n  \
-    kreplay replay --passes 5 --max-dispatches 20 --json k.json -o k.pftrace -- ./app\n\n\
+    kreplay replay --passes 5 --max-dispatches 20 --json k.json -o k.pftrace -- ./app\n  \
+    sudo kreplay replay --kernel gemm --passes 5 --duration 10s -p 4242\n\n\
     The per-kernel table: dispatches seen and replayed, passes per replayed dispatch (a \
     range when a replay stopped early), min/median/max time of one pass, median snapshot \
     time, bytes per snapshot, median restore time, restores that failed, dispatches whose \
@@ -105,7 +106,13 @@ pub struct ReplayArgs {
     #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "probes"])]
     pid: Option<u32>,
     /// With -p: end the session after this long (else Ctrl-C or the process's exit).
-    #[arg(long, value_name = "DURATION", value_parser = kreplay_cli::duration::parse, requires = "pid")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = kreplay_cli::duration::parse,
+        requires = "pid",
+        conflicts_with = "command"
+    )]
     duration: Option<std::time::Duration>,
     /// The command (after `--`).
     #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
@@ -309,6 +316,22 @@ mod tests {
     fn parse(flags: &[&str]) -> Result<ReplayArgs, clap::Error> {
         let argv = ["replay"].iter().chain(flags).chain(&["--", "app"]);
         Cli::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn a_pid_replaces_the_command_and_alone_takes_a_duration() {
+        let argv = |v: &[&str]| Cli::try_parse_from(["replay"].iter().chain(v)).map(|c| c.args);
+        let a = argv(&["-p", "4242", "--duration", "5s", "--passes", "3"]).unwrap();
+        assert_eq!(
+            (a.pid, a.duration, a.command.len()),
+            (Some(4242), Some(std::time::Duration::from_secs(5)), 0)
+        );
+        // A command and a pid, a pid with --probes, a duration without a pid, or neither
+        // a command nor a pid: refused.
+        assert!(argv(&["-p", "4242", "--", "app"]).is_err());
+        assert!(argv(&["-p", "4242", "--probes"]).is_err());
+        assert!(argv(&["--duration", "5s", "--", "app"]).is_err());
+        assert!(argv(&["--passes", "3"]).is_err());
     }
 
     #[test]

@@ -52,7 +52,11 @@ use kreplay_common::probe::{EVENTS_MAP, THREADS_MAP};
     --gpu -- CMD loads kreplay-tool into CMD (HSA_TOOLS_LIB; CUDA_INJECTION64_PATH, through \
     CUPTI; observe mode: no replay): every \
     kernel and copy with the GPU's times, on per-GPU queue tracks, with flows from their \
-    calls, a GPU busy % counter and a GPU time per kernel table (docs/trace.md).\n\n\
+    calls, a GPU busy % counter and a GPU time per kernel table (docs/trace.md). -p PID --gpu \
+    loads kreplay-tool into the running process (ptrace and its own dlopen) and tells it what \
+    to do over a control socket; when kreplay ends, or is killed, the tool stops on its own. A \
+    ROCm process must have been started with HSA_TOOLS_LIB=libkreplay_tool.so \
+    KREPLAY_ATTACH=1 (docs/attach.md).\n\n\
     Open the trace at https://ui.perfetto.dev (Open trace file).")]
 pub struct TraceArgs {
     /// Trace this running process (repeatable).
@@ -118,8 +122,9 @@ pub struct TraceArgs {
     /// e.g. `--env LD_PRELOAD=./libtool.so` for a library that must not load into the tracer.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = env_pair, requires = "command")]
     env: Vec<(String, String)>,
-    /// With a command: also record what the GPU ran (kernels and copies with their GPU times,
-    /// on per-GPU queue tracks), through kreplay-tool injected in observe mode.
+    /// With a command or -p: also record what the GPU ran (kernels and copies with their GPU
+    /// times, on per-GPU queue tracks), through kreplay-tool in observe mode (docs/attach.md
+    /// for -p).
     #[arg(long, conflicts_with = "no_gpu")]
     gpu: bool,
     /// API calls only, no GPU timeline (the default).
