@@ -1,4 +1,5 @@
 //! kreplay-cli: the loader, stream merger and Perfetto writer behind the `kreplay` command.
+pub mod attach;
 pub mod audit;
 pub mod duration;
 pub mod function_probe;

@@ -72,6 +72,11 @@ pub fn arm_after_first(first: &str, note: &str) {
     install(on_first_signal);
 }
 
+/// Whether the first interrupt after [`arm_after_first`] has come.
+pub fn first_seen() -> bool {
+    FIRST_SEEN.load(Ordering::Acquire)
+}
+
 /// Installs `handler` for SIGINT and SIGTERM.
 fn install(handler: extern "C" fn(libc::c_int)) {
     for sig in [libc::SIGINT, libc::SIGTERM] {

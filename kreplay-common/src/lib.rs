@@ -11,6 +11,8 @@ pub mod audit;
 pub mod cause;
 #[cfg(feature = "std")]
 pub mod color;
+#[cfg(feature = "std")]
+pub mod control;
 pub mod probe;
 pub mod progress;
 #[cfg(feature = "std")]

@@ -6,7 +6,9 @@
 //! (the `OnLoad`/`OnUnload` exports in [`hsa::tool`]), and to CUDA by `cuda` (preloaded; it wraps
 //! `dlsym`, `cuGetProcAddress` and the driver entries it needs), and records the application's
 //! NVTX ranges and marks as NVTX's injection library ([`nvtx`]), and on CUDA the GPU timeline
-//! through CUPTI as the driver's injection library ([`cupti`]).
+//! through CUPTI as the driver's injection library ([`cupti`]), also in a process it was loaded
+//! into while running ([`attach`]).
+pub mod attach;
 #[cfg(target_arch = "x86_64")]
 pub mod cuda;
 pub mod cupti;

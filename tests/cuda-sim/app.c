@@ -1,14 +1,20 @@
 // A CUDA driver-API program for the stand-in libcuda (tests/cuda-sim/libcuda.c). Built twice:
 // linked against libcuda (calls go through its symbols), and with -DRUNTIME_STYLE, where it
 // dlopens libcuda.so.1 and takes every entry from cuGetProcAddress_v2, as the CUDA runtime does.
-//   app inplace | twice | devicevar | graph | async | vmm | realloc | teardown | attach
+//   app inplace | twice | devicevar | graph | async | vmm | realloc | teardown | attach | loop
 // twice: inplace with the kernel launched two times (y gets a*x added twice).
 // attach: gets its function handle, prints "ready", waits for a line on stdin (a tracer
 // attaches meanwhile), then launches it 5 times, prints "attach done" and waits for another
 // line before going on (a long-running process, whose memory the tracer can still read).
+// loop: a long-running multi-threaded workload: three worker threads, each with its own
+// buffers and function handle, wait on a condition variable; the main thread prints "ready",
+// then for each line on stdin runs one round (every worker copies x in, launches axpy_inplace
+// three times on its y, copies y out) and prints "round N" with each worker's sum, in worker
+// order; at EOF it prints "loop done" and exits. A tracer attaches between rounds.
 // realloc: inplace, then frees x and allocates 40 KiB (room the device must have).
 // teardown: inplace, then frees both buffers and unloads the module.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,12 +74,85 @@ static void load(void) {}
 #define C(name) name
 #endif
 
+enum { LOOP_WORKERS = 3, LOOP_N = 2048 };
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t go, done;
+  int round, finished, quit;
+} loop_sync = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+typedef struct { H mod; int id; double sum; } Worker;
+
+static void *loop_worker(void *arg) {
+  Worker *w = arg;
+  H fn;
+  CK(C(cuModuleGetFunction)(&fn, w->mod, "axpy_inplace"));
+  static __thread float x[LOOP_N], y[LOOP_N];
+  CUdeviceptr dx, dy;
+  CK(C(cuMemAlloc_v2)(&dx, sizeof x));
+  CK(C(cuMemAlloc_v2)(&dy, sizeof y));
+  for (int i = 0; i < LOOP_N; i++) { x[i] = 0.25f * (float)(w->id + 1) + i % 3; y[i] = (float)(i % 11); }
+  CK(C(cuMemcpyHtoD_v2)(dy, y, sizeof y));
+  int n = LOOP_N, seen = 0;
+  float a = 1.5f;
+  for (;;) {
+    pthread_mutex_lock(&loop_sync.mu);
+    while (loop_sync.round == seen && !loop_sync.quit) pthread_cond_wait(&loop_sync.go, &loop_sync.mu);
+    int quit = loop_sync.quit;
+    seen = loop_sync.round;
+    pthread_mutex_unlock(&loop_sync.mu);
+    if (quit) return 0;
+    CK(C(cuMemcpyHtoD_v2)(dx, x, sizeof x));
+    void *args[] = { &dy, &dx, &a, &n };
+    for (int k = 0; k < 3; k++) CK(C(cuLaunchKernel)(fn, LOOP_N / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
+    CK(C(cuMemcpyDtoH_v2)(y, dy, sizeof y));
+    double s = 0;
+    for (int i = 0; i < LOOP_N; i++) s += y[i];
+    pthread_mutex_lock(&loop_sync.mu);
+    w->sum = s;
+    loop_sync.finished++;
+    pthread_cond_broadcast(&loop_sync.done);
+    pthread_mutex_unlock(&loop_sync.mu);
+  }
+}
+
+static int run_loop(H mod) {
+  Worker w[LOOP_WORKERS];
+  pthread_t t[LOOP_WORKERS];
+  for (int i = 0; i < LOOP_WORKERS; i++) {
+    w[i] = (Worker){ mod, i, 0 };
+    pthread_create(&t[i], 0, loop_worker, &w[i]);
+  }
+  printf("ready\n");
+  fflush(stdout);
+  char line[64];
+  for (int r = 1; fgets(line, sizeof line, stdin); r++) {
+    pthread_mutex_lock(&loop_sync.mu);
+    loop_sync.finished = 0;
+    loop_sync.round = r;
+    pthread_cond_broadcast(&loop_sync.go);
+    while (loop_sync.finished < LOOP_WORKERS) pthread_cond_wait(&loop_sync.done, &loop_sync.mu);
+    pthread_mutex_unlock(&loop_sync.mu);
+    printf("round %d", r);
+    for (int i = 0; i < LOOP_WORKERS; i++) printf(" %.1f", w[i].sum);
+    printf("\n");
+    fflush(stdout);
+  }
+  pthread_mutex_lock(&loop_sync.mu);
+  loop_sync.quit = 1;
+  pthread_cond_broadcast(&loop_sync.go);
+  pthread_mutex_unlock(&loop_sync.mu);
+  for (int i = 0; i < LOOP_WORKERS; i++) pthread_join(t[i], 0);
+  printf("loop done\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *c = argc > 1 ? argv[1] : "inplace";
   load();
   CK(C(cuInit)(0));
   H mod, fn;
   CK(C(cuModuleLoadData)(&mod, MODULE));
+  if (!strcmp(c, "loop")) return run_loop(mod);
   enum { N = 4096 };
   static float x[N], y[N];
   for (int i = 0; i < N; i++) { x[i] = 0.5f + i % 7; y[i] = 1.0f + i % 5; }

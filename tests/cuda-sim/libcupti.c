@@ -178,6 +178,13 @@ CUptiResult cuptiActivityEnable(uint32_t kind) {
   if (obs) obs(observe, driver_clock);
   return SUCCESS;
 }
+CUptiResult cuptiActivityDisable(uint32_t kind) {
+  if (kind >= 64) return ERROR_INVALID_PARAMETER;
+  pthread_mutex_lock(&mu);
+  enabled[kind] = 0;
+  pthread_mutex_unlock(&mu);
+  return SUCCESS;
+}
 CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, void **record) {
   uint8_t *at;
   if (!*record) {

@@ -1,6 +1,7 @@
 //! Integration-test helpers: locating built binaries, building C test programs, privilege checks.
 
 pub mod replay_table;
+pub mod stderr_watch;
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},

@@ -13,6 +13,8 @@ use kreplay_tests::{
 };
 use serde_json::Value;
 
+/// The line `--all --gpu` prints (`kreplay_cli::trace::gpu_env::ALL_NOTE`).
+const ALL_NOTE: &str = "kreplay: --gpu with --all: the GPU timeline is given to a started command (-- CMD) or to -p PID processes only; tracing the API calls only";
 /// The sim's added kernel duration, µs.
 const KERNEL_US: u64 = 1500;
 /// The sim's added copy duration, µs.
@@ -379,7 +381,7 @@ fn a_program_that_exits_without_synchronizing_leaves_a_valid_trace_with_its_kern
 }
 
 #[test]
-fn without_gpu_the_trace_has_no_gpu_tracks_and_a_pid_attach_says_why_not() {
+fn without_gpu_the_trace_has_no_gpu_tracks_and_all_says_why_not() {
     require_root!();
     let out = scratch("gpu_timeline").join("nogpu.pftrace");
     let run = Command::new(kreplay_bin())
@@ -396,19 +398,18 @@ fn without_gpu_the_trace_has_no_gpu_tracks_and_a_pid_attach_says_why_not() {
     assert!(gpus(&d).is_empty());
     assert_eq!(api_slices(&d, "hipLaunchKernel").len(), 4);
     assert!(!String::from_utf8_lossy(&run.stderr).contains("GPU time per kernel"));
-    // -p with --gpu: one line, then an API-only trace of the process.
+    // --all with --gpu: one line, then an API-only trace (`-p PID --gpu` attaches the tool:
+    // tests/tests/attach_cuda.rs and attach_hsa.rs).
     let run = Command::new(kreplay_bin())
         .args(["trace", "--gpu", "-q", "--duration", "1s", "-o"])
-        .arg(scratch("gpu_timeline").join("pid.pftrace"))
-        .args(["-p", &std::process::id().to_string()])
+        .arg(scratch("gpu_timeline").join("all.pftrace"))
+        .arg("--all")
         .output()
-        .expect("run kreplay trace -p");
+        .expect("run kreplay trace --all");
     let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
     assert_eq!(
-        stderr
-            .lines()
-            .filter(|l| l.contains("GPU timeline needs kreplay-tool injected"))
-            .count(),
+        stderr.lines().filter(|l| *l == ALL_NOTE).count(),
         1,
         "{stderr}"
     );

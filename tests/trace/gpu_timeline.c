@@ -6,7 +6,10 @@
  *   barrier N  one stream: hipMemcpyAsync H2D, then N launches of a graph of `fill` -> `twice`
  *              (the first launch behind a BARRIER_AND packet while the copy is unfinished, with
  *              KRSIM_COPY_LATENCY_US), hipStreamSynchronize, one D2H copy (checked).
- *   nosync N   N launches of `fill` on the null stream, then return without synchronizing. */
+ *   nosync N   N launches of `fill` on the null stream, then return without synchronizing.
+ *   rounds N   a long-running program to attach to: one stream and buffer made (and one round
+ *              run), `ready` printed, then per line on stdin one round (H2D copy, N fills,
+ *              synchronize, D2H copy, checked) and `round R` printed; `rounds done` at EOF. */
 #include <string.h>
 
 #include "workload.h"
@@ -80,6 +83,37 @@ static void barrier(uint64_t launches) {
   HIP_CHECK(hipStreamDestroy(s));
 }
 
+/* One round on a stream and buffer that live across rounds. */
+static void round_on(hipStream_t s, uint32_t* x, uint64_t launches, uint64_t r) {
+  uint32_t host[LEN];
+  for (int i = 0; i < LEN; i++) host[i] = (uint32_t)i;
+  HIP_CHECK(hipMemcpy(x, host, sizeof host, hipMemcpyHostToDevice));
+  for (uint64_t l = 0; l < launches; l++)
+    HIP_CHECK(fill(wl_dim(LEN / 256), wl_dim(256), 0, s, x, LEN, (uint32_t)(r * 100 + l)));
+  HIP_CHECK(hipStreamSynchronize(s));
+  HIP_CHECK(hipMemcpy(host, x, sizeof host, hipMemcpyDeviceToHost));
+  WL_EXPECT(host[7] == (uint32_t)(r * 100 + launches - 1), "fill wrote %u", host[7]);
+}
+
+static void rounds(uint64_t launches) {
+  hipStream_t s;
+  uint32_t* x;
+  HIP_CHECK(hipStreamCreate(&s));
+  HIP_CHECK(hipMalloc((void**)&x, LEN * sizeof *x));
+  round_on(s, x, launches, 0);
+  printf("ready\n");
+  fflush(stdout);
+  char line[64];
+  for (uint64_t r = 1; fgets(line, sizeof line, stdin); r++) {
+    round_on(s, x, launches, r);
+    printf("round %" PRIu64 "\n", r);
+    fflush(stdout);
+  }
+  HIP_CHECK(hipFree(x));
+  HIP_CHECK(hipStreamDestroy(s));
+  printf("rounds done\n");
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "streams";
   uint64_t n = wl_arg(argc, argv, 2, 4);
@@ -90,6 +124,8 @@ int main(int argc, char** argv) {
   } else if (strcmp(mode, "barrier") == 0) {
     barrier(n);
     printf("graph_launches: %" PRIu64 "\n", n);
+  } else if (strcmp(mode, "rounds") == 0) {
+    rounds(n);
   } else if (strcmp(mode, "nosync") == 0) {
     uint32_t* x;
     HIP_CHECK(hipMalloc((void**)&x, LEN * sizeof *x));

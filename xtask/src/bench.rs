@@ -16,6 +16,7 @@ const CARGO_BENCHES: &[(&str, &str)] = &[
     ("kreplay-cli", "merge"),
     ("kreplay-cli", "audit_overhead"),
     ("kreplay-cli", "inject"),
+    ("kreplay-cli", "attach"),
     ("kreplay-tool", "contention"),
     ("kreplay-tool", "stress"),
     ("kreplay-tool", "replay"),

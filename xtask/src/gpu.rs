@@ -4,7 +4,8 @@
 //! GPU, runs `tests/gpu/run.sh`, `tests/gpu/replay.sh`, `tests/gpu/restore_matrix.sh`,
 //! `tests/gpu/probe_overhead.sh`, and the replay-cost runs on a PyTorch training step beside
 //! Nsight Compute (`tests/gpu/replay_cost.sh`, `tests/gpu/replay_vs_ncu.sh`), and the GPU
-//! timeline beside torch.profiler (`tests/gpu/gpu_timeline.sh`).
+//! timeline beside torch.profiler (`tests/gpu/gpu_timeline.sh`), and the GPU timeline attached
+//! to a running training loop (`tests/gpu/attach.sh`).
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -80,6 +81,7 @@ pub fn run(build_only: bool) -> Result<()> {
         "tests/gpu/replay_cost.sh",
         "tests/gpu/replay_vs_ncu.sh",
         "tests/gpu/gpu_timeline.sh",
+        "tests/gpu/attach.sh",
     ] {
         let st = cmd("bash").arg(script).status()?;
         if !st.success() {

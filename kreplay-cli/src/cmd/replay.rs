@@ -13,7 +13,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use kreplay_cli::output;
 use kreplay_cli::quick_exit;
 use kreplay_cli::replay::{
-    ending, files, plan, progress,
+    attach, ending, files, plan, progress,
     summary::Summary,
     table::{self, RunTotals},
 };
@@ -25,7 +25,8 @@ use kreplay_common::replay_config::{
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  \
     kreplay replay --passes 10 --kernel gemm -- python3 train.py\n  \
-    kreplay replay --passes 5 --max-dispatches 20 --json k.json -o k.pftrace -- ./app\n\n\
+    kreplay replay --passes 5 --max-dispatches 20 --json k.json -o k.pftrace -- ./app\n  \
+    sudo kreplay replay --kernel gemm --passes 5 --duration 10s -p 4242\n\n\
     The per-kernel table: dispatches seen and replayed, passes per replayed dispatch (a \
     range when a replay stopped early), min/median/max time of one pass, median snapshot \
     time, bytes per snapshot, median restore time, restores that failed, dispatches whose \
@@ -100,8 +101,21 @@ pub struct ReplayArgs {
     /// kreplay makes itself while replaying go on each thread's "kreplay (replay)" track.
     #[arg(long)]
     probes: bool,
+    /// Replay in the running process PID instead of a command (ROCm: a process started with
+    /// HSA_TOOLS_LIB=libkreplay_tool.so KREPLAY_ATTACH=1; docs/attach.md).
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "probes"])]
+    pid: Option<u32>,
+    /// With -p: end the session after this long (else Ctrl-C or the process's exit).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = kreplay_cli::duration::parse,
+        requires = "pid",
+        conflicts_with = "command"
+    )]
+    duration: Option<std::time::Duration>,
     /// The command (after `--`).
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
     command: Vec<String>,
 }
 
@@ -163,7 +177,9 @@ pub fn run(args: ReplayArgs) -> Result<u8> {
     }
     let lib = files::tool_lib()?;
     let want = std::env::temp_dir().join(format!("kreplay-replay-{}", std::process::id()));
-    let dir = output::fresh_dir(&want, 0o700)
+    // A process attached to with -p writes there as its own user.
+    let mode = if args.pid.is_some() { 0o777 } else { 0o700 };
+    let dir = output::fresh_dir(&want, mode)
         .with_context(|| format!("cannot create {}", want.display()))?;
     let result = run_in(&args, &lib, &dir);
     // What this run wrote there goes; a failed merge keeps the streams (its error says where).
@@ -183,32 +199,42 @@ fn run_in(args: &ReplayArgs, lib: &Path, dir: &Path) -> Result<u8> {
     } else {
         None
     };
-    let plan = plan::plan(
-        &args.command,
-        lib,
-        std::env::var("HSA_TOOLS_LIB").ok().as_deref(),
-        std::env::var("LD_PRELOAD").ok().as_deref(),
-        std::env::var_os(kreplay_cli::trace::nvtx::INJECTION_VAR).is_some(),
-        kreplay.as_deref().map(|k| (k, probe_trace.as_path())),
-    );
-    let mut cmd = Command::new(&plan.program);
-    cmd.args(&plan.args).envs(plan.env);
     let progress = progress::Progress::create(dir);
-    cmd.envs(
-        args.settings(dir, progress.as_ref().map(|p| p.path()))
-            .encode(),
-    );
+    // The command to start (none with -p).
+    let command = || {
+        let plan = plan::plan(
+            &args.command,
+            lib,
+            std::env::var("HSA_TOOLS_LIB").ok().as_deref(),
+            std::env::var("LD_PRELOAD").ok().as_deref(),
+            std::env::var_os(kreplay_cli::trace::nvtx::INJECTION_VAR).is_some(),
+            kreplay.as_deref().map(|k| (k, probe_trace.as_path())),
+        );
+        let mut cmd = Command::new(&plan.program);
+        cmd.args(&plan.args).envs(plan.env);
+        cmd.envs(
+            args.settings(dir, progress.as_ref().map(|p| p.path()))
+                .encode(),
+        );
+        cmd
+    };
     // As with `kreplay trace`: the first interrupt (Ctrl-C reaches the command, and the probes'
     // trace too) stops the run, which then writes its trace from what the command recorded;
     // the next one ends kreplay at once and says where the streams are.
     let kept = ending::kept_note(dir, &args.output);
     let (stopping, again) = ending::interrupt_notes(args.probes, &kept);
-    quick_exit::arm_after_first(stopping, &again);
     let started = std::time::Instant::now();
-    let status = cmd
-        .spawn()
-        .and_then(|mut child| progress::wait(&mut child, progress.as_ref()))
-        .with_context(|| format!("cannot run {}", args.command[0]))?;
+    let status = if let Some(pid) = args.pid {
+        quick_exit::arm_after_first(attach::STOPPING, &again);
+        attach::run(pid, lib, &args.settings(dir, None), args.duration)?;
+        std::os::unix::process::ExitStatusExt::from_raw(0)
+    } else {
+        quick_exit::arm_after_first(stopping, &again);
+        command()
+            .spawn()
+            .and_then(|mut child| progress::wait(&mut child, progress.as_ref()))
+            .with_context(|| format!("cannot run {}", args.command[0]))?
+    };
     // The command (and the probes' trace) have ended, their probes detached: an interrupt
     // from here on ends kreplay at once (the merge's temporary file removed).
     quick_exit::arm(&ending::interrupted_note(&kept));
@@ -290,6 +316,22 @@ mod tests {
     fn parse(flags: &[&str]) -> Result<ReplayArgs, clap::Error> {
         let argv = ["replay"].iter().chain(flags).chain(&["--", "app"]);
         Cli::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn a_pid_replaces_the_command_and_alone_takes_a_duration() {
+        let argv = |v: &[&str]| Cli::try_parse_from(["replay"].iter().chain(v)).map(|c| c.args);
+        let a = argv(&["-p", "4242", "--duration", "5s", "--passes", "3"]).unwrap();
+        assert_eq!(
+            (a.pid, a.duration, a.command.len()),
+            (Some(4242), Some(std::time::Duration::from_secs(5)), 0)
+        );
+        // A command and a pid, a pid with --probes, a duration without a pid, or neither
+        // a command nor a pid: refused.
+        assert!(argv(&["-p", "4242", "--", "app"]).is_err());
+        assert!(argv(&["-p", "4242", "--probes"]).is_err());
+        assert!(argv(&["--duration", "5s", "--", "app"]).is_err());
+        assert!(argv(&["--passes", "3"]).is_err());
     }
 
     #[test]

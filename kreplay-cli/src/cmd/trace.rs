@@ -21,9 +21,10 @@ use kreplay_cli::{
     trace::{
         attach::Attacher,
         finish::{self, EndOptions},
-        gpu_env,
+        gpu_attach, gpu_env,
         plan::{self, Plan, Request},
         record,
+        session::Target,
         setup::{self, Paths},
         targets::{self, HostLibraries},
     },
@@ -51,7 +52,11 @@ use kreplay_common::probe::{EVENTS_MAP, THREADS_MAP};
     --gpu -- CMD loads kreplay-tool into CMD (HSA_TOOLS_LIB; CUDA_INJECTION64_PATH, through \
     CUPTI; observe mode: no replay): every \
     kernel and copy with the GPU's times, on per-GPU queue tracks, with flows from their \
-    calls, a GPU busy % counter and a GPU time per kernel table (docs/trace.md).\n\n\
+    calls, a GPU busy % counter and a GPU time per kernel table (docs/trace.md). -p PID --gpu \
+    loads kreplay-tool into the running process (ptrace and its own dlopen) and tells it what \
+    to do over a control socket; when kreplay ends, or is killed, the tool stops on its own. A \
+    ROCm process must have been started with HSA_TOOLS_LIB=libkreplay_tool.so \
+    KREPLAY_ATTACH=1 (docs/attach.md).\n\n\
     Open the trace at https://ui.perfetto.dev (Open trace file).")]
 pub struct TraceArgs {
     /// Trace this running process (repeatable).
@@ -117,8 +122,9 @@ pub struct TraceArgs {
     /// e.g. `--env LD_PRELOAD=./libtool.so` for a library that must not load into the tracer.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = env_pair, requires = "command")]
     env: Vec<(String, String)>,
-    /// With a command: also record what the GPU ran (kernels and copies with their GPU times,
-    /// on per-GPU queue tracks), through kreplay-tool injected in observe mode.
+    /// With a command or -p: also record what the GPU ran (kernels and copies with their GPU
+    /// times, on per-GPU queue tracks), through kreplay-tool in observe mode (docs/attach.md
+    /// for -p).
     #[arg(long, conflicts_with = "no_gpu")]
     gpu: bool,
     /// API calls only, no GPU timeline (the default).
@@ -158,7 +164,7 @@ fn request(args: &TraceArgs) -> Request {
 /// Runs `kreplay trace`; returns the exit code.
 pub fn run(args: TraceArgs) -> Result<u8> {
     let plan = Plan::check(request(&args), Path::exists)?;
-    let gpu_tool = gpu_env::tool_for(args.gpu, !args.command.is_empty())?;
+    let gpu_tool = gpu_env::tool_for(args.gpu, !args.command.is_empty() || !args.pids.is_empty())?;
     let pid_libs = targets::pid_libraries(&plan, &HostLibraries)?;
     let output = args.output.clone().unwrap_or_else(plan::default_output);
     // Nothing is written to `output` itself until the trace is complete.
@@ -196,6 +202,13 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         &rt,
     )?;
     let kernels = setup::kernel_names(&target);
+    // `-p PID --gpu`: the running processes get kreplay-tool, probed from now on.
+    let gpu_sessions = match (&target, &gpu_tool) {
+        (Target::Pids(pids), Some(tool)) => {
+            gpu_attach::open_all(pids, tool, &paths.dir, args.quiet)
+        }
+        _ => Vec::new(),
+    };
     // This thread drains the ring; the traced command was started above, so it keeps its own
     // priority.
     kreplay_cli::probes::priority::raise_reader_thread();
@@ -217,6 +230,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         keep_streams: args.keep_streams,
         no_summary: args.no_summary,
     };
+    // The tools' streams are complete before the finish lists them.
+    gpu_attach::end_all(gpu_sessions, &paths.dir, args.quiet);
     finish::finish(end, probes, cost, recorded, &paths)?;
     Ok(exit_code)
 }

@@ -45,6 +45,24 @@ pub enum InjectError {
         /// The path the target's mappings show for it.
         mapped: String,
     },
+    /// The library whose function was to be called is not loaded.
+    #[error("{library} is not loaded in process {pid}")]
+    NotLoaded {
+        /// The target process.
+        pid: i32,
+        /// The library.
+        library: PathBuf,
+    },
+    /// The library has no such exported function.
+    #[error("no {symbol} to call in process {pid}: {detail}")]
+    NoEntry {
+        /// The target process.
+        pid: i32,
+        /// The function.
+        symbol: String,
+        /// Why it was not found.
+        detail: String,
+    },
     /// Neither `dlopen` nor `__libc_dlopen_mode` was found in the target's mappings.
     #[error("no dlopen found in process {pid}: {detail}")]
     NoDlopen {

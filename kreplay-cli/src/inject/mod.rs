@@ -3,6 +3,7 @@
 mod error;
 
 pub mod call;
+pub mod entry;
 pub mod ptrace;
 pub mod symbols;
 pub mod target;
@@ -123,30 +124,8 @@ impl Plan {
                 self.placement.path.display()
             );
         }
-        refuse_if_stopped(pid)?;
-        let tid = pick_thread(pid)?;
-        let mut tracee = Tracee::seize(pid, tid).map_err(|e| match e.raw_os_error() {
-            Some(libc::ESRCH) => InjectError::ProcessGone { pid },
-            Some(libc::EPERM) if matches!(target::state(pid), None | Some('Z' | 'X')) => {
-                InjectError::ProcessGone { pid }
-            }
-            Some(libc::EPERM) => InjectError::PtraceDenied {
-                pid,
-                reason: target::denied_reason(&target::DenialFacts::read(pid)),
-            },
-            _ => InjectError::Ptrace {
-                call: "ptrace(PTRACE_SEIZE)",
-                tid,
-                source: e,
-            },
-        })?;
-        let held = Instant::now();
-        tracee.interrupt(STOP_TIMEOUT)?;
-        let stop_wait = held.elapsed();
-        // The pid may have been reused since the plan: the same process has the same start.
-        if target::start_time(pid).ok() != Some(self.start_time) {
-            return Err(InjectError::ProcessGone { pid });
-        }
+        let (mut tracee, held, stop_wait) = stop_one_thread(pid, self.start_time)?;
+        let tid = tracee.tid();
         // Another injector may have loaded it meanwhile; the maps are stable while we hold
         // this thread only against this thread's own loads, so this is a best-effort check.
         refuse_if_loaded(pid, &target::maps(pid)?, &self.library, &self.placement)?;
@@ -275,6 +254,40 @@ fn refuse_if_loaded(
         }),
         None => Ok(()),
     }
+}
+
+/// Seizes and stops one thread of `pid` (refusing a stopped process, and one whose start time
+/// is no longer `start_time`: a reused pid); returns it, when the hold began, and how long the
+/// stop took.
+pub(crate) fn stop_one_thread(
+    pid: i32,
+    start_time: u64,
+) -> Result<(Tracee, Instant, Duration), InjectError> {
+    refuse_if_stopped(pid)?;
+    let tid = pick_thread(pid)?;
+    let mut tracee = Tracee::seize(pid, tid).map_err(|e| match e.raw_os_error() {
+        Some(libc::ESRCH) => InjectError::ProcessGone { pid },
+        Some(libc::EPERM) if matches!(target::state(pid), None | Some('Z' | 'X')) => {
+            InjectError::ProcessGone { pid }
+        }
+        Some(libc::EPERM) => InjectError::PtraceDenied {
+            pid,
+            reason: target::denied_reason(&target::DenialFacts::read(pid)),
+        },
+        _ => InjectError::Ptrace {
+            call: "ptrace(PTRACE_SEIZE)",
+            tid,
+            source: e,
+        },
+    })?;
+    let held = Instant::now();
+    tracee.interrupt(STOP_TIMEOUT)?;
+    let stop_wait = held.elapsed();
+    // The pid may have been reused since the plan: the same process has the same start.
+    if target::start_time(pid).ok() != Some(start_time) {
+        return Err(InjectError::ProcessGone { pid });
+    }
+    Ok((tracee, held, stop_wait))
 }
 
 /// The thread to make the call: the main thread, unless it has exited (a zombie leader whose

@@ -50,7 +50,7 @@ fn is_loader_library(path: &str) -> bool {
 
 /// The file kreplay reads for a mapping: `/proc/PID/map_files/START-END` (the exact file,
 /// even one replaced on disk or in another mount namespace), else `/proc/PID/root/PATH`.
-fn mapped_file(pid: i32, m: &Mapping) -> PathBuf {
+pub fn mapped_file(pid: i32, m: &Mapping) -> PathBuf {
     let exact = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
     if std::fs::metadata(&exact).is_ok() {
         return exact;

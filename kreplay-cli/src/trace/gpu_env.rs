@@ -17,23 +17,23 @@ pub const HSA_TOOLS_LIB: &str = "HSA_TOOLS_LIB";
 /// The variable the CUDA driver reads to load its injection library.
 pub const CUDA_INJECTION: &str = "CUDA_INJECTION64_PATH";
 
-/// The line `-p PID --gpu` (and `--all --gpu`) prints: a running process cannot be given the
-/// tool.
-pub const ATTACH_NOTE: &str = "kreplay: --gpu: the GPU timeline needs kreplay-tool injected when the process starts (kreplay trace --gpu -- CMD); tracing the API calls only";
+/// The line `--all --gpu` prints: only a started command or `-p` processes are given the tool
+/// (`-p PID --gpu` loads it into the running process, [`super::gpu_attach`]).
+pub const ALL_NOTE: &str = "kreplay: --gpu with --all: the GPU timeline is given to a started command (-- CMD) or to -p PID processes only; tracing the API calls only";
 
 /// `--gpu` without a kreplay-tool to inject.
 #[derive(Debug, thiserror::Error)]
 #[error("--gpu needs libkreplay_tool.so next to kreplay (or KREPLAY_TOOL_LIB)")]
 pub struct NoTool;
 
-/// The tool to inject for `--gpu`: `None` without `--gpu`, or without a command to start
-/// (then [`ATTACH_NOTE`] is printed).
-pub fn tool_for(gpu: bool, command: bool) -> Result<Option<PathBuf>, NoTool> {
+/// The tool to inject for `--gpu`: `None` without `--gpu`, or without a command to start or
+/// `-p` processes to attach to (then [`ALL_NOTE`] is printed).
+pub fn tool_for(gpu: bool, targets: bool) -> Result<Option<PathBuf>, NoTool> {
     if !gpu {
         return Ok(None);
     }
-    if !command {
-        eprintln!("{ATTACH_NOTE}");
+    if !targets {
+        eprintln!("{ALL_NOTE}");
         return Ok(None);
     }
     super::nvtx::tool_lib().map(Some).ok_or(NoTool)

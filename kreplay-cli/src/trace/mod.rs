@@ -10,6 +10,7 @@ pub mod discover;
 pub mod driver_names;
 pub mod ending;
 pub mod finish;
+pub mod gpu_attach;
 pub mod gpu_env;
 pub mod guardian;
 pub mod histogram;

@@ -36,6 +36,9 @@ pub const BIN: &str = "KREPLAY_BIN";
 pub const BENCH_OUT: &str = "KREPLAY_BENCH_OUT";
 /// The CLI's probes: `0` attaches one perf event per function instead of uprobe-multi links.
 pub const UPROBE_MULTI: &str = "KREPLAY_UPROBE_MULTI";
+/// `1`: kreplay-tool loaded at start through `HSA_TOOLS_LIB` waits, passing everything through,
+/// for a `kreplay -p PID` to attach (`docs/attach.md`).
+pub const ATTACH: &str = "KREPLAY_ATTACH";
 
 /// `KREPLAY_*` variables that are not [`Setting`]s but that the tool tolerates in its
 /// environment: each is read where it is used (the recorder, fault injection, logging), or
@@ -49,6 +52,7 @@ pub const OTHER_KNOWN: &[&str] = &[
     BIN,
     BENCH_OUT,
     UPROBE_MULTI,
+    ATTACH,
 ];
 
 /// Smallest chunk size of the dirty check.

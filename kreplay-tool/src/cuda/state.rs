@@ -94,7 +94,7 @@ fn init() -> Option<CudaTool> {
         tracing::warn!("kreplay: cannot start the stream flusher: {e}");
     }
     crate::record::install_exit_flush();
-    tracing::debug!(passes = t.engine.config.passes, "kreplay CUDA tool ready");
+    tracing::debug!(passes = t.engine.config().passes, "kreplay CUDA tool ready");
     Some(t)
 }
 

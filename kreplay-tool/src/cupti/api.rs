@@ -29,6 +29,8 @@ pub struct Cupti {
     pub register_callbacks: unsafe extern "C" fn(RequestFn, CompleteFn) -> CuptiResult,
     /// `cuptiActivityEnable`.
     pub enable: unsafe extern "C" fn(u32) -> CuptiResult,
+    /// `cuptiActivityDisable`.
+    pub disable: unsafe extern "C" fn(u32) -> CuptiResult,
     /// `cuptiActivityGetNextRecord`.
     pub next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut u8) -> CuptiResult,
     /// `cuptiActivityFlushAll`.
@@ -157,6 +159,7 @@ impl Cupti {
         Ok(Self {
             register_callbacks: sym!("cuptiActivityRegisterCallbacks"),
             enable: sym!("cuptiActivityEnable"),
+            disable: sym!("cuptiActivityDisable"),
             next_record: sym!("cuptiActivityGetNextRecord"),
             flush_all: sym!("cuptiActivityFlushAll"),
             set_thread_id_type: sym!("cuptiSetThreadIdType"),

@@ -12,6 +12,9 @@
 //! [`buffer_complete`] on its own thread, which writes `Dispatch` and `GpuCopy` records through
 //! the tool's recorder; at exit the remaining buffers are flushed before the tool's stream.
 //!
+//! A kreplay attached to the running process ([`crate::attach`]) turns the same records on with
+//! [`start`] and off again with [`stop`] (each kind disabled, CUPTI's buffers flushed).
+//!
 //! When CUPTI cannot be used (none found, too old, another subscriber, a failing call) the tool
 //! says why once and records nothing more: the application and the API trace go on.
 
@@ -69,13 +72,84 @@ unsafe extern "C" fn monotonic() -> u64 {
     kreplay_common::stream::monotonic_ns()
 }
 
-fn start() -> Result<(), CuptiError> {
-    if STATE.get().is_some() {
+/// The activity kinds kreplay enables, with their names for messages.
+const KINDS: [(u32, &str); 5] = [
+    (activity::KIND_CONCURRENT_KERNEL, "concurrent kernel"),
+    (activity::KIND_MEMCPY, "memcpy"),
+    (activity::KIND_MEMSET, "memset"),
+    (activity::KIND_RUNTIME, "runtime API"),
+    (activity::KIND_DRIVER, "driver API"),
+];
+
+/// Whether the activity kinds are enabled now.
+static ON: Mutex<bool> = Mutex::new(false);
+
+/// Loads CUPTI and enables the activity records (again, after [`stop`]), with the stream
+/// flusher and the exit flush. Returns at once when they are on already.
+pub fn start() -> Result<(), CuptiError> {
+    let mut on = ON.lock().unwrap_or_else(|p| p.into_inner());
+    if *on {
         return Ok(());
+    }
+    let s = init()?;
+    for (i, (kind, name)) in KINDS.iter().enumerate() {
+        // SAFETY: a plain CUPTI call.
+        let r = s
+            .cupti
+            .check("cuptiActivityEnable", unsafe { (s.cupti.enable)(*kind) });
+        if let Err(e) = r {
+            for (k, _) in &KINDS[..i] {
+                // SAFETY: as above.
+                unsafe { (s.cupti.disable)(*k) };
+            }
+            return Err(CuptiError::Call {
+                call: "cuptiActivityEnable",
+                reason: format!("{name}: {e}"),
+            });
+        }
+    }
+    *on = true;
+    tracing::debug!(path = %s.cupti.path.display(), "CUPTI activity on");
+    crate::record::global();
+    crate::record::resume_global_flusher();
+    if let Err(e) = crate::record::start_global_flusher(FLUSH_EVERY) {
+        tracing::warn!("kreplay: cannot start the stream flusher: {e}");
+    }
+    Ok(())
+}
+
+/// Disables the activity records [`start`] enabled and hands every record CUPTI still holds,
+/// and every GPU record still waiting for its call, to the recorder. Does nothing when off.
+pub fn stop() {
+    let mut on = ON.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(s) = STATE.get() else { return };
+    if !*on {
+        return;
+    }
+    for (kind, name) in KINDS {
+        // SAFETY: a plain CUPTI call.
+        let r = unsafe { (s.cupti.disable)(kind) };
+        if let Err(e) = s.cupti.check("cuptiActivityDisable", r) {
+            tracing::warn!("kreplay: disabling CUPTI {name} records: {e}");
+        }
+    }
+    // SAFETY: a plain CUPTI call; buffers come back through buffer_complete.
+    unsafe { (s.cupti.flush_all)(FLUSH_FORCED) };
+    let rest = s.joiner.lock().unwrap_or_else(|p| p.into_inner()).finish();
+    for r in rest {
+        crate::record::global().record(r);
+    }
+    *on = false;
+}
+
+/// CUPTI loaded and its callbacks registered, once per process.
+fn init() -> Result<&'static State, CuptiError> {
+    if let Some(s) = STATE.get() {
+        return Ok(s);
     }
     let cupti = Cupti::load()?;
     // SAFETY: plain CUPTI calls with valid arguments (api.rs).
-    unsafe {
+    let (clock, registered) = unsafe {
         cupti.check(
             "cuptiSetThreadIdType",
             (cupti.set_thread_id_type)(THREAD_ID_SYSTEM),
@@ -90,40 +164,21 @@ fn start() -> Result<(), CuptiError> {
             "cuptiActivityRegisterCallbacks",
             (cupti.register_callbacks)(buffer_requested, buffer_complete),
         )?;
-        let path = cupti.path.display().to_string();
-        let _ = STATE.set(State {
-            cupti,
-            clock,
-            joiner: Mutex::new(Joiner::default()),
-            pid: crate::record::current_pid(),
-        });
-        let s = STATE.get().expect("just set");
-        for (kind, name) in [
-            (activity::KIND_CONCURRENT_KERNEL, "concurrent kernel"),
-            (activity::KIND_MEMCPY, "memcpy"),
-            (activity::KIND_MEMSET, "memset"),
-            (activity::KIND_RUNTIME, "runtime API"),
-            (activity::KIND_DRIVER, "driver API"),
-        ] {
-            s.cupti
-                .check("cuptiActivityEnable", (s.cupti.enable)(kind))
-                .map_err(|e| CuptiError::Call {
-                    call: "cuptiActivityEnable",
-                    reason: format!("{name}: {e}"),
-                })?;
-        }
-        tracing::debug!(path, registered, "CUPTI activity on");
-    }
-    crate::record::global();
-    if let Err(e) = crate::record::start_global_flusher(FLUSH_EVERY) {
-        tracing::warn!("kreplay: cannot start the stream flusher: {e}");
-    }
+        (clock, registered)
+    };
+    tracing::debug!(path = %cupti.path.display(), registered, "CUPTI loaded");
+    let _ = STATE.set(State {
+        cupti,
+        clock,
+        joiner: Mutex::new(Joiner::default()),
+        pid: crate::record::current_pid(),
+    });
     // Registered after the tool's own exit flush, so it runs first: CUPTI's last buffers reach
     // the recorder before the stream is written.
     crate::record::install_exit_flush();
     // SAFETY: `exit_flush` is an `extern "C" fn()` that never unwinds.
     unsafe { libc::atexit(exit_flush) };
-    Ok(())
+    Ok(STATE.get().expect("just set"))
 }
 
 /// CUPTI's clock on CLOCK_MONOTONIC, from brackets of `cuptiGetTimestamp` (ns).

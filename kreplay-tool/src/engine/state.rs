@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use kreplay_common::stream::Record;
 
@@ -18,8 +18,8 @@ use super::replay::{Outcome, Request, decline, replay};
 
 /// The engine's process-wide state, one per runtime binding.
 pub struct EngineState {
-    /// Replay settings.
-    pub config: ReplayConfig,
+    /// Replay settings (replaced by a session of `kreplay replay -p PID`, [`Self::set_config`]).
+    config: RwLock<Arc<ReplayConfig>>,
     /// Tracked device allocations.
     pub inventory: Inventory,
     /// Per-device (HSA: per-agent) replay windows.
@@ -51,7 +51,7 @@ impl EngineState {
     /// A fresh state for `config`.
     pub fn new(config: ReplayConfig) -> Self {
         Self {
-            config,
+            config: RwLock::new(Arc::new(config)),
             inventory: Inventory::new(),
             gates: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
@@ -76,9 +76,24 @@ impl EngineState {
         self.correlation.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The replay settings in effect.
+    pub fn config(&self) -> Arc<ReplayConfig> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Puts `config` in effect for the dispatches from now on, with its own
+    /// `--max-dispatches` count (a replay already running keeps the settings it began with).
+    pub fn set_config(&self, config: ReplayConfig) {
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+        self.replayed.store(0, Ordering::Relaxed);
+    }
+
     /// Whether replay is on (more than one pass).
     pub fn replaying(&self) -> bool {
-        self.config.passes > 1
+        self.config().passes > 1
     }
 
     /// Whether a dispatch of `kernel` is to be replayed: replay is on, `--kernel` selects it
@@ -86,10 +101,11 @@ impl EngineState {
     /// so dispatches of several threads never take more than there are). A dispatch declined
     /// before its window closes gives its slot back ([`Self::give_back`]).
     pub fn wants(&self, kernel: &str) -> bool {
-        if !self.replaying() || !self.config.selects(kernel) {
+        let config = self.config();
+        if config.passes <= 1 || !config.selects(kernel) {
             return false;
         }
-        let take = |n: u64| match self.config.max_dispatches {
+        let take = |n: u64| match config.max_dispatches {
             Some(m) if n >= m => None,
             _ => Some(n + 1),
         };
@@ -152,13 +168,14 @@ impl EngineState {
             }
             rec.record(r);
         };
+        let config = self.config();
         let req = Request {
             agent: device,
             dispatch,
-            passes: self.config.passes,
-            check_determinism: self.config.check_determinism,
+            passes: config.passes,
+            check_determinism: config.check_determinism,
             correlation,
-            policy: self.config.snapshot,
+            policy: config.snapshot,
             arena,
         };
         marks.start_ns = kreplay_common::stream::monotonic_ns();

@@ -387,8 +387,7 @@ fn copy_recorder(
     Box::new(move |own| {
         let Some(t) = tool() else { return };
         if let Some((start, end)) = t
-            .timeline
-            .as_ref()
+            .timeline()
             .and_then(|tl| tl.copy_times(t.backend.next(), own))
         {
             (rec.start_ns, rec.end_ns) = (start, end);
@@ -417,6 +416,14 @@ pub unsafe extern "C" fn async_copy(
     let Some(next) = amd_next!(t.backend.next(), hsa_amd_memory_async_copy_fn) else {
         return status::ERROR;
     };
+    if t.passing_through() {
+        // SAFETY: waiting for a kreplay to attach: the application's arguments, passed through.
+        return unsafe {
+            next(
+                dst, dst_agent, src, src_agent, size, num_deps, deps, completion,
+            )
+        };
+    }
     let fenced = crate::fault::guard(|| {
         crate::fault::point("hsa.async_copy");
         let own = t.backend.take_signal()?;
@@ -441,7 +448,7 @@ pub unsafe extern "C" fn async_copy(
             })
             .collect();
         let done = t
-            .timeline
+            .timeline()
             .is_some()
             .then(|| copy_recorder(t, dst_agent.handle, src_agent.handle, size));
         Some(Box::new(Forward {

@@ -77,6 +77,11 @@ pub unsafe fn install(table: *mut HsaApiTable) -> u32 {
     );
     put_one(
         core,
+        offset_of!(CoreApiTable, hsa_queue_destroy_fn),
+        intercept::queue_destroy as *const c_void,
+    );
+    put_one(
+        core,
         offset_of!(CoreApiTable, hsa_signal_store_relaxed_fn),
         submissions::store_relaxed as *const c_void,
     );

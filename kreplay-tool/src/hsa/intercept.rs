@@ -89,7 +89,11 @@ pub unsafe extern "C" fn queue_create(
     }
     // SAFETY: the runtime wrote the new queue into *queue.
     let q = unsafe { *queue };
-    if let Some(tl) = &t.timeline {
+    t.queues
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(q as u64);
+    if let Some(tl) = t.timeline() {
         // SAFETY: q is the queue the runtime just created.
         let _ = crate::fault::guard(|| unsafe { tl.enable_queue(t.backend.next(), q) });
     }
@@ -116,6 +120,27 @@ pub unsafe extern "C" fn queue_create(
     st
 }
 
+/// Wrapper of `hsa_queue_destroy`: the queue leaves the list an attach turns profiling on in.
+///
+/// # Safety
+/// Called by the runtime (through its table) with the arguments of the wrapped function.
+pub unsafe extern "C" fn queue_destroy(q: *mut hsa_queue_t) -> hsa_status_t {
+    let Some(t) = tool() else {
+        return status::ERROR_NOT_INITIALIZED;
+    };
+    let _ = crate::fault::guard(|| {
+        t.queues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&x| x != q as u64);
+    });
+    let Some(next) = t.backend.next().core.hsa_queue_destroy_fn else {
+        return status::ERROR;
+    };
+    // SAFETY: the application's argument, passed through.
+    unsafe { next(q) }
+}
+
 fn packet_type(header: u16) -> u16 {
     header & 0xff
 }
@@ -138,6 +163,17 @@ unsafe extern "C" fn handler(
         };
         // SAFETY: data is the QueueCtx registered with this queue.
         let ctx = unsafe { &*(data as *const QueueCtx) };
+        if t.passing_through() {
+            // Waiting for a kreplay: the doorbell bookkeeping goes on, the packets go through
+            // as the application wrote them.
+            let _ = ctx.bounds.split(user_idx, count as usize);
+            if let Some(w) = writer {
+                // SAFETY: the runtime's own packets and count, forwarded unchanged.
+                unsafe { w(pkts, count) };
+                from.set(count as usize);
+            }
+            return true;
+        }
         // SAFETY: the runtime hands count 64-byte packets at pkts.
         let batch = unsafe {
             std::slice::from_raw_parts(pkts as *const hsa_kernel_dispatch_packet_t, count as usize)
@@ -288,7 +324,7 @@ fn pass_through(
         let id = single.take().or_else(|| {
             let name = kernel_name(t, ctx.agent, p.kernel_object);
             let corr = t.engine.next_correlation();
-            if multi && t.engine.replaying() && t.engine.config.selects(&name) {
+            if multi && t.engine.replaying() && t.engine.config().selects(&name) {
                 decline(corr, "multi-packet submission".into());
             }
             Some((name, corr))
@@ -303,7 +339,7 @@ fn pass_through(
             let agent = ctx.agent;
             Box::new(move |own: hsa_signal_t| {
                 if let Record::Dispatch(mut d) = rec {
-                    match tool().and_then(|t| Some((t, t.timeline.as_ref()?))) {
+                    match tool().and_then(|t| Some((t, t.timeline()?))) {
                         // The GPU's own times; none (0) when the runtime has none for it.
                         Some((t, tl)) => {
                             (d.start_ns, d.end_ns) = tl

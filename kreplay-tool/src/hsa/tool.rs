@@ -9,6 +9,7 @@
 use core::ffi::{c_char, c_void};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::state::{Tool, tool};
@@ -128,33 +129,45 @@ unsafe fn on_load(table: *mut HsaApiTable, runtime_version: u64) -> bool {
         );
         return true;
     }
-    let timeline = if config.gpu_timeline {
-        crate::hsa::timeline::Timeline::start(&next)
-    } else {
-        None
-    };
+    let attach_mode = super::attach::requested(&config);
+    let timeline = std::sync::OnceLock::new();
+    if config.gpu_timeline
+        && let Some(tl) = crate::hsa::timeline::Timeline::start(&next)
+    {
+        let _ = timeline.set(tl);
+    }
     let t = Tool {
         backend: HsaBackend::new(next),
         engine: EngineState::new(config),
         arena: SnapshotArena::new(),
         vmem: Mutex::new(HashMap::new()),
+        observing: AtomicBool::new(timeline.get().is_some()),
         timeline,
+        attach_mode,
+        queues: Mutex::new(Vec::new()),
     };
     if !super::state::install(t) {
         return true;
     }
     let Some(t) = tool() else { return true };
+    // Also while waiting for a kreplay: a replay after the attach needs every live buffer.
     t.engine.inventory.set_recording(true);
     // SAFETY: table is live; the wrappers read TOOL, which is now set.
     let installed = unsafe { crate::hsa::install::install(table) };
     tracing::debug!(
         runtime_version,
         installed,
-        passes = t.engine.config.passes,
-        gpu_timeline = t.timeline.is_some(),
+        passes = t.engine.config().passes,
+        gpu_timeline = t.timeline().is_some(),
+        attach_mode,
         "kreplay tool loaded"
     );
     crate::record::global();
+    if attach_mode {
+        // No stream and no flusher until a kreplay attaches.
+        crate::record::install_exit_flush();
+        return true;
+    }
     if let Err(e) = crate::record::start_global_flusher(Duration::from_millis(200)) {
         tracing::warn!("kreplay: cannot start the stream flusher: {e}");
     }

@@ -109,6 +109,33 @@ pub fn flush_global() -> Result<FlushStats, StreamError> {
     sink.flush(global())
 }
 
+/// Flushes what the global recorder holds to the current stream file, then sends later
+/// flushes to `<dir>/tool-<pid>.krs` (nothing is written while `dir` is `None`). Used by a
+/// session of `kreplay -p PID`, which names its own stream directory.
+pub fn set_output_dir(dir: Option<PathBuf>) -> Result<FlushStats, StreamError> {
+    let mut sink = lock(global_sink());
+    let stats = sink.flush(global());
+    *sink = StreamSink::new(dir);
+    stats
+}
+
+/// Set while the flusher sleeps without a timer (between attach sessions).
+static FLUSHER_PAUSED: AtomicBool = AtomicBool::new(false);
+static FLUSHER: OnceLock<std::thread::Thread> = OnceLock::new();
+
+/// Makes the flusher thread sleep until [`resume_global_flusher`] (no timer wake-ups).
+pub fn pause_global_flusher() {
+    FLUSHER_PAUSED.store(true, Ordering::Release);
+}
+
+/// Wakes the flusher thread paused by [`pause_global_flusher`] (or starts nothing if none).
+pub fn resume_global_flusher() {
+    FLUSHER_PAUSED.store(false, Ordering::Release);
+    if let Some(t) = FLUSHER.get() {
+        t.unpark();
+    }
+}
+
 /// Starts the background thread that flushes the global recorder every `interval`, or
 /// sooner when a buffer passes the size threshold. Later calls do nothing.
 pub fn start_global_flusher(interval: Duration) -> std::io::Result<()> {
@@ -119,6 +146,10 @@ pub fn start_global_flusher(interval: Duration) -> std::io::Result<()> {
         .name("kreplay-flush".into())
         .spawn(move || {
             loop {
+                if FLUSHER_PAUSED.load(Ordering::Acquire) {
+                    std::thread::park();
+                    continue;
+                }
                 std::thread::park_timeout(interval);
                 global().take_flush_request();
                 if let Err(e) = flush_global() {
@@ -128,6 +159,7 @@ pub fn start_global_flusher(interval: Duration) -> std::io::Result<()> {
         });
     match handle {
         Ok(h) => {
+            let _ = FLUSHER.set(h.thread().clone());
             global().set_flush_waker(Some(h.thread().clone()));
             Ok(())
         }

@@ -1,0 +1,57 @@
+//! `kreplay replay -p PID`: replay in a running process, through kreplay-tool's control
+//! channel (`docs/attach.md`). The session lasts until Ctrl-C, `--duration`, or the process's
+//! exit; the tool's stream then goes through the same summary as a started command's.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use kreplay_common::replay_config::ReplaySettings;
+
+use crate::quick_exit;
+
+/// What the first interrupt of `replay -p` prints.
+pub const STOPPING: &str =
+    "kreplay: stopping: ending the session, then writing the trace; Ctrl-C again to exit at once";
+
+/// Replays in process `pid` with `settings` until an interrupt, `duration`, or its exit.
+pub fn run(
+    pid: u32,
+    lib: &Path,
+    settings: &ReplaySettings,
+    duration: Option<Duration>,
+) -> Result<()> {
+    // Refused before anything is loaded into it.
+    if crate::attach::cuda_only(pid as i32)? {
+        anyhow::bail!(
+            "process {pid} uses CUDA: replay in a running CUDA process is not supported yet (`kreplay trace -p {pid} --gpu` gives its GPU timeline)"
+        );
+    }
+    let (session, opened) = crate::attach::open(pid as i32, lib, settings)
+        .with_context(|| format!("cannot replay in process {pid}"))?;
+    eprintln!(
+        "kreplay: process {pid}: replaying ({}, its thread held {:.1} ms); stop with Ctrl-C",
+        if opened.loaded_now {
+            "kreplay-tool loaded"
+        } else {
+            "kreplay-tool already loaded"
+        },
+        (opened.load_pause + opened.entry_pause).as_secs_f64() * 1e3
+    );
+    let started = Instant::now();
+    loop {
+        if quick_exit::first_seen()
+            || duration.is_some_and(|d| started.elapsed() >= d)
+            || matches!(
+                crate::inject::target::state(pid as i32),
+                None | Some('Z' | 'X')
+            )
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    session
+        .end()
+        .with_context(|| format!("ending the session with process {pid}"))
+}

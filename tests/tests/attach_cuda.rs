@@ -1,0 +1,319 @@
+//! `kreplay trace -p PID --gpu` on a running CUDA program without a GPU: tests/cuda-sim's
+//! driver, its stand-in CUPTI, and its `loop` program (three worker threads launching and
+//! copying, one round per line on stdin). kreplay-tool is loaded into the running process,
+//! records exactly the GPU work of the rounds run while kreplay traces, with flows from the
+//! calls that made it; a second kreplay reuses the loaded tool; a kreplay killed with SIGKILL
+//! leaves the tool stopped (a later attach finds it free); the program's output is the bare
+//! run's in every case. The real CUPTI is exercised on the H200 by `tests/gpu/attach.sh`.
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use kreplay_tests::stderr_watch::StderrWatch;
+use kreplay_tests::{cuda_sim, decode_trace, kreplay_bin, require_root, scratch};
+use serde_json::Value;
+
+/// Kernel launches, copies and flows one round makes (three workers: a copy in, three
+/// launches, a copy out).
+const KERNELS_PER_ROUND: usize = 9;
+const COPIES_PER_ROUND: usize = 6;
+
+/// The `loop` program, running.
+struct Loop {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: BufReader<ChildStdout>,
+    lines: Vec<String>,
+}
+
+impl Loop {
+    fn start() -> Loop {
+        let sim = cuda_sim("attach-cuda");
+        let mut child = Command::new(&sim.linked)
+            .arg("loop")
+            .env("LD_LIBRARY_PATH", &sim.dir)
+            .env_remove("CUDA_INJECTION64_PATH")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the loop program");
+        let stdin = child.stdin.take();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut l = Loop {
+            child,
+            stdin,
+            out,
+            lines: Vec::new(),
+        };
+        assert_eq!(l.line(), "ready");
+        l
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn line(&mut self) -> String {
+        let mut s = String::new();
+        self.out.read_line(&mut s).unwrap();
+        self.lines.push(s.clone());
+        s.trim_end().to_owned()
+    }
+
+    /// Runs `n` rounds, each finished (its line printed) before this returns.
+    fn rounds(&mut self, n: usize) {
+        for _ in 0..n {
+            self.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+            let l = self.line();
+            assert!(l.starts_with("round "), "{l}");
+        }
+    }
+
+    /// Ends the program; returns everything it printed.
+    fn finish(mut self) -> String {
+        drop(self.stdin.take());
+        loop {
+            let mut s = String::new();
+            if self.out.read_line(&mut s).unwrap() == 0 {
+                break;
+            }
+            self.lines.push(s);
+        }
+        assert!(self.child.wait().unwrap().success());
+        self.lines.concat()
+    }
+}
+
+/// What the program prints with `rounds` rounds and no kreplay.
+fn bare(rounds: usize) -> String {
+    let mut l = Loop::start();
+    l.rounds(rounds);
+    l.finish()
+}
+
+fn out_path(name: &str) -> PathBuf {
+    let out = scratch("attach_cuda").join(format!("{name}.pftrace"));
+    let _ = std::fs::remove_file(&out);
+    out
+}
+
+/// Starts `kreplay trace -p PID --gpu` and returns once it traces.
+fn attach(out: &Path, pid: u32) -> (Child, StderrWatch) {
+    let mut k = Command::new(kreplay_bin())
+        .args(["trace", "--gpu", "-o", out.to_str().unwrap(), "-p"])
+        .arg(pid.to_string())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watch = StderrWatch::new(&mut k);
+    watch.wait_for("kreplay: tracing pid");
+    (k, watch)
+}
+
+/// Stops kreplay with SIGINT, as Ctrl-C does; returns its stderr.
+fn stop(mut k: Child, watch: StderrWatch) -> String {
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
+    let status = k.wait().unwrap();
+    let stderr = watch.finish();
+    assert!(status.success(), "{stderr}");
+    stderr
+}
+
+/// (track name, slice) of every slice on tracks whose name starts with `prefix`.
+fn slices_on<'a>(d: &'a Value, prefix: &str) -> Vec<(&'a str, &'a Value)> {
+    let mut v = Vec::new();
+    for (uuid, t) in d["tracks"].as_object().unwrap() {
+        let name = t["name"].as_str().unwrap_or("");
+        if name.starts_with(prefix) {
+            for s in d["slices"][uuid].as_array().into_iter().flatten() {
+                v.push((name, s));
+            }
+        }
+    }
+    v
+}
+
+fn ts(s: &Value) -> u64 {
+    s["ts"].as_u64().unwrap()
+}
+
+fn end(s: &Value) -> u64 {
+    ts(s) + s["dur"].as_u64().unwrap()
+}
+
+/// The slice a flow reference names.
+fn slice_at<'a>(d: &'a Value, r: &Value) -> &'a Value {
+    d["slices"][r["track"].as_u64().unwrap().to_string()]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["ts"] == r["ts"] && s["name"] == r["name"])
+        .unwrap()
+}
+
+/// Checks that the trace holds the GPU work of exactly `rounds` rounds, each kernel and copy
+/// with a flow from the call that made it, on the three workers' threads.
+fn check_gpu_work(out: &Path, rounds: usize) {
+    let d = decode_trace(out);
+    assert_eq!(d["errors"], serde_json::json!([]));
+    let kernels = slices_on(&d, "queue ");
+    assert_eq!(kernels.len(), KERNELS_PER_ROUND * rounds, "{kernels:?}");
+    assert!(kernels.iter().all(|(_, k)| k["name"] == "axpy_inplace"));
+    let copies = slices_on(&d, "copies");
+    assert_eq!(copies.len(), COPIES_PER_ROUND * rounds, "{copies:?}");
+    let flows = d["flows"].as_object().unwrap();
+    assert_eq!(flows.len(), (KERNELS_PER_ROUND + COPIES_PER_ROUND) * rounds);
+    let mut threads = BTreeSet::new();
+    for f in flows.values() {
+        let (call, gpu) = (slice_at(&d, &f["from"][0]), slice_at(&d, &f["to"][0]));
+        let name = call["name"].as_str().unwrap();
+        assert!(
+            ["cuLaunchKernel", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2"].contains(&name),
+            "{name}"
+        );
+        // The stand-in runs the work inside the call: one clock for both.
+        assert!(
+            ts(call) <= ts(gpu) && end(gpu) <= end(call),
+            "{call} / {gpu}"
+        );
+        threads.insert(f["from"][0]["track"].as_u64().unwrap());
+    }
+    assert_eq!(threads.len(), 3, "one thread track per worker");
+}
+
+#[test]
+fn attached_mid_loop_then_again_the_trace_holds_exactly_the_rounds_run_meanwhile() {
+    require_root!();
+    let want = bare(6);
+    let mut l = Loop::start();
+    l.rounds(1);
+    let first = out_path("first");
+    let (k, w) = attach(&first, l.pid());
+    l.rounds(2);
+    let stderr = stop(k, w);
+    assert!(
+        stderr.contains(&format!(
+            "kreplay: process {}: GPU timeline on (kreplay-tool loaded,",
+            l.pid()
+        )),
+        "{stderr}"
+    );
+    l.rounds(1);
+    // The tool is loaded now: the second kreplay finds it and starts a new session.
+    let second = out_path("second");
+    let (k, w) = attach(&second, l.pid());
+    l.rounds(1);
+    let stderr = stop(k, w);
+    assert!(
+        stderr.contains("GPU timeline on (kreplay-tool already loaded,"),
+        "{stderr}"
+    );
+    l.rounds(1);
+    assert_eq!(l.finish(), want);
+    check_gpu_work(&first, 2);
+    check_gpu_work(&second, 1);
+}
+
+#[test]
+fn kreplay_killed_mid_trace_leaves_the_tool_stopped_and_the_program_unchanged() {
+    require_root!();
+    let want = bare(5);
+    let mut l = Loop::start();
+    l.rounds(1);
+    let killed = out_path("killed");
+    let (mut k, w) = attach(&killed, l.pid());
+    l.rounds(1);
+    k.kill().unwrap();
+    k.wait().unwrap();
+    drop(w);
+    // The killed kreplay's streams stay; its tool session ended with its socket.
+    l.rounds(2);
+    // A session still running would answer "busy": the next kreplay gets the tool.
+    let after = out_path("after-kill");
+    let (k, w) = attach(&after, l.pid());
+    l.rounds(1);
+    let stderr = stop(k, w);
+    assert!(
+        stderr.contains("GPU timeline on (kreplay-tool already loaded,"),
+        "{stderr}"
+    );
+    assert_eq!(l.finish(), want);
+    check_gpu_work(&after, 1);
+    let streams = PathBuf::from(format!("{}.streams", killed.display()));
+    let _ = std::fs::remove_dir_all(streams);
+}
+
+#[test]
+fn a_second_kreplay_during_a_session_is_refused_in_one_line_and_traces_api_calls_only() {
+    require_root!();
+    let want = bare(2);
+    let mut l = Loop::start();
+    let (k1, w1) = attach(&out_path("holder"), l.pid());
+    let out = Command::new(kreplay_bin())
+        .args(["trace", "--gpu", "--duration", "1s", "-o"])
+        .arg(out_path("second-holder"))
+        .arg("-p")
+        .arg(l.pid().to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = format!(
+        "kreplay: --gpu: no GPU timeline for process {0}: process {0}: another kreplay is attached to it (one session at a time); tracing its API calls only",
+        l.pid()
+    );
+    assert!(stderr.lines().any(|s| s == line), "{stderr}");
+    l.rounds(2);
+    stop(k1, w1);
+    assert_eq!(l.finish(), want);
+}
+
+#[test]
+fn a_process_that_exits_while_attached_leaves_its_last_gpu_work_in_the_trace() {
+    require_root!();
+    let want = bare(2);
+    let mut l = Loop::start();
+    let out = out_path("exits");
+    let (mut k, w) = attach(&out, l.pid());
+    l.rounds(2);
+    assert_eq!(l.finish(), want);
+    // kreplay ends with its only target; the tool flushed its stream in the exit handlers.
+    let status = k.wait().unwrap();
+    let stderr = w.finish();
+    assert!(status.success(), "{stderr}");
+    assert!(!stderr.contains("ending the GPU timeline"), "{stderr}");
+    assert!(
+        stderr.contains("GPU timeline off: 30 GPU records"),
+        "{stderr}"
+    );
+    check_gpu_work(&out, 2);
+}
+
+#[test]
+fn replay_in_a_running_cuda_process_is_refused_in_one_line_before_anything_is_loaded() {
+    require_root!();
+    let want = bare(1);
+    let mut l = Loop::start();
+    let out = Command::new(kreplay_bin())
+        .args(["replay", "--passes", "3", "-o"])
+        .arg(out_path("replay"))
+        .arg("-p")
+        .arg(l.pid().to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "kreplay: error: process {0} uses CUDA: replay in a running CUDA process is not supported yet (`kreplay trace -p {0} --gpu` gives its GPU timeline)\n",
+            l.pid()
+        )
+    );
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", l.pid())).unwrap();
+    assert!(!maps.contains("libkreplay_tool"), "the tool was not loaded");
+    l.rounds(1);
+    assert_eq!(l.finish(), want);
+}

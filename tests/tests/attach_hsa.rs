@@ -1,0 +1,281 @@
+//! `kreplay trace -p PID --gpu` on a running HSA program of the simulated ROCm runtime
+//! (`tests/trace/gpu_timeline.c rounds`). ROCR loads tools only at `hsa_init`, so the program
+//! is started with kreplay-tool in `HSA_TOOLS_LIB` and `KREPLAY_ATTACH=1`: the tool passes
+//! everything through until a kreplay attaches, records exactly the GPU work of the rounds run
+//! while attached, goes back to passing through when kreplay ends or is killed, and serves
+//! the next kreplay; the program's output is a bare run's. A program started without the
+//! opt-in is refused in one line and the tool is not loaded into it.
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use kreplay_tests::stderr_watch::StderrWatch;
+use kreplay_tests::{
+    build_hip_program, decode_trace, kreplay_bin, make_sim, require_root, scratch,
+};
+use serde_json::Value;
+
+/// Launches of `fill` per round.
+const LAUNCHES: usize = 3;
+
+fn program() -> PathBuf {
+    make_sim(&["hsa", "hip"]);
+    let src = kreplay_tests::workspace_root().join("tests/trace/gpu_timeline.c");
+    build_hip_program(&src, "gpu_timeline")
+}
+
+fn tool() -> PathBuf {
+    kreplay_bin().with_file_name("libkreplay_tool.so")
+}
+
+/// The `rounds` program, running.
+struct Rounds {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: BufReader<ChildStdout>,
+    lines: Vec<String>,
+}
+
+impl Rounds {
+    fn start(opt_in: bool) -> Rounds {
+        let mut c = Command::new(program());
+        c.args(["rounds", &LAUNCHES.to_string()])
+            .env_remove("HSA_TOOLS_LIB")
+            .env("KRSIM_KERNEL_LATENCY_US", "200")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        if opt_in {
+            c.env("HSA_TOOLS_LIB", tool()).env("KREPLAY_ATTACH", "1");
+        }
+        let mut child = c.spawn().expect("start the rounds program");
+        let stdin = child.stdin.take();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut r = Rounds {
+            child,
+            stdin,
+            out,
+            lines: Vec::new(),
+        };
+        assert_eq!(r.line(), "ready");
+        r
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn line(&mut self) -> String {
+        let mut s = String::new();
+        self.out.read_line(&mut s).unwrap();
+        self.lines.push(s.clone());
+        s.trim_end().to_owned()
+    }
+
+    fn rounds(&mut self, n: usize) {
+        for _ in 0..n {
+            self.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+            let l = self.line();
+            assert!(l.starts_with("round "), "{l}");
+        }
+    }
+
+    fn finish(mut self) -> String {
+        drop(self.stdin.take());
+        loop {
+            let mut s = String::new();
+            if self.out.read_line(&mut s).unwrap() == 0 {
+                break;
+            }
+            self.lines.push(s);
+        }
+        assert!(self.child.wait().unwrap().success());
+        self.lines.concat()
+    }
+}
+
+fn bare(rounds: usize) -> String {
+    let mut r = Rounds::start(false);
+    r.rounds(rounds);
+    r.finish()
+}
+
+fn out_path(name: &str) -> PathBuf {
+    let out = scratch("attach_hsa").join(format!("{name}.pftrace"));
+    let _ = std::fs::remove_file(&out);
+    out
+}
+
+fn attach(out: &Path, pid: u32) -> (Child, StderrWatch) {
+    let mut k = Command::new(kreplay_bin())
+        .args(["trace", "--gpu", "-o", out.to_str().unwrap(), "-p"])
+        .arg(pid.to_string())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watch = StderrWatch::new(&mut k);
+    watch.wait_for("kreplay: tracing pid");
+    (k, watch)
+}
+
+fn stop(mut k: Child, watch: StderrWatch) -> String {
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
+    let status = k.wait().unwrap();
+    let stderr = watch.finish();
+    assert!(status.success(), "{stderr}");
+    stderr
+}
+
+/// Slices on tracks whose name starts with `prefix`.
+fn slices_on<'a>(d: &'a Value, prefix: &str) -> Vec<&'a Value> {
+    let mut v = Vec::new();
+    for (uuid, t) in d["tracks"].as_object().unwrap() {
+        if t["name"].as_str().unwrap_or("").starts_with(prefix) {
+            v.extend(d["slices"][uuid].as_array().into_iter().flatten());
+        }
+    }
+    v
+}
+
+/// The trace holds the kernels and copies of exactly `rounds` rounds, with the GPU's times and
+/// one flow each.
+fn check_gpu_work(out: &Path, rounds: usize) {
+    let d = decode_trace(out);
+    assert_eq!(d["errors"], serde_json::json!([]));
+    let kernels = slices_on(&d, "queue ");
+    assert_eq!(kernels.len(), LAUNCHES * rounds, "{kernels:?}");
+    for k in &kernels {
+        assert_eq!(k["name"], "fill");
+        // The sim's added latency: a GPU time, not the instant of an unprofiled dispatch.
+        assert!(k["dur"].as_u64().unwrap() >= 200_000, "{k}");
+    }
+    let copies = slices_on(&d, "copies");
+    assert_eq!(copies.len(), 2 * rounds, "{copies:?}");
+    assert_eq!(
+        d["flows"].as_object().unwrap().len(),
+        (LAUNCHES + 2) * rounds
+    );
+}
+
+#[test]
+fn an_opted_in_hsa_process_gets_the_gpu_timeline_only_while_kreplay_is_attached() {
+    require_root!();
+    let want = bare(6);
+    let mut r = Rounds::start(true);
+    r.rounds(1);
+    let first = out_path("first");
+    let (k, w) = attach(&first, r.pid());
+    r.rounds(2);
+    let stderr = stop(k, w);
+    assert!(
+        stderr.contains("GPU timeline on (kreplay-tool already loaded,"),
+        "{stderr}"
+    );
+    r.rounds(1);
+    // Killed mid-trace: the tool goes back to passing through on its own.
+    let (mut k, w) = attach(&out_path("killed"), r.pid());
+    r.rounds(1);
+    k.kill().unwrap();
+    k.wait().unwrap();
+    drop(w);
+    let second = out_path("second");
+    let (k, w) = attach(&second, r.pid());
+    r.rounds(1);
+    stop(k, w);
+    assert_eq!(r.finish(), want);
+    check_gpu_work(&first, 2);
+    check_gpu_work(&second, 1);
+    let _ = std::fs::remove_dir_all(out_path("killed").with_extension("pftrace.streams"));
+}
+
+#[test]
+fn an_hsa_process_started_without_the_opt_in_is_refused_in_one_line_and_left_alone() {
+    require_root!();
+    let mut r = Rounds::start(false);
+    let out = Command::new(kreplay_bin())
+        .args(["trace", "--gpu", "--duration", "1s", "-o"])
+        .arg(out_path("refused"))
+        .arg("-p")
+        .arg(r.pid().to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = format!(
+        "kreplay: --gpu: no GPU timeline for process {0}: process {0} uses ROCm (HSA), whose runtime loads tools only at hsa_init: kreplay-tool can join only a process started with HSA_TOOLS_LIB={1} KREPLAY_ATTACH=1; tracing its API calls only",
+        r.pid(),
+        tool().canonicalize().unwrap().display()
+    );
+    assert!(stderr.lines().any(|s| s == line), "{stderr}");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", r.pid())).unwrap();
+    assert!(!maps.contains("libkreplay_tool"), "the tool was not loaded");
+    r.rounds(1);
+    r.finish();
+}
+
+/// Starts `kreplay replay -p PID ARGS` and returns once its session is open.
+fn replay(out: &Path, pid: u32, args: &[&str]) -> (Child, StderrWatch) {
+    let mut k = Command::new(kreplay_bin())
+        .args(["replay", "-o", out.to_str().unwrap(), "-p"])
+        .arg(pid.to_string())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watch = StderrWatch::new(&mut k);
+    watch.wait_for(&format!("kreplay: process {pid}: replaying"));
+    (k, watch)
+}
+
+/// Stops `replay -p` with SIGINT; returns its stdout's table columns of `fill`.
+fn stop_replay(mut k: Child, watch: StderrWatch) -> std::collections::HashMap<String, String> {
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut k.stdout.take().unwrap(), &mut stdout).unwrap();
+    let status = k.wait().unwrap();
+    let stderr = watch.finish();
+    assert!(status.success(), "{stderr}");
+    let mut cols = kreplay_tests::replay_table::columns(&stdout);
+    cols.remove("fill")
+        .unwrap_or_else(|| panic!("{stdout}\n{stderr}"))
+}
+
+#[test]
+fn replay_in_an_opted_in_hsa_process_replays_the_named_kernel_n_times_and_changes_nothing() {
+    require_root!();
+    let want = bare(7);
+    let mut r = Rounds::start(true);
+    r.rounds(1);
+    let args = [
+        "--kernel",
+        "^fill$",
+        "--passes",
+        "3",
+        "--max-dispatches",
+        "4",
+    ];
+    let (k, w) = replay(&out_path("replay"), r.pid(), &args);
+    r.rounds(2);
+    let fill = stop_replay(k, w);
+    assert_eq!(fill["dispatches"], (2 * LAUNCHES).to_string());
+    assert_eq!(fill["replayed"], "4");
+    assert_eq!(fill["passes"], "3");
+    assert_eq!(fill["nondet"], "0");
+    r.rounds(1);
+    // Killed mid-replay: the tool stops replaying on its own, the next session gets it.
+    let (mut k, w) = replay(&out_path("replay-killed"), r.pid(), &args);
+    r.rounds(1);
+    k.kill().unwrap();
+    k.wait().unwrap();
+    drop(w);
+    let (k, w) = replay(&out_path("replay-again"), r.pid(), &["--passes", "2"]);
+    r.rounds(1);
+    let fill = stop_replay(k, w);
+    assert_eq!(fill["dispatches"], LAUNCHES.to_string());
+    assert_eq!(fill["replayed"], LAUNCHES.to_string());
+    assert_eq!(fill["passes"], "2");
+    r.rounds(1);
+    assert_eq!(r.finish(), want);
+}
