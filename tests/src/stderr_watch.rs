@@ -45,6 +45,11 @@ impl StderrWatch {
         }
     }
 
+    /// The last line read so far (after [`StderrWatch::wait_for`]: the line it waited for).
+    pub fn last(&self) -> Option<&str> {
+        self.seen.last().map(String::as_str)
+    }
+
     /// Every line read, until the child closed its stderr.
     pub fn finish(mut self) -> String {
         while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(120)) {

@@ -5,9 +5,9 @@ use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
-    time::Duration,
 };
 
+use kreplay_tests::stderr_watch::StderrWatch;
 use kreplay_tests::{decode_trace, kreplay_bin, monotonic_ns, require_root, scratch, workload};
 use serde_json::Value;
 
@@ -334,56 +334,6 @@ fn leaks_show_in_the_counter_and_the_summary() {
         line.ends_with(&format!("(HIP): 10 allocations, {leaked} bytes")),
         "{line}"
     );
-}
-
-/// Reads a child's stderr on a thread: `wait_for` blocks until a line starting with a prefix
-/// arrives (kreplay prints `kreplay: tracing ...` once its probes are attached), `finish`
-/// returns everything read.
-struct StderrWatch {
-    lines: std::sync::mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl StderrWatch {
-    fn new(child: &mut std::process::Child) -> StderrWatch {
-        let stderr = child.stderr.take().expect("stderr piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        StderrWatch {
-            lines: rx,
-            seen: Vec::new(),
-        }
-    }
-
-    fn wait_for(&mut self, prefix: &str) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let hit = line.starts_with(prefix);
-                    self.seen.push(line);
-                    if hit {
-                        return;
-                    }
-                }
-                Err(_) => panic!("no line starting with {prefix:?}; got {:?}", self.seen),
-            }
-        }
-    }
-
-    fn finish(mut self) -> String {
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(120)) {
-            self.seen.push(line);
-        }
-        self.seen.join("\n") + "\n"
-    }
 }
 
 /// Starts `kreplay trace -o OUT -p PID` and returns once it says its probes are attached.

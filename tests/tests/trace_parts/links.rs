@@ -100,7 +100,7 @@ fn links_while_tracing(multi: bool) -> (u32, Vec<Link>, usize) {
     let mut watch = StderrWatch::new(&mut kreplay);
     watch.wait_for("kreplay: tracing pid");
     let links = links_of(kreplay.id());
-    let said = watch.seen.last().unwrap().clone();
+    let said = watch.last().unwrap().to_owned();
     let probed: usize = said
         .split(": ")
         .nth(2)
