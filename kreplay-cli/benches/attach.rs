@@ -6,7 +6,7 @@
 //! was on. A fresh target per round; the tool is loaded fresh each time.
 //!
 //! `cargo bench -p kreplay-cli --bench attach` (as root; `kreplay` from `KREPLAY_BIN` or
-//! `target/debug`). Variables: `KREPLAY_BENCH_ROUNDS=10`, `KREPLAY_BENCH_OUT=FILE`.
+//! `target/debug`; `cargo xtask bench` sets `KREPLAY_BIN` to the release build). Variables: `KREPLAY_BENCH_ROUNDS=10`, `KREPLAY_BENCH_OUT=FILE`.
 use std::{
     fmt::Write as _,
     io::{BufRead, BufReader, Write},

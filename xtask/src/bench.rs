@@ -339,6 +339,14 @@ fn cargo_benches(out: &mut String, only: &[String]) -> Result<()> {
         let mut c = cmd("cargo");
         c.args(["bench", "-q", "-p", pkg, "--bench", bench])
             .env(kreplay_common::replay_config::BENCH_OUT, &result);
+        // A bench that runs `kreplay` runs the release build made above, unless told otherwise.
+        let bin = kreplay_common::replay_config::BIN;
+        if std::env::var_os(bin).is_none() {
+            c.env(
+                bin,
+                kreplay_tests::target_dir().join("release").join("kreplay"),
+            );
+        }
         let status = c
             .status()
             .with_context(|| format!("running bench {bench}"))?;
