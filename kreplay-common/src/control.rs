@@ -5,10 +5,12 @@
 //! Messages, in order: the CLI sends the settings, the [`crate::replay_config`] variables
 //! `VAR=VALUE` as [`ReplaySettings::encode`] lists them, each ended by a NUL byte, the whole
 //! ended by an empty entry (one more NUL): the one encoding of the settings, as in an
-//! environment block. The tool answers one line: [`READY`], or `error: REASON`. Then nothing
-//! more is sent; the CLI's end of the socket closing (its `shutdown`, its exit, or its death
-//! by SIGKILL) is the signal to stop: the tool undoes what it turned on, flushes its stream,
-//! answers [`DONE`] (when the CLI still listens) and becomes inert.
+//! environment block. The tool answers one line: [`READY`], or `error: REASON`. Then the CLI
+//! sends nothing more; the tool sends [`LIMIT`] once when a replay session's
+//! `--max-dispatches` replays are all written. The CLI's end of the socket closing (its
+//! `shutdown`, its exit, or its death by SIGKILL) is the signal to stop: the tool undoes what
+//! it turned on, flushes its stream, answers [`DONE`] (when the CLI still listens) and becomes
+//! inert.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -19,6 +21,8 @@ use crate::replay_config::{ConfigError, ReplaySettings};
 pub const READY: &str = "ready";
 /// The tool's line once it stopped and its stream is flushed.
 pub const DONE: &str = "done";
+/// The tool's line once the session's `--max-dispatches` replays are written.
+pub const LIMIT: &str = "limit";
 /// The exported tool function the CLI calls in the target (through ptrace) to start a
 /// session: `int kreplay_attach(const char *socket_path)`.
 pub const ENTRY: &str = "kreplay_attach";

@@ -19,13 +19,15 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kreplay_common::control::{self, DONE, MAX_MESSAGE, READY, entry};
+use kreplay_common::control::{self, DONE, LIMIT, MAX_MESSAGE, READY, entry};
 use kreplay_common::replay_config::ReplaySettings;
 
 /// Set while a session runs (its thread exists).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// How long the CLI has to send its settings once connected.
 const SETTINGS_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a replay session with `--max-dispatches` looks whether its replays are done.
+const LIMIT_CHECK: Duration = Duration::from_millis(50);
 
 /// Starts a session with the kreplay listening at `path` (a NUL-terminated path in this
 /// process's mount namespace). Returns at once: [`entry::STARTED`], [`entry::BUSY`] (a session
@@ -94,7 +96,10 @@ fn session(path: &std::path::Path) {
         finish();
         return;
     }
-    wait_for_close(&mut sock);
+    wait_for_close(
+        &mut sock,
+        settings.max_dispatches.is_some() && settings.passes.is_some_and(|p| p > 1),
+    );
     finish();
     let _ = send(&sock, DONE);
 }
@@ -149,9 +154,13 @@ fn apply(s: &ReplaySettings) -> Result<(), String> {
     crate::cupti::start().map_err(|e| format!("CUPTI is unusable: {e}"))
 }
 
-/// Blocks until the CLI's end closes (EOF or an error); whatever it sends is ignored.
-fn wait_for_close(sock: &mut UnixStream) {
-    if sock.set_read_timeout(None).is_err() {
+/// Blocks until the CLI's end closes (EOF or an error); whatever it sends is ignored. With
+/// `limited` (a replay with `--max-dispatches`), looks every [`LIMIT_CHECK`] whether that many
+/// replays are written, and then tells the CLI once ([`LIMIT`]).
+fn wait_for_close(sock: &mut UnixStream, limited: bool) {
+    let mut told = !limited;
+    let check = (!told).then_some(LIMIT_CHECK);
+    if sock.set_read_timeout(check).is_err() {
         return;
     }
     let mut b = [0u8; 64];
@@ -160,7 +169,18 @@ fn wait_for_close(sock: &mut UnixStream) {
             Ok(0) => return,
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(_) => return,
+        }
+        if !told && crate::hsa::attach::limit_reached() {
+            told = true;
+            if send(sock, LIMIT).is_err() || sock.set_read_timeout(None).is_err() {
+                return;
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kreplay_common::control::{self, DONE, READY};
+use kreplay_common::control::{self, DONE, LIMIT, READY};
 use kreplay_common::replay_config::ReplaySettings;
 
 use super::{AttachError, DONE_TIMEOUT};
@@ -69,7 +69,11 @@ impl Listener {
             }
             let (sock, _) = self.listener.accept().map_err(io("accepting"))?;
             if peer_pid(&sock) == Some(pid) {
-                return Ok(Session { sock, pid });
+                return Ok(Session {
+                    sock,
+                    pid,
+                    pending: Vec::new(),
+                });
             }
             tracing::warn!("a process other than {pid} connected to the control socket: closed it");
         }
@@ -109,6 +113,8 @@ fn peer_pid(sock: &UnixStream) -> Option<i32> {
 pub struct Session {
     sock: UnixStream,
     pid: i32,
+    /// Bytes read past the last whole line.
+    pending: Vec<u8>,
 }
 
 impl Session {
@@ -151,7 +157,12 @@ impl Session {
         self.sock
             .shutdown(std::net::Shutdown::Write)
             .map_err(io("closing the control channel"))?;
-        match self.line(DONE_TIMEOUT, "stop")?.as_deref() {
+        let mut answer = self.line(DONE_TIMEOUT, "stop")?;
+        // A replay's limit line may still be unread.
+        if answer.as_deref() == Some(LIMIT) {
+            answer = self.line(DONE_TIMEOUT, "stop")?;
+        }
+        match answer.as_deref() {
             Some(DONE) => Ok(()),
             Some(l) => Err(AttachError::Protocol {
                 pid,
@@ -166,6 +177,24 @@ impl Session {
         }
     }
 
+    /// Whether the tool said, within `wait`, that the session's `--max-dispatches` replays are
+    /// written ([`LIMIT`]). A closed channel or an error is `false` here: [`Session::end`]
+    /// reports it.
+    pub fn limit_reached(&mut self, wait: Duration) -> bool {
+        match self.line(wait, "say its replays are done") {
+            Ok(Some(l)) if l == LIMIT => true,
+            Ok(Some(l)) => {
+                tracing::debug!(
+                    pid = self.pid,
+                    line = l,
+                    "unexpected line from kreplay-tool"
+                );
+                false
+            }
+            Ok(None) | Err(_) => false,
+        }
+    }
+
     /// The next line from the tool (`None` at EOF), within `timeout`.
     fn line(
         &mut self,
@@ -173,11 +202,12 @@ impl Session {
         what: &'static str,
     ) -> Result<Option<String>, AttachError> {
         let deadline = Instant::now() + timeout;
-        let mut buf = Vec::new();
         let mut b = [0u8; 256];
         loop {
-            if let Some(i) = buf.iter().position(|&c| c == b'\n') {
-                return Ok(Some(String::from_utf8_lossy(&buf[..i]).into_owned()));
+            if let Some(i) = self.pending.iter().position(|&c| c == b'\n') {
+                let line = String::from_utf8_lossy(&self.pending[..i]).into_owned();
+                self.pending.drain(..=i);
+                return Ok(Some(line));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -192,7 +222,7 @@ impl Session {
                 .map_err(io("setting a read timeout"))?;
             match self.sock.read(&mut b) {
                 Ok(0) => return Ok(None),
-                Ok(n) => buf.extend_from_slice(&b[..n]),
+                Ok(n) => self.pending.extend_from_slice(&b[..n]),
                 Err(e)
                     if matches!(
                         e.kind(),
@@ -202,6 +232,47 @@ impl Session {
                     ) => {}
                 Err(e) => return Err(io("reading from kreplay-tool")(e)),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session whose tool end is `tool`, in this process.
+    fn pair() -> (Session, UnixStream) {
+        let (cli, tool) = UnixStream::pair().unwrap();
+        let session = Session {
+            sock: cli,
+            pid: std::process::id() as i32,
+            pending: Vec::new(),
+        };
+        (session, tool)
+    }
+
+    #[test]
+    fn the_limit_line_is_seen_once_and_lines_split_across_reads_are_whole() {
+        let (mut s, mut tool) = pair();
+        assert!(!s.limit_reached(Duration::from_millis(10)), "nothing sent");
+        tool.write_all(b"lim").unwrap();
+        assert!(!s.limit_reached(Duration::from_millis(10)), "half a line");
+        tool.write_all(b"it\ndone\n").unwrap();
+        assert!(s.limit_reached(Duration::from_millis(10)));
+        // The rest stays for `end`.
+        s.end().unwrap();
+    }
+
+    #[test]
+    fn end_takes_an_unread_limit_line_before_done() {
+        let (s, mut tool) = pair();
+        tool.write_all(b"limit\ndone\n").unwrap();
+        s.end().unwrap();
+        let (s, mut tool) = pair();
+        tool.write_all(b"ready\n").unwrap();
+        match s.end() {
+            Err(AttachError::Protocol { line, .. }) => assert_eq!(line, "ready"),
+            other => panic!("{other:?}"),
         }
     }
 }

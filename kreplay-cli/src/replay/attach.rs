@@ -1,6 +1,7 @@
 //! `kreplay replay -p PID`: replay in a running process, through kreplay-tool's control
-//! channel (`docs/attach.md`). The session lasts until Ctrl-C, `--duration`, or the process's
-//! exit; the tool's stream then goes through the same summary as a started command's.
+//! channel (`docs/attach.md`). The session lasts until Ctrl-C, `--duration`, the process's
+//! exit, or the tool saying that the `--max-dispatches` replays are written; the tool's stream
+//! then goes through the same summary as a started command's.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -14,7 +15,8 @@ use crate::quick_exit;
 pub const STOPPING: &str =
     "kreplay: stopping: ending the session, then writing the trace; Ctrl-C again to exit at once";
 
-/// Replays in process `pid` with `settings` until an interrupt, `duration`, or its exit.
+/// Replays in process `pid` with `settings` until an interrupt, `duration`, its exit, or its
+/// `--max-dispatches` replays are written.
 pub fn run(
     pid: u32,
     lib: &Path,
@@ -27,7 +29,7 @@ pub fn run(
             "process {pid} uses CUDA: replay in a running CUDA process is not supported yet (`kreplay trace -p {pid} --gpu` gives its GPU timeline)"
         );
     }
-    let (session, opened) = crate::attach::open(pid as i32, lib, settings)
+    let (mut session, opened) = crate::attach::open(pid as i32, lib, settings)
         .with_context(|| format!("cannot replay in process {pid}"))?;
     eprintln!(
         "kreplay: process {pid}: replaying ({}, its thread held {:.1} ms); stop with Ctrl-C",
@@ -49,7 +51,12 @@ pub fn run(
         {
             break;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        if session.limit_reached(Duration::from_millis(20)) {
+            if let Some(n) = settings.max_dispatches {
+                eprintln!("kreplay: process {pid}: {n} dispatches replayed (--max-dispatches)");
+            }
+            break;
+        }
     }
     session
         .end()

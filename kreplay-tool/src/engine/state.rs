@@ -30,6 +30,8 @@ pub struct EngineState {
     correlation: AtomicU64,
     /// Dispatches replayed so far.
     replayed: AtomicU64,
+    /// Replays whose records are written, under the current settings.
+    recorded: AtomicU64,
     /// The warning that graph launches are not replayed was given.
     pub graph_warned: AtomicBool,
 }
@@ -57,6 +59,7 @@ impl EngineState {
             names: Mutex::new(HashMap::new()),
             correlation: AtomicU64::new(1),
             replayed: AtomicU64::new(0),
+            recorded: AtomicU64::new(0),
             graph_warned: AtomicBool::new(false),
         }
     }
@@ -89,6 +92,16 @@ impl EngineState {
     pub fn set_config(&self, config: ReplayConfig) {
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
         self.replayed.store(0, Ordering::Relaxed);
+        self.recorded.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether replay is on with a `--max-dispatches` limit and that many replays are written.
+    pub fn limit_reached(&self) -> bool {
+        let config = self.config();
+        config.passes > 1
+            && config
+                .max_dispatches
+                .is_some_and(|m| self.recorded.load(Ordering::Relaxed) >= m)
     }
 
     /// Whether replay is on (more than one pass).
@@ -211,6 +224,7 @@ impl EngineState {
         if let Err(e) = crate::record::flush_global() {
             tracing::warn!("kreplay: flushing the tool stream after a replay failed: {e}");
         }
+        self.recorded.fetch_add(1, Ordering::Relaxed);
         crate::progress::note(
             marks.passes,
             kreplay_common::stream::monotonic_ns().saturating_sub(marks.start_ns),

@@ -51,6 +51,11 @@ pub fn loaded_by_hsa() -> bool {
     tool().is_some()
 }
 
+/// Whether an attached replay session's `--max-dispatches` replays are all written.
+pub fn limit_reached() -> bool {
+    attachable().is_ok_and(|t| t.engine.limit_reached())
+}
+
 /// Turns profiling on or off on every live queue, and on async copies.
 fn profiling(t: &Tool, on: bool) {
     let next = t.backend.next();
