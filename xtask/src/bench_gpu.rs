@@ -1,7 +1,8 @@
 //! The gpu-timeline section of `cargo xtask bench`: what kreplay-tool's observe mode
 //! (`KREPLAY_GPU_TIMELINE=1`, as `kreplay trace --gpu` injects it) costs a launch loop on the
-//! simulated ROCm runtime, beside the same loop without the tool, interleaved. Figures: wall
-//! time per dispatch, the process's CPU time (user + system, all its threads: the runtime's
+//! simulated ROCm runtime, beside the same loop without the tool and with the tool waiting for
+//! an attach (`KREPLAY_ATTACH=1`, `docs/attach.md`), interleaved. Figures: wall time per
+//! dispatch, the process's CPU time (user + system, all its threads: the runtime's
 //! signal-handler thread records the GPU times) per dispatch, the dispatches and copies the
 //! tool's stream holds, and the records it dropped.
 use std::{fmt::Write as _, path::Path, process::Command, time::Instant};
@@ -34,7 +35,17 @@ fn cpu_children_s() -> f64 {
     s(ru.ru_utime) + s(ru.ru_stime)
 }
 
-fn run_once(tool: Option<(&Path, &Path)>) -> Result<Run> {
+/// How the loop runs.
+enum Arm<'a> {
+    /// Without the tool.
+    Plain,
+    /// The tool in observe mode, writing to the directory.
+    Observe(&'a Path, &'a Path),
+    /// The tool loaded at start and waiting for an attach.
+    Waiting(&'a Path),
+}
+
+fn run_once(arm: Arm) -> Result<Run> {
     let exe = kreplay_tests::workload("saxpy");
     let mut c = Command::new(&exe);
     c.args([STREAMS.to_string(), "256".into(), LAUNCHES.to_string()]);
@@ -43,10 +54,17 @@ fn run_once(tool: Option<(&Path, &Path)>) -> Result<Run> {
             c.env_remove(k);
         }
     }
-    if let Some((lib, dir)) = tool {
-        c.env("HSA_TOOLS_LIB", lib)
-            .env("KREPLAY_GPU_TIMELINE", "1")
-            .env("KREPLAY_OUTPUT_DIR", dir);
+    match arm {
+        Arm::Plain => {}
+        Arm::Observe(lib, dir) => {
+            c.env("HSA_TOOLS_LIB", lib)
+                .env("KREPLAY_GPU_TIMELINE", "1")
+                .env("KREPLAY_OUTPUT_DIR", dir);
+        }
+        Arm::Waiting(lib) => {
+            c.env("HSA_TOOLS_LIB", lib)
+                .env(kreplay_common::replay_config::ATTACH, "1");
+        }
     }
     let cpu0 = cpu_children_s();
     let t0 = Instant::now();
@@ -87,40 +105,49 @@ pub fn run(out: &mut String) -> Result<()> {
         .join("libkreplay_tool.so");
     let scratch = kreplay_tests::scratch("bench-gpu-timeline");
     let dispatches = STREAMS * LAUNCHES;
-    let (mut plain, mut tool) = (Vec::new(), Vec::new());
+    let (mut plain, mut tool, mut waiting) = (Vec::new(), Vec::new(), Vec::new());
     let mut counts = Vec::new();
     for round in 0..ROUNDS {
         say(
             "bench",
             &format!("gpu-timeline round {}/{ROUNDS}", round + 1),
         );
-        plain.push(run_once(None)?);
+        plain.push(run_once(Arm::Plain)?);
         let dir = scratch.join(format!("round{round}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        tool.push(run_once(Some((&lib, &dir)))?);
+        tool.push(run_once(Arm::Observe(&lib, &dir))?);
         counts.push(stream_counts(&dir)?);
+        waiting.push(run_once(Arm::Waiting(&lib))?);
     }
     let per = |v: &[Run], f: fn(&Run) -> f64| {
         median(v.iter().map(|r| f(r) * 1e6 / dispatches as f64).collect())
     };
     let (pw, tw) = (per(&plain, |r| r.wall_s), per(&tool, |r| r.wall_s));
     let (pc, tc) = (per(&plain, |r| r.cpu_s), per(&tool, |r| r.cpu_s));
+    let (ww, wc) = (per(&waiting, |r| r.wall_s), per(&waiting, |r| r.cpu_s));
     let _ = writeln!(
         out,
         "## GPU timeline on the simulated ROCm runtime\n\n\
          `saxpy {STREAMS} 256 {LAUNCHES}` ({dispatches} dispatches on {STREAMS} streams, each \
-         with its own queue), plain and with `HSA_TOOLS_LIB=target/release/libkreplay_tool.so \
+         with its own queue), plain, with `HSA_TOOLS_LIB=target/release/libkreplay_tool.so \
          KREPLAY_GPU_TIMELINE=1` (observe mode, as `kreplay trace --gpu` injects it; no \
-         probes), {ROUNDS} rounds interleaved; medians per dispatch. CPU is the program's \
-         user + system time over all its threads.\n\n\
+         probes), and with `HSA_TOOLS_LIB=target/release/libkreplay_tool.so KREPLAY_ATTACH=1` \
+         (the tool waiting for a `kreplay -p` that never comes: every queue intercepted, every \
+         batch passed through), {ROUNDS} rounds interleaved; medians per dispatch. CPU is the \
+         program's user + system time over all its threads.\n\n\
          | arm | wall µs/dispatch | dispatches/s | CPU µs/dispatch |\n|---|---:|---:|---:|\n\
-         | plain | {pw:.2} | {:.0} | {pc:.2} |\n| observe mode | {tw:.2} | {:.0} | {tc:.2} |\n\n\
-         Added per GPU record: {:.2} µs wall, {:.2} µs CPU.\n",
+         | plain | {pw:.2} | {:.0} | {pc:.2} |\n| observe mode | {tw:.2} | {:.0} | {tc:.2} |\n\
+         | waiting for an attach | {ww:.2} | {:.0} | {wc:.2} |\n\n\
+         Added per GPU record: {:.2} µs wall, {:.2} µs CPU. Added per dispatch while waiting: \
+         {:.2} µs wall, {:.2} µs CPU.\n",
         1e6 / pw,
         1e6 / tw,
+        1e6 / ww,
         tw - pw,
-        tc - pc
+        tc - pc,
+        ww - pw,
+        wc - pc
     );
     let _ = writeln!(
         out,
