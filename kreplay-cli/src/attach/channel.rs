@@ -107,6 +107,17 @@ fn peer_pid(sock: &UnixStream) -> Option<i32> {
     (rc == 0).then_some(cred.pid)
 }
 
+/// What [`Session::poll`] heard from the tool.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// Nothing (or nothing kreplay acts on) within the wait.
+    Nothing,
+    /// The session's `--max-dispatches` replays are written ([`LIMIT`]).
+    Limit,
+    /// The tool closed its end: its session is over.
+    Closed,
+}
+
 /// A connected session with the tool in process `pid`: it lasts until [`Session::end`], or
 /// until this is dropped, or kreplay dies (the socket closes in every case).
 #[derive(Debug)]
@@ -177,21 +188,21 @@ impl Session {
         }
     }
 
-    /// Whether the tool said, within `wait`, that the session's `--max-dispatches` replays are
-    /// written ([`LIMIT`]). A closed channel or an error is `false` here: [`Session::end`]
-    /// reports it.
-    pub fn limit_reached(&mut self, wait: Duration) -> bool {
+    /// What the tool said within `wait`, while a session runs.
+    pub fn poll(&mut self, wait: Duration) -> Heard {
         match self.line(wait, "say its replays are done") {
-            Ok(Some(l)) if l == LIMIT => true,
+            Ok(Some(l)) if l == LIMIT => Heard::Limit,
             Ok(Some(l)) => {
                 tracing::debug!(
                     pid = self.pid,
                     line = l,
                     "unexpected line from kreplay-tool"
                 );
-                false
+                Heard::Nothing
             }
-            Ok(None) | Err(_) => false,
+            // The tool's end closed: its session is over ([`Session::end`] says how).
+            Ok(None) => Heard::Closed,
+            Err(_) => Heard::Nothing,
         }
     }
 
@@ -253,14 +264,18 @@ mod tests {
 
     #[test]
     fn the_limit_line_is_seen_once_and_lines_split_across_reads_are_whole() {
+        let wait = Duration::from_millis(10);
         let (mut s, mut tool) = pair();
-        assert!(!s.limit_reached(Duration::from_millis(10)), "nothing sent");
+        assert_eq!(s.poll(wait), Heard::Nothing, "nothing sent");
         tool.write_all(b"lim").unwrap();
-        assert!(!s.limit_reached(Duration::from_millis(10)), "half a line");
+        assert_eq!(s.poll(wait), Heard::Nothing, "half a line");
         tool.write_all(b"it\ndone\n").unwrap();
-        assert!(s.limit_reached(Duration::from_millis(10)));
+        assert_eq!(s.poll(wait), Heard::Limit);
         // The rest stays for `end`.
         s.end().unwrap();
+        let (mut s, tool) = pair();
+        drop(tool);
+        assert_eq!(s.poll(wait), Heard::Closed);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use kreplay_common::control::{self, entry};
 use kreplay_common::replay_config::ReplaySettings;
 
-pub use channel::Session;
+pub use channel::{Heard, Session};
 
 use crate::inject::{self, InjectError};
 

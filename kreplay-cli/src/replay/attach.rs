@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use kreplay_common::replay_config::ReplaySettings;
 
+use crate::attach::Heard;
 use crate::quick_exit;
 
 /// What the first interrupt of `replay -p` prints.
@@ -51,11 +52,15 @@ pub fn run(
         {
             break;
         }
-        if session.limit_reached(Duration::from_millis(20)) {
-            if let Some(n) = settings.max_dispatches {
-                eprintln!("kreplay: process {pid}: {n} dispatches replayed (--max-dispatches)");
+        match session.poll(Duration::from_millis(20)) {
+            Heard::Nothing => {}
+            Heard::Limit => {
+                if let Some(n) = settings.max_dispatches {
+                    eprintln!("kreplay: process {pid}: {n} dispatches replayed (--max-dispatches)");
+                }
+                break;
             }
-            break;
+            Heard::Closed => break,
         }
     }
     session
