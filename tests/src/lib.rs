@@ -1,7 +1,9 @@
 //! Integration-test helpers: locating built binaries, building C test programs, privilege checks.
 
 pub mod replay_table;
+pub mod rounds;
 pub mod stderr_watch;
+pub mod trace_json;
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},

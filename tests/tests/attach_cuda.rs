@@ -6,88 +6,32 @@
 //! leaves the tool stopped (a later attach finds it free); the program's output is the bare
 //! run's in every case. The real CUPTI is exercised on the H200 by `tests/gpu/attach.sh`.
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
+use kreplay_tests::rounds::Rounds;
 use kreplay_tests::stderr_watch::StderrWatch;
+use kreplay_tests::trace_json::{end, slice_at, slices_on, ts};
 use kreplay_tests::{cuda_sim, decode_trace, kreplay_bin, require_root, scratch};
-use serde_json::Value;
 
 /// Kernel launches, copies and flows one round makes (three workers: a copy in, three
 /// launches, a copy out).
 const KERNELS_PER_ROUND: usize = 9;
 const COPIES_PER_ROUND: usize = 6;
 
-/// The `loop` program, running.
-struct Loop {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: BufReader<ChildStdout>,
-    lines: Vec<String>,
-}
-
-impl Loop {
-    fn start() -> Loop {
-        let sim = cuda_sim("attach-cuda");
-        let mut child = Command::new(&sim.linked)
-            .arg("loop")
-            .env("LD_LIBRARY_PATH", &sim.dir)
-            .env_remove("CUDA_INJECTION64_PATH")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the loop program");
-        let stdin = child.stdin.take();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let mut l = Loop {
-            child,
-            stdin,
-            out,
-            lines: Vec::new(),
-        };
-        assert_eq!(l.line(), "ready");
-        l
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn line(&mut self) -> String {
-        let mut s = String::new();
-        self.out.read_line(&mut s).unwrap();
-        self.lines.push(s.clone());
-        s.trim_end().to_owned()
-    }
-
-    /// Runs `n` rounds, each finished (its line printed) before this returns.
-    fn rounds(&mut self, n: usize) {
-        for _ in 0..n {
-            self.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
-            let l = self.line();
-            assert!(l.starts_with("round "), "{l}");
-        }
-    }
-
-    /// Ends the program; returns everything it printed.
-    fn finish(mut self) -> String {
-        drop(self.stdin.take());
-        loop {
-            let mut s = String::new();
-            if self.out.read_line(&mut s).unwrap() == 0 {
-                break;
-            }
-            self.lines.push(s);
-        }
-        assert!(self.child.wait().unwrap().success());
-        self.lines.concat()
-    }
+/// The `loop` program, started.
+fn start_loop() -> Rounds {
+    let sim = cuda_sim("attach-cuda");
+    let mut c = Command::new(&sim.linked);
+    c.arg("loop")
+        .env("LD_LIBRARY_PATH", &sim.dir)
+        .env_remove("CUDA_INJECTION64_PATH");
+    Rounds::start(c)
 }
 
 /// What the program prints with `rounds` rounds and no kreplay.
 fn bare(rounds: usize) -> String {
-    let mut l = Loop::start();
+    let mut l = start_loop();
     l.rounds(rounds);
     l.finish()
 }
@@ -119,38 +63,6 @@ fn stop(mut k: Child, watch: StderrWatch) -> String {
     let stderr = watch.finish();
     assert!(status.success(), "{stderr}");
     stderr
-}
-
-/// (track name, slice) of every slice on tracks whose name starts with `prefix`.
-fn slices_on<'a>(d: &'a Value, prefix: &str) -> Vec<(&'a str, &'a Value)> {
-    let mut v = Vec::new();
-    for (uuid, t) in d["tracks"].as_object().unwrap() {
-        let name = t["name"].as_str().unwrap_or("");
-        if name.starts_with(prefix) {
-            for s in d["slices"][uuid].as_array().into_iter().flatten() {
-                v.push((name, s));
-            }
-        }
-    }
-    v
-}
-
-fn ts(s: &Value) -> u64 {
-    s["ts"].as_u64().unwrap()
-}
-
-fn end(s: &Value) -> u64 {
-    ts(s) + s["dur"].as_u64().unwrap()
-}
-
-/// The slice a flow reference names.
-fn slice_at<'a>(d: &'a Value, r: &Value) -> &'a Value {
-    d["slices"][r["track"].as_u64().unwrap().to_string()]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["ts"] == r["ts"] && s["name"] == r["name"])
-        .unwrap()
 }
 
 /// Checks that the trace holds the GPU work of exactly `rounds` rounds, each kernel and copy
@@ -187,7 +99,7 @@ fn check_gpu_work(out: &Path, rounds: usize) {
 fn attached_mid_loop_then_again_the_trace_holds_exactly_the_rounds_run_meanwhile() {
     require_root!();
     let want = bare(6);
-    let mut l = Loop::start();
+    let mut l = start_loop();
     l.rounds(1);
     let first = out_path("first");
     let (k, w) = attach(&first, l.pid());
@@ -220,7 +132,7 @@ fn attached_mid_loop_then_again_the_trace_holds_exactly_the_rounds_run_meanwhile
 fn kreplay_killed_mid_trace_leaves_the_tool_stopped_and_the_program_unchanged() {
     require_root!();
     let want = bare(5);
-    let mut l = Loop::start();
+    let mut l = start_loop();
     l.rounds(1);
     let killed = out_path("killed");
     let (mut k, w) = attach(&killed, l.pid());
@@ -249,7 +161,7 @@ fn kreplay_killed_mid_trace_leaves_the_tool_stopped_and_the_program_unchanged() 
 fn a_second_kreplay_during_a_session_is_refused_in_one_line_and_traces_api_calls_only() {
     require_root!();
     let want = bare(2);
-    let mut l = Loop::start();
+    let mut l = start_loop();
     let (k1, w1) = attach(&out_path("holder"), l.pid());
     let out = Command::new(kreplay_bin())
         .args(["trace", "--gpu", "--duration", "1s", "-o"])
@@ -274,7 +186,7 @@ fn a_second_kreplay_during_a_session_is_refused_in_one_line_and_traces_api_calls
 fn a_process_that_exits_while_attached_leaves_its_last_gpu_work_in_the_trace() {
     require_root!();
     let want = bare(2);
-    let mut l = Loop::start();
+    let mut l = start_loop();
     let out = out_path("exits");
     let (mut k, w) = attach(&out, l.pid());
     l.rounds(2);
@@ -295,7 +207,7 @@ fn a_process_that_exits_while_attached_leaves_its_last_gpu_work_in_the_trace() {
 fn replay_in_a_running_cuda_process_is_refused_in_one_line_before_anything_is_loaded() {
     require_root!();
     let want = bare(1);
-    let mut l = Loop::start();
+    let mut l = start_loop();
     let out = Command::new(kreplay_bin())
         .args(["replay", "--passes", "3", "-o"])
         .arg(out_path("replay"))

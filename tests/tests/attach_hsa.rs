@@ -5,15 +5,15 @@
 //! while attached, goes back to passing through when kreplay ends or is killed, and serves
 //! the next kreplay; the program's output is a bare run's. A program started without the
 //! opt-in is refused in one line and the tool is not loaded into it.
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
+use kreplay_tests::rounds::Rounds;
 use kreplay_tests::stderr_watch::StderrWatch;
+use kreplay_tests::trace_json::slices_on;
 use kreplay_tests::{
     build_hip_program, decode_trace, kreplay_bin, make_sim, require_root, scratch,
 };
-use serde_json::Value;
 
 /// Launches of `fill` per round.
 const LAUNCHES: usize = 3;
@@ -28,73 +28,20 @@ fn tool() -> PathBuf {
     kreplay_bin().with_file_name("libkreplay_tool.so")
 }
 
-/// The `rounds` program, running.
-struct Rounds {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: BufReader<ChildStdout>,
-    lines: Vec<String>,
-}
-
-impl Rounds {
-    fn start(opt_in: bool) -> Rounds {
-        let mut c = Command::new(program());
-        c.args(["rounds", &LAUNCHES.to_string()])
-            .env_remove("HSA_TOOLS_LIB")
-            .env("KRSIM_KERNEL_LATENCY_US", "200")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        if opt_in {
-            c.env("HSA_TOOLS_LIB", tool()).env("KREPLAY_ATTACH", "1");
-        }
-        let mut child = c.spawn().expect("start the rounds program");
-        let stdin = child.stdin.take();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let mut r = Rounds {
-            child,
-            stdin,
-            out,
-            lines: Vec::new(),
-        };
-        assert_eq!(r.line(), "ready");
-        r
+/// The `rounds` program, started (with the tool waiting for an attach when `opt_in`).
+fn start_rounds(opt_in: bool) -> Rounds {
+    let mut c = Command::new(program());
+    c.args(["rounds", &LAUNCHES.to_string()])
+        .env_remove("HSA_TOOLS_LIB")
+        .env("KRSIM_KERNEL_LATENCY_US", "200");
+    if opt_in {
+        c.env("HSA_TOOLS_LIB", tool()).env("KREPLAY_ATTACH", "1");
     }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn line(&mut self) -> String {
-        let mut s = String::new();
-        self.out.read_line(&mut s).unwrap();
-        self.lines.push(s.clone());
-        s.trim_end().to_owned()
-    }
-
-    fn rounds(&mut self, n: usize) {
-        for _ in 0..n {
-            self.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
-            let l = self.line();
-            assert!(l.starts_with("round "), "{l}");
-        }
-    }
-
-    fn finish(mut self) -> String {
-        drop(self.stdin.take());
-        loop {
-            let mut s = String::new();
-            if self.out.read_line(&mut s).unwrap() == 0 {
-                break;
-            }
-            self.lines.push(s);
-        }
-        assert!(self.child.wait().unwrap().success());
-        self.lines.concat()
-    }
+    Rounds::start(c)
 }
 
 fn bare(rounds: usize) -> String {
-    let mut r = Rounds::start(false);
+    let mut r = start_rounds(false);
     r.rounds(rounds);
     r.finish()
 }
@@ -126,17 +73,6 @@ fn stop(mut k: Child, watch: StderrWatch) -> String {
     stderr
 }
 
-/// Slices on tracks whose name starts with `prefix`.
-fn slices_on<'a>(d: &'a Value, prefix: &str) -> Vec<&'a Value> {
-    let mut v = Vec::new();
-    for (uuid, t) in d["tracks"].as_object().unwrap() {
-        if t["name"].as_str().unwrap_or("").starts_with(prefix) {
-            v.extend(d["slices"][uuid].as_array().into_iter().flatten());
-        }
-    }
-    v
-}
-
 /// The trace holds the kernels and copies of exactly `rounds` rounds, with the GPU's times and
 /// one flow each.
 fn check_gpu_work(out: &Path, rounds: usize) {
@@ -144,7 +80,7 @@ fn check_gpu_work(out: &Path, rounds: usize) {
     assert_eq!(d["errors"], serde_json::json!([]));
     let kernels = slices_on(&d, "queue ");
     assert_eq!(kernels.len(), LAUNCHES * rounds, "{kernels:?}");
-    for k in &kernels {
+    for (_, k) in &kernels {
         assert_eq!(k["name"], "fill");
         // The sim's added latency: a GPU time, not the instant of an unprofiled dispatch.
         assert!(k["dur"].as_u64().unwrap() >= 200_000, "{k}");
@@ -161,7 +97,7 @@ fn check_gpu_work(out: &Path, rounds: usize) {
 fn an_opted_in_hsa_process_gets_the_gpu_timeline_only_while_kreplay_is_attached() {
     require_root!();
     let want = bare(6);
-    let mut r = Rounds::start(true);
+    let mut r = start_rounds(true);
     r.rounds(1);
     let first = out_path("first");
     let (k, w) = attach(&first, r.pid());
@@ -191,7 +127,7 @@ fn an_opted_in_hsa_process_gets_the_gpu_timeline_only_while_kreplay_is_attached(
 #[test]
 fn an_hsa_process_started_without_the_opt_in_is_refused_in_one_line_and_left_alone() {
     require_root!();
-    let mut r = Rounds::start(false);
+    let mut r = start_rounds(false);
     let out = Command::new(kreplay_bin())
         .args(["trace", "--gpu", "--duration", "1s", "-o"])
         .arg(out_path("refused"))
@@ -265,7 +201,7 @@ fn replay_ended(
 fn replay_in_an_opted_in_hsa_process_replays_the_named_kernel_n_times_and_changes_nothing() {
     require_root!();
     let want = bare(8);
-    let mut r = Rounds::start(true);
+    let mut r = start_rounds(true);
     r.rounds(1);
     let args = [
         "--kernel",

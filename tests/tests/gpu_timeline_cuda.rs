@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use kreplay_tests::trace_json::{end, slice_at, slices_on, ts};
 use kreplay_tests::{cuda_sim, decode_trace, kreplay_bin, require_root, scratch};
 use serde_json::Value;
 
@@ -37,39 +38,6 @@ fn trace(name: &str, env: &[(&str, &str)]) -> (Value, String) {
     (d, stderr)
 }
 
-/// (track name, slice) of every slice on tracks whose name starts with `prefix`.
-fn slices_on<'a>(d: &'a Value, prefix: &str) -> Vec<(&'a str, &'a Value)> {
-    let mut v = Vec::new();
-    for (uuid, t) in d["tracks"].as_object().unwrap() {
-        let name = t["name"].as_str().unwrap_or("");
-        if name.starts_with(prefix) {
-            for s in d["slices"][uuid].as_array().into_iter().flatten() {
-                v.push((name, s));
-            }
-        }
-    }
-    v
-}
-
-fn ts(s: &Value) -> u64 {
-    s["ts"].as_u64().unwrap()
-}
-
-fn end(s: &Value) -> u64 {
-    ts(s) + s["dur"].as_u64().unwrap()
-}
-
-/// The slice a flow reference names.
-fn slice_at<'a>(d: &'a Value, r: &Value) -> &'a Value {
-    d["slices"][r["track"].as_u64().unwrap().to_string()]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["ts"] == r["ts"] && s["name"] == r["name"])
-        .unwrap()
-}
-
-/// Checks the kernel, the copies and their flows (panics at the first that does not hold).
 fn check_timeline(d: &Value) {
     let kernels = slices_on(d, "queue ");
     assert_eq!(kernels.len(), 1, "{kernels:?}");
