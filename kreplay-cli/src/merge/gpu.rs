@@ -165,6 +165,24 @@ impl Gpu {
         self.placed.len()
     }
 
+    /// Holds `h` (its `order` given here) until the merge reaches its GPU start, or its
+    /// submission when it has no valid GPU times.
+    fn push_held(&mut self, mut h: HeldDispatch) {
+        self.order += 1;
+        h.order = self.order;
+        let (submit, start, end) = match &h.work {
+            Work::Kernel(d) => (d.submit_ns, d.start_ns, d.end_ns),
+            Work::Copy(c) => (c.submit_ns, c.start_ns, c.end_ns),
+        };
+        let at = if valid_times(submit, start, end) {
+            start
+        } else {
+            submit
+        };
+        self.held.push(Reverse((at, self.order)));
+        self.held_by_order.insert(self.order, h);
+    }
+
     /// Takes a dispatch of process `pid` and makes its tracks; its slice is written once the
     /// merge reaches its start. Until then declines find its queue, and replay records that
     /// cannot nest go on the queue's replay track.
@@ -179,25 +197,15 @@ impl Gpu {
     ) -> Result<(), WriterError> {
         let device = self.device(w, pid, d.agent, process_name)?;
         let queue = self.queue(w, pid, d.agent, device, d.queue)?;
-        self.order += 1;
-        let start = if valid_times(d.submit_ns, d.start_ns, d.end_ns) {
-            d.start_ns
-        } else {
-            d.submit_ns
-        };
-        self.held.push(Reverse((start, self.order)));
-        self.held_by_order.insert(
-            self.order,
-            HeldDispatch {
-                order: self.order,
-                pid,
-                work: Work::Kernel(d.clone()),
-                device: (device, d.agent),
-                queue,
-                flow,
-                external,
-            },
-        );
+        self.push_held(HeldDispatch {
+            order: 0,
+            pid,
+            work: Work::Kernel(d.clone()),
+            device: (device, d.agent),
+            queue,
+            flow,
+            external,
+        });
         self.placed.insert(
             (pid, d.correlation),
             Placed {

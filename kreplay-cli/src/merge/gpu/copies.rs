@@ -1,7 +1,6 @@
 //! Copies and memsets: held like dispatches until the merge reaches their start, then a slice
 //! on their device's copy track with bytes, direction and rate, ending the flow from their call.
 
-use std::cmp::Reverse;
 use std::io::Write;
 
 use kreplay_common::stream::{GpuCopy, copy_kind};
@@ -33,25 +32,15 @@ impl Gpu {
                 t
             }
         };
-        self.order += 1;
-        let start = if valid_times(c.submit_ns, c.start_ns, c.end_ns) {
-            c.start_ns
-        } else {
-            c.submit_ns
-        };
-        self.held.push(Reverse((start, self.order)));
-        self.held_by_order.insert(
-            self.order,
-            HeldDispatch {
-                order: self.order,
-                pid,
-                work: Work::Copy(c.clone()),
-                device: (device, c.device),
-                queue: track,
-                flow,
-                external: None,
-            },
-        );
+        self.push_held(HeldDispatch {
+            order: 0,
+            pid,
+            work: Work::Copy(c.clone()),
+            device: (device, c.device),
+            queue: track,
+            flow,
+            external: None,
+        });
         Ok(())
     }
 
