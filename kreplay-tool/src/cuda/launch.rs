@@ -175,7 +175,7 @@ unsafe fn replay_or_decline(
     // memory.
     let outcome = t
         .engine
-        .replay_closed(&backend, l, device, corr, Some(&arena), marks);
+        .replay_closed(&backend, l, device, corr, Some(&arena), marks, false);
     let result = match outcome {
         Ran::Replayed => SUCCESS,
         // SAFETY: caller's contract: run once, normally, still inside the window.

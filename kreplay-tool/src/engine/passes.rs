@@ -329,6 +329,27 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         }
     }
 
+    /// After every pass ran (`outcome`), for a request that asks for it: every region back to
+    /// the snapshot's bytes, so the dispatch the caller runs next starts from them. A failed
+    /// restore ends in [`put_back`](super::put_back) like one between passes.
+    pub(super) fn restore_after(&self, outcome: Outcome, emit: &mut dyn FnMut(Record)) -> Outcome {
+        let Outcome::Replayed { passes, .. } = outcome else {
+            return outcome;
+        };
+        *self.snap.write_set.borrow_mut() = None;
+        let rs = now_ns();
+        let st = restore_hashing(self.backend, self.inv, self.snap, None);
+        emit(self.restore_record(passes, rs, &st));
+        if st.failed > 0 {
+            let why = format!(
+                "the restore after the last pass failed in {} region(s), first {:#x}",
+                st.failed, st.first_failed
+            );
+            return self.put_back(passes, why, emit);
+        }
+        outcome
+    }
+
     fn put_back(&self, pass: u32, why: String, emit: &mut dyn FnMut(Record)) -> Outcome {
         *self.snap.write_set.borrow_mut() = None;
         put_back(

@@ -1,6 +1,7 @@
 //! The replay loop of one dispatch: snap; on an incomplete snapshot decline (the caller then
 //! runs the dispatch once with its original completion signal); else per pass submit, wait,
-//! hash what the pass wrote, restore (none after the last pass). When a pass or a restore
+//! hash what the pass wrote, restore (none after the last pass, unless the request asks for
+//! one: [`Request::restore_after`]). When a pass or a restore
 //! fails, no further pass runs: every byte of the snapshot is written back (retried up to
 //! [`super::put_back::RECOVERY_ATTEMPTS`] times) and the caller runs the dispatch once from that state, so the
 //! application sees what it would have computed without kreplay. Records go to `emit`; each
@@ -154,7 +155,10 @@ fn replay_snapshotted<B: Backend>(
                 report: req.check_determinism,
                 step: &step,
             };
-            let outcome = run.all(&mut on_device, emit);
+            let mut outcome = run.all(&mut on_device, emit);
+            if req.restore_after {
+                outcome = run.restore_after(outcome, emit);
+            }
             let (release, held) = (now_ns(), snapshot.bytes());
             drop(on_device);
             drop(snapshot);

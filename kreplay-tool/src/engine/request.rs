@@ -38,4 +38,8 @@ pub struct Request<'a, B: Backend> {
     pub policy: SnapshotPolicy,
     /// Buffers kept between replays (`None`: allocate and free per replay).
     pub arena: Option<&'a SnapshotArena>,
+    /// Puts every byte back after the last pass too, so the dispatch the caller runs next
+    /// starts from the snapshot's memory: replay in a running process, where the
+    /// application's own launch cannot be skipped and follows the passes.
+    pub restore_after: bool,
 }

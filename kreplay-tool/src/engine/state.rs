@@ -161,7 +161,9 @@ impl EngineState {
     /// tool's stream; `marks` gets the first pass's start and what the progress counters are
     /// to count. A dispatch not replayed is declined with its reason here; the caller then runs
     /// it once ([`Ran`]), records the dispatch, calls [`Self::replay_recorded`] and opens the
-    /// window.
+    /// window. With `restore_after`, the memory is the snapshot's again after the last pass
+    /// ([`Request::restore_after`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn replay_closed<B: Backend>(
         &self,
         backend: &B,
@@ -170,6 +172,7 @@ impl EngineState {
         correlation: u64,
         arena: Option<&SnapshotArena>,
         marks: &mut Marks,
+        restore_after: bool,
     ) -> Ran {
         let rec = crate::record::global();
         let mut first_start = 0;
@@ -190,6 +193,7 @@ impl EngineState {
             correlation,
             policy: config.snapshot,
             arena,
+            restore_after,
         };
         marks.start_ns = kreplay_common::stream::monotonic_ns();
         let outcome = replay(backend, &self.inventory, &req, &mut emit);

@@ -99,6 +99,21 @@ pub(super) fn run_checking(
     arena: Option<&SnapshotArena>,
     check_determinism: bool,
 ) -> (Outcome, Vec<Record>) {
+    run_request(fake, inv, d, passes, policy, arena, check_determinism, false)
+}
+
+/// [`run_checking`], with [`Request::restore_after`] as given.
+#[allow(clippy::too_many_arguments)]
+fn run_request(
+    fake: &FakeBackend,
+    inv: &Inventory,
+    d: &FakeDispatch,
+    passes: u32,
+    policy: SnapshotPolicy,
+    arena: Option<&SnapshotArena>,
+    check_determinism: bool,
+    restore_after: bool,
+) -> (Outcome, Vec<Record>) {
     let mut recs = Vec::new();
     let req = Request {
         agent: GPU,
@@ -108,6 +123,7 @@ pub(super) fn run_checking(
         correlation: 9,
         policy,
         arena,
+        restore_after,
     };
     let out = replay(fake, inv, &req, &mut |r| recs.push(r));
     (out, recs)
@@ -380,4 +396,45 @@ fn a_declined_replay_still_closes_its_window() {
         matches!(recs.as_slice(), [Record::ToolWindow(w)] if w.correlation == 9 && w.start_ns <= w.end_ns),
         "{recs:?}"
     );
+}
+
+#[test]
+fn restore_after_leaves_the_snapshot_so_the_launch_that_follows_computes_its_one_pass_values() {
+    for (passes, check) in [(2, true), (5, false), (5, true)] {
+        let (fake, inv) = setup();
+        let d = saxpy();
+        let before = fake.read(Y, N * 4);
+        let (out, recs) = run_request(
+            &fake,
+            &inv,
+            &d,
+            passes,
+            SnapshotPolicy::default(),
+            None,
+            check,
+            true,
+        );
+        assert_eq!(
+            out,
+            Outcome::Replayed {
+                passes,
+                nondeterministic: false
+            },
+            "{passes} passes, check {check}"
+        );
+        // Every byte is back: y as before the passes, the counter at 0.
+        assert_eq!(fake.read(Y, N * 4), before, "{passes} passes, check {check}");
+        assert_eq!(fake.read(COUNTER, 4), 0u32.to_le_bytes());
+        // One restore after each pass, the last one included.
+        let restores = recs
+            .iter()
+            .filter(|r| matches!(r, Record::Restore(_)))
+            .count();
+        assert_eq!(restores, passes as usize, "{passes} passes, check {check}");
+        // The application's own launch then computes what it would without kreplay.
+        d(&fake);
+        let y = floats(&fake.read(Y, N * 4));
+        assert_eq!(y[0], 3.0 * 1.0 + 2.0);
+        assert_eq!(fake.read(COUNTER, 4), 1u32.to_le_bytes());
+    }
 }
