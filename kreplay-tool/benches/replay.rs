@@ -145,6 +145,7 @@ fn main() {
                 correlation: i,
                 policy: hashed,
                 arena: Some(&arena),
+                restore_after: false,
             };
             black_box(replay(&be, &inv, &req, &mut |r| sink.push(r)));
             sink.clear();

@@ -7,8 +7,8 @@
 //! everything off again, flushes the stream, answers `done` if the CLI still listens, and
 //! the tool is inert until the next session.
 //!
-//! In a CUDA process the session starts the GPU timeline (CUPTI activity, [`crate::cupti`]);
-//! settings that ask for replay are refused with a reason there. In an HSA process started with
+//! In a CUDA process the session starts the GPU timeline (CUPTI activity, [`crate::cupti`]),
+//! or replay when the settings ask for more than one pass ([`crate::cuda::attached`]). In an HSA process started with
 //! the tool and `KREPLAY_ATTACH=1` it starts the timeline (its queues' profiling) and replay
 //! when asked ([`crate::hsa::attach`]).
 
@@ -129,11 +129,6 @@ fn read_settings(sock: &mut UnixStream) -> Result<ReplaySettings, String> {
 /// Turns on what `s` asks for.
 fn apply(s: &ReplaySettings) -> Result<(), String> {
     let hsa = crate::hsa::attach::loaded_by_hsa();
-    if !hsa && s.passes.is_some_and(|p| p > 1) {
-        return Err(
-            "replay in a running CUDA process is not supported yet (the GPU timeline is)".into(),
-        );
-    }
     if s.gpu_timeline != Some(true) {
         return Err("nothing to do: the settings ask for no GPU timeline".into());
     }
@@ -150,6 +145,10 @@ fn apply(s: &ReplaySettings) -> Result<(), String> {
     crate::record::set_output_dir(Some(dir)).map_err(|e| format!("flushing the stream: {e}"))?;
     if hsa {
         return crate::hsa::attach::start(s);
+    }
+    if s.passes.is_some_and(|p| p > 1) {
+        // As under `kreplay replay -- CMD`: the replay's own records, no CUPTI activity.
+        return crate::cuda::attached::start(s);
     }
     crate::cupti::start().map_err(|e| format!("CUPTI is unusable: {e}"))
 }
@@ -176,7 +175,8 @@ fn wait_for_close(sock: &mut UnixStream, limited: bool) {
                 ) => {}
             Err(_) => return,
         }
-        if !told && crate::hsa::attach::limit_reached() {
+        if !told && (crate::hsa::attach::limit_reached() || crate::cuda::attached::limit_reached())
+        {
             told = true;
             if send(sock, LIMIT).is_err() || sock.set_read_timeout(None).is_err() {
                 return;
@@ -188,6 +188,7 @@ fn wait_for_close(sock: &mut UnixStream, limited: bool) {
 /// Turns everything off and writes the stream out: the tool is inert again.
 fn finish() {
     crate::hsa::attach::stop();
+    crate::cuda::attached::stop();
     crate::cupti::stop();
     if let Err(e) = crate::record::set_output_dir(None) {
         tracing::warn!("kreplay: the last flush of the tool stream failed: {e}");

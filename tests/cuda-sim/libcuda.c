@@ -11,7 +11,8 @@
 // count nor fail), FAKECUDA_FAIL_HOST_ALLOC_ABOVE=BYTES (cuMemAllocHost of more fails).
 // cuInit loads CUDA_INJECTION64_PATH's library once and calls its InitializeInjection, as the
 // real driver does; a stand-in CUPTI (libcupti.c) sees each launch and copy through
-// fakecuda_observe.
+// fakecuda_observe, and each cuLaunchKernel call's entry and exit through fakecuda_api_hook
+// (CUPTI's driver-API callbacks: the call's parameters as cuLaunchKernel_params lays them out).
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -105,6 +106,18 @@ static void observe_copy(int kind, size_t n, unsigned long long api_start, unsig
 }
 #define OBS_NOW() (observer ? obs_clock() : 0)
 
+// CUPTI's driver-API callback site: the stand-in CUPTI's dispatcher, told each launch's entry
+// (site 0) and exit (site 1) with CUPTI's callback id and the call's parameters.
+typedef struct {
+  void *f;
+  unsigned gx, gy, gz, bx, by, bz, shm;
+  void *stream;
+  void **params, **extra;
+} LaunchKernelParams;
+typedef void (*ApiHook)(int site, unsigned cbid, const char *name, const void *params, CUresult *ret);
+static _Atomic(ApiHook) api_hook;
+void fakecuda_api_hook(ApiHook hook) { atomic_store(&api_hook, hook); }
+
 static atomic_int injected;
 CUresult cuInit(unsigned flags) {
   (void)flags;
@@ -120,6 +133,7 @@ CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
 CUresult cuCtxGetDevice(int *d) { *d = 0; return OK; }
 CUresult cuCtxGetCurrent(void **c) { *c = (void *)0x1; return OK; }
 CUresult cuCtxSynchronize(void) { return OK; }
+CUresult cuCtxSetCurrent(void *c) { return c == (void *)0x1 || !c ? OK : E_INVALID_VALUE; }
 CUresult cuStreamIsCapturing(void *s, unsigned *st) { (void)s; *st = 0; return OK; }
 CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
   const char *e = getenv("FAKECUDA_FREE_MIB");
@@ -265,8 +279,32 @@ CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *n, Module *m, const char *
   return E_NOT_FOUND;
 }
 CUresult cuFuncGetName(const char **name, Func *f) { if (!f) return E_INVALID_HANDLE; *name = f->name; return OK; }
+// Each kernel's parameters (offset, size), as the PTX declares them.
+CUresult cuFuncGetParamInfo(Func *f, size_t index, size_t *offset, size_t *size) {
+  static const size_t axpy[][2] = { { 0, 8 }, { 8, 8 }, { 16, 4 }, { 20, 4 } }, hits[][2] = { { 0, 8 }, { 8, 4 } };
+  if (!f) return E_INVALID_HANDLE;
+  int is_axpy = f->run == k_axpy;
+  size_t n = is_axpy ? 4 : 2;
+  if (index >= n) return E_INVALID_VALUE;
+  if (offset) *offset = is_axpy ? axpy[index][0] : hits[index][0];
+  if (size) *size = is_axpy ? axpy[index][1] : hits[index][1];
+  return OK;
+}
+static CUresult launch(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shm, void *stream, void **params, void **extra);
 CUresult cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shm, void *stream, void **params, void **extra) {
+  ApiHook hook = atomic_load(&api_hook);
+  if (!hook) return launch(f, gx, gy, gz, bx, by, bz, shm, stream, params, extra);
+  LaunchKernelParams p = { f, gx, gy, gz, bx, by, bz, shm, stream, params, extra };
+  CUresult r = OK;
+  hook(0, 307, "cuLaunchKernel", &p, &r);
+  r = launch(f, gx, gy, gz, bx, by, bz, shm, stream, params, extra);
+  hook(1, 307, "cuLaunchKernel", &p, &r);
+  return r;
+}
+static CUresult launch(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shm, void *stream, void **params, void **extra) {
   (void)extra;
   unsigned long long api = OBS_NOW();
   if (!f || !params) return E_INVALID_VALUE;
@@ -283,13 +321,13 @@ CUresult cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned
 }
 // A "graph" of one kernel node: what the test program captures.
 typedef struct { Func *f; void *params[8]; } Graph;
-CUresult cuGraphLaunch(Graph *g, void *stream) { return cuLaunchKernel(g->f, 1, 1, 1, 1, 1, 1, 0, stream, g->params, 0); }
+CUresult cuGraphLaunch(Graph *g, void *stream) { return launch(g->f, 1, 1, 1, 1, 1, 1, 0, stream, g->params, 0); }
 
 typedef struct { const char *name; void *fn; } Entry;
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status);
 static const Entry table[] = {
   { "cuInit", cuInit }, { "cuDriverGetVersion", cuDriverGetVersion }, { "cuCtxGetDevice", cuCtxGetDevice },
-  { "cuCtxGetCurrent", cuCtxGetCurrent }, { "cuCtxSynchronize", cuCtxSynchronize },
+  { "cuCtxGetCurrent", cuCtxGetCurrent }, { "cuCtxSynchronize", cuCtxSynchronize }, { "cuCtxSetCurrent", cuCtxSetCurrent },
   { "cuStreamIsCapturing", cuStreamIsCapturing }, { "cuMemGetInfo", cuMemGetInfo_v2 },
   { "cuMemAlloc", cuMemAlloc_v2 }, { "cuMemFree", cuMemFree_v2 }, { "cuMemAllocAsync", cuMemAllocAsync },
   { "cuMemFreeAsync", cuMemFreeAsync }, { "cuMemAllocHost", cuMemAllocHost_v2 }, { "cuMemFreeHost", cuMemFreeHost },
@@ -297,7 +335,7 @@ static const Entry table[] = {
   { "cuPointerGetAttributes", cuPointerGetAttributes }, { "cuModuleLoadData", cuModuleLoadData },
   { "cuModuleLoadDataEx", cuModuleLoadDataEx }, { "cuModuleUnload", cuModuleUnload },
   { "cuModuleGetFunction", cuModuleGetFunction }, { "cuModuleGetGlobal", cuModuleGetGlobal_v2 },
-  { "cuFuncGetName", cuFuncGetName }, { "cuLaunchKernel", cuLaunchKernel }, { "cuGraphLaunch", cuGraphLaunch },
+  { "cuFuncGetName", cuFuncGetName }, { "cuFuncGetParamInfo", cuFuncGetParamInfo }, { "cuLaunchKernel", cuLaunchKernel }, { "cuGraphLaunch", cuGraphLaunch },
   { "cuGetProcAddress", cuGetProcAddress_v2 }, { "cuMemAddressReserve", cuMemAddressReserve },
   { "cuMemAddressFree", cuMemAddressFree }, { "cuMemCreate", cuMemCreate }, { "cuMemRelease", cuMemRelease },
   { "cuMemMap", cuMemMap }, { "cuMemUnmap", cuMemUnmap }, { "cuMemSetAccess", cuMemSetAccess },

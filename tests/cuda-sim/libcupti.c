@@ -15,6 +15,10 @@
 // FAKECUPTI_RUNTIME_SPAN_NS=N (each call is reported as a library's own copy of cudart
 // reports it, as cuBLAS's is: a RUNTIME record holding the work's correlation id and spanning N
 // ns more on each side than the driver call it made, and no DRIVER record for that call).
+// The callback API's part kreplay uses (cupti_callbacks.h): one subscriber at a time
+// (cuptiSubscribe, cuptiUnsubscribe), cuptiEnableCallback on the driver domain's cuLaunchKernel
+// (307), the only call the driver reports (fakecuda_api_hook); the subscriber's function gets a
+// CUpti_CallbackData at the call's entry and exit, on the calling thread, inside the call.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -215,4 +219,63 @@ CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
        : r == ERROR_INVALID_PARAMETER  ? "CUPTI_ERROR_INVALID_PARAMETER"
                                         : "CUPTI_ERROR_UNKNOWN";
   return SUCCESS;
+}
+
+// The callback API.
+typedef struct {
+  uint32_t callbackSite;
+  const char *functionName;
+  const void *functionParams;
+  void *functionReturnValue;
+  const char *symbolName;
+  void *context;
+  uint32_t contextUid;
+  uint64_t *correlationData;
+  uint32_t correlationId;
+} CallbackData;
+typedef void (*CallbackFunc)(void *userdata, uint32_t domain, uint32_t cbid, const void *data);
+enum { DOMAIN_DRIVER_API = 1, CBID_LAUNCH_KERNEL = 307 };
+static struct { CallbackFunc fn; void *userdata; int launch_on; } sub;
+static int subscribed;
+static _Atomic uint32_t next_callback_corr = 1;
+static void api_hook(int site, unsigned cbid, const char *name, const void *params, int *ret) {
+  pthread_mutex_lock(&mu);
+  CallbackFunc fn = subscribed && sub.launch_on && cbid == CBID_LAUNCH_KERNEL ? sub.fn : 0;
+  void *ud = sub.userdata;
+  pthread_mutex_unlock(&mu);
+  if (!fn) return;
+  static __thread uint64_t corr_data;
+  static __thread uint32_t corr;
+  if (site == 0) corr = next_callback_corr++;
+  CallbackData d = { (uint32_t)site, name, params, ret, 0, (void *)0x1, 1, &corr_data, corr };
+  fn(ud, DOMAIN_DRIVER_API, cbid, &d);
+}
+CUptiResult cuptiSubscribe(void **subscriber, CallbackFunc fn, void *userdata) {
+  if (!subscriber || !fn) return ERROR_INVALID_PARAMETER;
+  pthread_mutex_lock(&mu);
+  if (subscribed || getenv("FAKECUPTI_BUSY")) { pthread_mutex_unlock(&mu); return ERROR_MULTIPLE_SUBSCRIBERS; }
+  subscribed = 1;
+  sub.fn = fn, sub.userdata = userdata, sub.launch_on = 0;
+  *subscriber = &sub;
+  pthread_mutex_unlock(&mu);
+  void (*hook)(void (*)(int, unsigned, const char *, const void *, int *)) =
+      (void (*)(void (*)(int, unsigned, const char *, const void *, int *)))dlsym(RTLD_DEFAULT, "fakecuda_api_hook");
+  if (hook) hook(api_hook);
+  return SUCCESS;
+}
+CUptiResult cuptiEnableCallback(uint32_t enable, void *subscriber, uint32_t domain, uint32_t cbid) {
+  pthread_mutex_lock(&mu);
+  CUptiResult r = SUCCESS;
+  if (!subscribed || subscriber != &sub) r = ERROR_INVALID_PARAMETER;
+  else if (domain == DOMAIN_DRIVER_API && cbid == CBID_LAUNCH_KERNEL) sub.launch_on = enable != 0;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+CUptiResult cuptiUnsubscribe(void *subscriber) {
+  pthread_mutex_lock(&mu);
+  CUptiResult r = SUCCESS;
+  if (!subscribed || subscriber != &sub) r = ERROR_INVALID_PARAMETER;
+  else subscribed = 0, sub.fn = 0, sub.launch_on = 0;
+  pthread_mutex_unlock(&mu);
+  return r;
 }

@@ -3,11 +3,13 @@
 //! copying, one round per line on stdin). kreplay-tool is loaded into the running process,
 //! records exactly the GPU work of the rounds run while kreplay traces, with flows from the
 //! calls that made it; a second kreplay reuses the loaded tool; a kreplay killed with SIGKILL
-//! leaves the tool stopped (a later attach finds it free); the program's output is the bare
-//! run's in every case. The real CUPTI is exercised on the H200 by `tests/gpu/attach.sh`.
-use std::collections::BTreeSet;
+//! leaves the tool stopped (a later attach finds it free); `kreplay replay -p PID` replays a
+//! named kernel mid-loop through the stand-in CUPTI's launch callbacks; the program's output
+//! is the bare run's in every case. The real CUPTI is exercised on the H200 by `tests/gpu/attach.sh`.
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use kreplay_tests::rounds::Rounds;
 use kreplay_tests::stderr_watch::StderrWatch;
@@ -203,29 +205,93 @@ fn a_process_that_exits_while_attached_leaves_its_last_gpu_work_in_the_trace() {
     check_gpu_work(&out, 2);
 }
 
-#[test]
-fn replay_in_a_running_cuda_process_is_refused_in_one_line_before_anything_is_loaded() {
-    require_root!();
-    let want = bare(1);
-    let mut l = start_loop();
-    let out = Command::new(kreplay_bin())
-        .args(["replay", "--passes", "3", "-o"])
-        .arg(out_path("replay"))
-        .arg("-p")
-        .arg(l.pid().to_string())
-        .output()
+/// Starts `kreplay replay -p PID ARGS` and returns once its session is open.
+fn replay(out: &Path, pid: u32, args: &[&str]) -> (Child, StderrWatch) {
+    let mut k = Command::new(kreplay_bin())
+        .args(["replay", "-o", out.to_str().unwrap(), "-p"])
+        .arg(pid.to_string())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(
-        stderr,
-        format!(
-            "kreplay: error: process {0} uses CUDA: replay in a running CUDA process is not supported yet (`kreplay trace -p {0} --gpu` gives its GPU timeline)\n",
-            l.pid()
-        )
-    );
-    let maps = std::fs::read_to_string(format!("/proc/{}/maps", l.pid())).unwrap();
-    assert!(!maps.contains("libkreplay_tool"), "the tool was not loaded");
+    let mut watch = StderrWatch::new(&mut k);
+    watch.wait_for(&format!("kreplay: process {pid}: replaying"));
+    (k, watch)
+}
+
+/// Waits (up to 60 s) for `replay -p` to end; returns its table's columns for `axpy_inplace`
+/// and its stderr.
+fn replay_ended(mut k: Child, watch: StderrWatch) -> (HashMap<String, String>, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while k.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            k.kill().unwrap();
+            panic!("replay -p did not end: {}", watch.finish());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut k.stdout.take().unwrap(), &mut stdout).unwrap();
+    let status = k.wait().unwrap();
+    let stderr = watch.finish();
+    assert!(status.success(), "{stderr}");
+    let mut cols = kreplay_tests::replay_table::columns(&stdout);
+    let axpy = cols
+        .remove("axpy_inplace")
+        .unwrap_or_else(|| panic!("{stdout}\n{stderr}"));
+    (axpy, stderr)
+}
+
+#[test]
+fn replay_in_a_running_cuda_process_replays_the_named_kernel_n_times_and_changes_nothing() {
+    require_root!();
+    // Each worker's y += a*x in place three times a round: a pass not restored before the
+    // next, or after the last (the application's own launch follows the passes), changes
+    // every later sum the program prints.
+    let want = bare(6);
+    let mut l = start_loop();
     l.rounds(1);
+    let pid = l.pid();
+    // Four replays of three passes mid-loop; the tool says when the fourth is written and the
+    // session ends by itself during the round.
+    let args = [
+        "--kernel",
+        "^axpy",
+        "--passes",
+        "3",
+        "--max-dispatches",
+        "4",
+    ];
+    let (k, w) = replay(&out_path("replay"), pid, &args);
+    l.rounds(1);
+    let (axpy, stderr) = replay_ended(k, w);
+    assert_eq!(axpy["dispatches"], "4", "{axpy:?}");
+    assert_eq!(axpy["replayed"], "4", "{axpy:?}");
+    assert_eq!(axpy["passes"], "3", "{axpy:?}");
+    assert_eq!(axpy["nondet"], "0", "{axpy:?}");
+    assert!(
+        stderr.contains(&format!(
+            "kreplay: process {pid}: 4 dispatches replayed (--max-dispatches)"
+        )),
+        "{stderr}"
+    );
+    // Killed with SIGKILL mid-session: the tool stops replaying on its own.
+    let (mut k, w) = replay(&out_path("replay-killed"), pid, &["--passes", "2"]);
+    l.rounds(1);
+    k.kill().unwrap();
+    k.wait().unwrap();
+    drop(w);
+    // The next kreplay gets the tool: every launch of its round replayed twice.
+    let (k, w) = replay(&out_path("replay-again"), pid, &["--passes", "2"]);
+    l.rounds(1);
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
+    let (axpy, _) = replay_ended(k, w);
+    let round = KERNELS_PER_ROUND.to_string();
+    assert_eq!(axpy["dispatches"], round, "{axpy:?}");
+    assert_eq!(axpy["replayed"], round, "{axpy:?}");
+    assert_eq!(axpy["passes"], "2", "{axpy:?}");
+    l.rounds(2);
     assert_eq!(l.finish(), want);
 }

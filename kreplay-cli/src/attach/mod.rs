@@ -154,12 +154,6 @@ fn hsa_only(maps: &[inject::target::Mapping]) -> bool {
     maps_file(maps, "libhsa-runtime64.so") && !maps_file(maps, "libcuda.so")
 }
 
-/// True when process `pid` maps the CUDA driver and no HSA runtime.
-pub fn cuda_only(pid: i32) -> Result<bool, AttachError> {
-    let maps = inject::target::maps(pid)?;
-    Ok(maps_file(&maps, "libcuda.so") && !maps_file(&maps, "libhsa-runtime64.so"))
-}
-
 /// The socket's path in the target's view and in ours (through `/proc/PID/root`).
 fn socket_paths(pid: i32, nspid: u32) -> (PathBuf, PathBuf) {
     let nonce = {

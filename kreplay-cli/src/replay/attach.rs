@@ -24,12 +24,6 @@ pub fn run(
     settings: &ReplaySettings,
     duration: Option<Duration>,
 ) -> Result<()> {
-    // Refused before anything is loaded into it.
-    if crate::attach::cuda_only(pid as i32)? {
-        anyhow::bail!(
-            "process {pid} uses CUDA: replay in a running CUDA process is not supported yet (`kreplay trace -p {pid} --gpu` gives its GPU timeline)"
-        );
-    }
     let (mut session, opened) = crate::attach::open(pid as i32, lib, settings)
         .with_context(|| format!("cannot replay in process {pid}"))?;
     eprintln!(

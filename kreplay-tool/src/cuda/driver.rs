@@ -11,6 +11,8 @@ use super::real_dlsym::real_dlsym;
 const ABI_VERSION: i32 = 12_000;
 /// The version that has `cuFuncGetName`/`cuKernelGetName`.
 const NAMES_VERSION: i32 = 12_030;
+/// The driver version that added `cuFuncGetParamInfo` and `cuKernelGetParamInfo`.
+const PARAM_INFO_VERSION: i32 = 12_040;
 
 /// Why libcuda could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +80,12 @@ pub struct Driver {
     pub func_get_name: Option<GetNameFn>,
     /// `cuKernelGetName`, where the driver has it.
     pub kernel_get_name: Option<GetNameFn>,
+    /// `cuFuncGetParamInfo` (CUDA 12.4+).
+    pub func_get_param_info: Option<ParamInfoFn>,
+    /// `cuKernelGetParamInfo` (CUDA 12.4+).
+    pub kernel_get_param_info: Option<ParamInfoFn>,
+    /// `cuCtxSetCurrent`.
+    pub ctx_set_current: Option<CtxSetCurrentFn>,
 }
 
 /// The real graph entries kreplay uses to replay its own pair of restore kernels as one graph.
@@ -208,6 +216,9 @@ impl Driver {
             library_get_global: maybe!(c"cuLibraryGetGlobal", ABI_VERSION, LibraryGetGlobalFn),
             func_get_name: maybe!(c"cuFuncGetName", NAMES_VERSION, GetNameFn),
             kernel_get_name: maybe!(c"cuKernelGetName", NAMES_VERSION, GetNameFn),
+            func_get_param_info: maybe!(c"cuFuncGetParamInfo", PARAM_INFO_VERSION, ParamInfoFn),
+            kernel_get_param_info: maybe!(c"cuKernelGetParamInfo", PARAM_INFO_VERSION, ParamInfoFn),
+            ctx_set_current: maybe!(c"cuCtxSetCurrent", ABI_VERSION, CtxSetCurrentFn),
             _lib: lib,
         })
     }

@@ -52,6 +52,16 @@ pub const ATTR_DEVICE_ORDINAL: c_uint = 9;
 pub const ATTR_RANGE_START_ADDR: c_uint = 11;
 /// `CU_POINTER_ATTRIBUTE_RANGE_SIZE` (value: size_t).
 pub const ATTR_RANGE_SIZE: c_uint = 12;
+/// `CU_STREAM_PER_THREAD`: the calling thread's per-thread default stream.
+pub const STREAM_PER_THREAD: usize = 0x2;
+/// `CU_LAUNCH_PARAM_END` (in a launch's `extra`).
+pub const LAUNCH_PARAM_END: usize = 0x0;
+/// `CU_LAUNCH_PARAM_BUFFER_POINTER` (in a launch's `extra`: the packed parameter buffer).
+pub const LAUNCH_PARAM_BUFFER_POINTER: usize = 0x1;
+/// `CU_LAUNCH_PARAM_BUFFER_SIZE` (in a launch's `extra`: a pointer to its size).
+pub const LAUNCH_PARAM_BUFFER_SIZE: usize = 0x2;
+/// `CU_MEMORYTYPE_HOST` (page-locked host memory the driver knows).
+pub const MEMORYTYPE_HOST: u32 = 1;
 /// `CU_MEMORYTYPE_DEVICE`.
 pub const MEMORYTYPE_DEVICE: u32 = 2;
 
@@ -170,6 +180,10 @@ pub type LibraryGetGlobalFn =
     unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUlibrary, *const c_char) -> CUresult;
 /// `cuFuncGetName` / `cuKernelGetName`.
 pub type GetNameFn = unsafe extern "C" fn(*mut *const c_char, *mut c_void) -> CUresult;
+/// `cuFuncGetParamInfo` / `cuKernelGetParamInfo` (CUDA 12.4+): a parameter's offset and size.
+pub type ParamInfoFn = unsafe extern "C" fn(*mut c_void, usize, *mut usize, *mut usize) -> CUresult;
+/// `cuCtxSetCurrent`.
+pub type CtxSetCurrentFn = unsafe extern "C" fn(CUcontext) -> CUresult;
 /// `cuModuleLoadData` (and `cuModuleLoadFatBinary`, which has the same signature).
 pub type ModuleLoadDataFn = unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CUresult;
 /// `cuModuleLoadDataEx`.

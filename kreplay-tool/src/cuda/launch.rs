@@ -18,7 +18,8 @@ use crate::engine::gate::DRAIN_LIMIT;
 use crate::engine::replay::{decline, own_window};
 use crate::engine::state::{Marks, Ran};
 
-fn kernel_name(t: &CudaTool, f: CUfunction) -> String {
+/// The name of the kernel `f`, from the driver (cached by the engine).
+pub(crate) fn kernel_name(t: &CudaTool, f: CUfunction) -> String {
     t.engine.kernel_name(f as u64, || {
         for get in [t.driver.func_get_name, t.driver.kernel_get_name]
             .into_iter()

@@ -116,6 +116,15 @@ impl Launch {
         )
     }
 
+    /// The launch's (kernel parameters, extra options) pointers.
+    pub fn arguments(&self) -> (*mut *mut c_void, *mut *mut c_void) {
+        match *self {
+            Launch::Kernel { params, extra, .. } | Launch::Ex { params, extra, .. } => {
+                (params, extra)
+            }
+        }
+    }
+
     /// Dynamic shared memory bytes the launch asked for.
     pub fn shared_mem(&self) -> u32 {
         match *self {

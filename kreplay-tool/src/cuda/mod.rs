@@ -2,9 +2,13 @@
 //! ([`interpose`]), what each wrapped call does ([`hooks`], [`launch`]), the real driver loaded at
 //! run time ([`driver`]), module-variable names read from images ([`image`], [`elf`]), and the
 //! engine's backend ([`backend`], with its device-side abilities in [`chunks`] and
-//! [`one_pass`] over the kernels [`device_ops`] loads and launches). The engine (tracker,
+//! [`one_pass`] over the kernels [`device_ops`] loads and launches). Replay in a process
+//! kreplay joined while it ran goes through CUPTI's launch callbacks instead of interposition
+//! ([`attached`], with what a launch reaches from [`arguments`]). The engine (tracker,
 //! snapshot/restore, replay loop) is the same one HSA uses.
 
+pub mod arguments;
+pub mod attached;
 pub mod backend;
 pub mod buffer_ops;
 pub mod chunks;

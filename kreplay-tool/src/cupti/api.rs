@@ -14,6 +14,8 @@ pub type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 pub type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
 /// `CUpti_TimestampCallbackFunc`.
 pub type TimestampFn = unsafe extern "C" fn() -> u64;
+/// `CUpti_CallbackFunc`: (userdata, domain, callback id, `const CUpti_CallbackData *`).
+pub type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 
 /// `CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM`: records carry the kernel's thread id (`gettid`).
 pub const THREAD_ID_SYSTEM: u32 = 1;
@@ -45,6 +47,20 @@ pub struct Cupti {
     pub result_string: unsafe extern "C" fn(CuptiResult, *mut *const c_char) -> CuptiResult,
     /// `cuptiActivityGetNumDroppedRecords`.
     pub dropped: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult,
+    /// `cuptiSubscribe`, `cuptiEnableCallback` and `cuptiUnsubscribe`: the callback API
+    /// (`None` where the library lacks one of them).
+    pub callbacks: Option<CallbackEntries>,
+}
+
+/// The callback API's entries (cupti_callbacks.h).
+#[derive(Clone, Copy)]
+pub struct CallbackEntries {
+    /// `cuptiSubscribe(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *userdata)`.
+    pub subscribe: unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> CuptiResult,
+    /// `cuptiEnableCallback(enable, subscriber, domain, callback id)`.
+    pub enable: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> CuptiResult,
+    /// `cuptiUnsubscribe(subscriber)`.
+    pub unsubscribe: unsafe extern "C" fn(*mut c_void) -> CuptiResult,
 }
 
 /// Why no CUPTI could be used.
@@ -170,6 +186,17 @@ impl Cupti {
                 .map(|s| *s),
             result_string: sym!("cuptiGetResultString"),
             dropped: sym!("cuptiActivityGetNumDroppedRecords"),
+            callbacks: (|| {
+                // SAFETY: CUPTI's entries of these names, with the signatures of the fields
+                // they go into (cupti_callbacks.h).
+                unsafe {
+                    Some(CallbackEntries {
+                        subscribe: *lib.get(b"cuptiSubscribe").ok()?,
+                        enable: *lib.get(b"cuptiEnableCallback").ok()?,
+                        unsubscribe: *lib.get(b"cuptiUnsubscribe").ok()?,
+                    })
+                }
+            })(),
             path,
             _lib: lib,
         })

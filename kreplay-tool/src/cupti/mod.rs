@@ -13,13 +13,15 @@
 //! the tool's recorder; at exit the remaining buffers are flushed before the tool's stream.
 //!
 //! A kreplay attached to the running process ([`crate::attach`]) turns the same records on with
-//! [`start`] and off again with [`stop`] (each kind disabled, CUPTI's buffers flushed).
+//! [`start`] and off again with [`stop`] (each kind disabled, CUPTI's buffers flushed). Replay
+//! in a running process subscribes to the driver's launch calls instead ([`callbacks`]).
 //!
 //! When CUPTI cannot be used (none found, too old, another subscriber, a failing call) the tool
 //! says why once and records nothing more: the application and the API trace go on.
 
 pub mod activity;
 pub mod api;
+pub mod callbacks;
 
 use core::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
@@ -140,6 +142,11 @@ pub fn stop() {
         crate::record::global().record(r);
     }
     *on = false;
+}
+
+/// The CUPTI this process uses, loaded (and its activity buffer callbacks registered) once.
+pub fn loaded() -> Result<&'static Cupti, CuptiError> {
+    init().map(|s| &s.cupti)
 }
 
 /// CUPTI loaded and its callbacks registered, once per process.

@@ -74,6 +74,13 @@ impl EngineState {
             .clone()
     }
 
+    /// Forgets every device's replay window: launches from now on use new ones. For the end of a
+    /// session whose callbacks stop mid-call (a launch that entered a window then never leaves
+    /// it); a replay still running keeps the window it closed.
+    pub fn reset_gates(&self) {
+        self.gates.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// A new correlation id (one per dispatch the tool records).
     pub fn next_correlation(&self) -> u64 {
         self.correlation.fetch_add(1, Ordering::Relaxed)
@@ -163,7 +170,10 @@ impl EngineState {
     /// it once ([`Ran`]), records the dispatch, calls [`Self::replay_recorded`] and opens the
     /// window. With `restore_after`, the memory is the snapshot's again after the last pass
     /// ([`Request::restore_after`]).
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one replay's inputs; a struct would only rename them"
+    )]
     pub fn replay_closed<B: Backend>(
         &self,
         backend: &B,

@@ -99,11 +99,20 @@ pub(super) fn run_checking(
     arena: Option<&SnapshotArena>,
     check_determinism: bool,
 ) -> (Outcome, Vec<Record>) {
-    run_request(fake, inv, d, passes, policy, arena, check_determinism, false)
+    run_request(
+        fake,
+        inv,
+        d,
+        passes,
+        policy,
+        arena,
+        check_determinism,
+        false,
+    )
 }
 
 /// [`run_checking`], with [`Request::restore_after`] as given.
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments, reason = "every knob of one test replay")]
 fn run_request(
     fake: &FakeBackend,
     inv: &Inventory,
@@ -423,7 +432,11 @@ fn restore_after_leaves_the_snapshot_so_the_launch_that_follows_computes_its_one
             "{passes} passes, check {check}"
         );
         // Every byte is back: y as before the passes, the counter at 0.
-        assert_eq!(fake.read(Y, N * 4), before, "{passes} passes, check {check}");
+        assert_eq!(
+            fake.read(Y, N * 4),
+            before,
+            "{passes} passes, check {check}"
+        );
         assert_eq!(fake.read(COUNTER, 4), 0u32.to_le_bytes());
         // One restore after each pass, the last one included.
         let restores = recs

@@ -426,17 +426,15 @@ fn replay_one(
     let submit = now_ns();
     let d = HsaDispatch { packet: p, writer };
     let mut marks = Marks::default();
-    let outcome =
-        t.engine
-            .replay_closed(
-                &t.backend,
-                &d,
-                ctx.agent,
-                corr,
-                Some(&t.arena),
-                &mut marks,
-                false,
-            );
+    let outcome = t.engine.replay_closed(
+        &t.backend,
+        &d,
+        ctx.agent,
+        corr,
+        Some(&t.arena),
+        &mut marks,
+        false,
+    );
     if outcome != Ran::Replayed {
         // Run once, normally, still inside the window: the memory is the snapshot's.
         let _ = crate::engine::backend::Backend::submit_wait(&t.backend, &d);
