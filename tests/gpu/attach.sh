@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `kreplay trace -p PID --gpu` attached to a running PyTorch training loop
 # (tests/gpu/train_loop.py): kreplay-tool loaded into the running process, CUPTI activity for
-# 5 s, detached; then a second attach (the tool found loaded); `kreplay replay -p` refused
-# (not implemented on CUDA); then a kreplay killed with SIGKILL mid-trace. Checks the loss sequence equals a bare run's bit for bit, that GPU
+# 5 s, detached; then a second attach (the tool found loaded); `kreplay replay -p --kernel gemm
+# --passes 5 --max-dispatches 20` (CUPTI launch callbacks); then a kreplay killed with SIGKILL
+# mid-trace. Checks the loss sequence equals a bare run's bit for bit, that GPU
 # records arrived, and prints the time from kreplay's start to the first GPU record (target
 # <= 1 s), the pause of the injection (target <= 50 ms) and the step time before, while and
 # after each attach. Run from the repository root on the GPU machine, with the binaries carried
@@ -61,11 +62,33 @@ check second_attach_exit $? 0
 grep -q 'kreplay-tool already loaded' "$OUT/second.err"; check second_attach_reused_the_tool $? 0
 grep 'GPU timeline' "$OUT/second.err"
 
-# Replay in a running CUDA process is not implemented (docs/attach.md): refused in one line,
-# the loop untouched.
+# Replay in the running loop: 20 launches of kernels whose name holds "gemm", 5 passes each; the
+# session ends by itself once the 20th replay is written. Then the steps go on as before.
+wait_steps $(( $(steps_done "$OUT/attached.out") + 100 ))
+r0=$(steps_done "$OUT/attached.out")
 "$K" replay -p $TP --kernel gemm --passes 5 --max-dispatches 20 -o "$OUT/replay.pftrace" > "$OUT/replay.out" 2> "$OUT/replay.err"
-check replay_pid_cuda_refused "$?/$(wc -l < "$OUT/replay.err")" "1/1"
+check replay_exit $? 0
+r1=$(steps_done "$OUT/attached.out")
 cat "$OUT/replay.err"
+sed -n '/^kernel /,/^$/p' "$OUT/replay.out"
+grep -q 'dispatches replayed (--max-dispatches)' "$OUT/replay.err"; check replay_ended_at_its_limit $? 0
+# The closing line: `kreplay: N dispatches replayed (P passes); ...`.
+read -r replayed passes <<< "$(cat "$OUT/replay.out" "$OUT/replay.err" |
+  sed -n 's/^kreplay: \([0-9]*\) dispatches replayed (\([0-9]*\) passes).*/\1 \2/p' | head -1)"
+check replayed_dispatches "${replayed:-0}" 20
+check replay_passes "${passes:-0}" 100
+echo "RESULT replay_session_steps $((r1 - r0))"
+wait_steps $((r1 + 150))
+r2=$(steps_done "$OUT/attached.out")
+
+# A replay session killed with SIGKILL (no --max-dispatches): the tool stops replaying alone;
+# the loss check below shows the steps it replayed computed what they compute without it.
+"$K" replay -p $TP --kernel gemm --passes 3 -o "$OUT/replay-killed.pftrace" > /dev/null 2> "$OUT/replay-killed.err" &
+KP=$!
+for _ in $(seq 1 600); do grep -q 'replaying' "$OUT/replay-killed.err" 2>/dev/null && break; sleep 0.05; done
+sleep 1
+kill -KILL $KP; wait $KP 2>/dev/null
+rm -rf "$OUT"/replay-killed.pftrace.streams
 
 # A kreplay killed with SIGKILL mid-trace: the tool sees its socket close and stops alone.
 b0=$(steps_done "$OUT/attached.out")
@@ -90,6 +113,8 @@ echo "RESULT step_ms_bare $(median_ms "$OUT/bare.out" "$WARM" "$STEPS")"
 echo "RESULT step_ms_before $(median_ms "$OUT/attached.out" 50 "$a0")"
 echo "RESULT step_ms_while $(median_ms "$OUT/attached.out" "$((a0 + 5))" "$a1")"
 echo "RESULT step_ms_after $(median_ms "$OUT/attached.out" "$((a1 + 5))" "$((a1 + 100))")"
+echo "RESULT step_ms_while_replay $(median_ms "$OUT/attached.out" "$r0" "$r1")"
+echo "RESULT step_ms_after_replay $(median_ms "$OUT/attached.out" "$((r1 + 20))" "$r2")"
 echo "RESULT step_ms_end $(median_ms "$OUT/attached.out" "$c1" "$STEPS")"
 echo "RESULT steps_while_attached $((a1 - a0))"
 rm -rf "$OUT"/killed.pftrace.streams
