@@ -111,7 +111,7 @@ impl Target {
             stdout,
             first,
         };
-        if !args.contains(&"spin") {
+        if !args.contains(&"spin") && !args.contains(&"idle") {
             target.wait_blocked_in_read();
         }
         target
@@ -336,6 +336,46 @@ fn a_thread_busy_in_user_code_resumes_where_it_was_stopped() {
         format!("loaded in {}\n", target.pid)
     );
     // Its checksum, and the workers', come out as in the bare run.
+    assert_eq!(target.finish(), want);
+}
+
+#[test]
+fn a_thread_asleep_in_futex_makes_the_call_rather_than_a_main_thread_busy_in_user_code() {
+    require_root!();
+    let dir = scratch("inject-idle");
+    let exe = build_target(&dir);
+    let marker = dir.join("marker");
+    let lib = build_lib(&dir, &marker);
+    let args = ["100000000", "idle"];
+    let want = bare_output(&exe, &args);
+    let target = Target::start(&[], &exe, &args);
+    // The one thread in futex (202): the sleeper (the workers and the main thread compute).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let sleeper = loop {
+        let in_futex: Vec<i32> = fs::read_dir(format!("/proc/{}/task", target.pid))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|t| {
+                fs::read_to_string(format!("/proc/{}/task/{t}/syscall", target.pid))
+                    .is_ok_and(|s| s.starts_with("202 "))
+            })
+            .collect();
+        if let [t] = in_futex[..] {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "no single sleeper: {in_futex:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_ne!(sleeper, target.pid);
+    let loaded = inject::load(target.pid, &lib).unwrap();
+    // A busy thread may be stopped inside malloc, holding a lock dlopen takes: the sleeper
+    // holds none.
+    assert_eq!(loaded.tid, sleeper);
+    assert_eq!(
+        fs::read_to_string(&marker).unwrap(),
+        format!("loaded in {}\n", target.pid)
+    );
+    // Its wait resumed, and every thread's output is the bare run's.
     assert_eq!(target.finish(), want);
 }
 

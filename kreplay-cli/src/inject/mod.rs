@@ -290,25 +290,41 @@ pub(crate) fn stop_one_thread(
     Ok((tracee, held, stop_wait))
 }
 
-/// The thread to make the call: the main thread, unless it has exited (a zombie leader whose
-/// other threads still run), then the first live one.
+/// `futex`'s system call number on x86_64.
+const SYS_FUTEX: i64 = 202;
+
+/// The thread to make the call: one asleep in `futex` (an idle thread, or one waiting for a
+/// lock: stopped at the system call it holds none of the C library's locks that `dlopen` and
+/// `pthread_create` take, where a busy thread may be stopped inside `malloc` holding one),
+/// else the main thread, else the first live one (a zombie leader whose other threads run).
 fn pick_thread(pid: i32) -> Result<i32, InjectError> {
-    let live = |tid: i32| {
-        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+    let task =
+        |tid: i32, file: &str| std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/{file}"));
+    let state = |tid: i32| {
+        task(tid, "stat")
             .ok()
-            .and_then(|s| {
-                let state = s[s.rfind(')')? + 1..].trim_start().chars().next()?;
-                Some(!matches!(state, 'Z' | 'X'))
-            })
-            .unwrap_or(false)
+            .and_then(|s| s[s.rfind(')')? + 1..].trim_start().chars().next())
     };
+    let live = |tid: i32| state(tid).is_some_and(|c| !matches!(c, 'Z' | 'X'));
+    let in_futex = |tid: i32| {
+        state(tid) == Some('S')
+            && task(tid, "syscall")
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<i64>().ok())
+                == Some(SYS_FUTEX)
+    };
+    let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|_| InjectError::ProcessGone { pid })?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    if let Some(&t) = tids.iter().find(|&&t| in_futex(t)) {
+        return Ok(t);
+    }
     if live(pid) {
         return Ok(pid);
     }
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map_err(|_| InjectError::ProcessGone { pid })?;
-    tasks
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+    tids.into_iter()
         .find(|&tid| live(tid))
         .ok_or(InjectError::ProcessGone { pid })
 }
