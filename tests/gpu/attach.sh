@@ -15,6 +15,7 @@ K=$C/kreplay
 OUT=${OUT:-/tmp/attach}
 PY=${PY:-$( [ -x /opt/torch/.venv/bin/python3 ] && echo /opt/torch/.venv/bin/python3 || echo python3 )}
 STEPS=${STEPS:-6000}
+# FIRST_FLAGS: more flags for the first attach (e.g. --keep-streams, to look at its streams).
 WARM=${WARM:-200}
 mkdir -p "$OUT"
 rm -rf "$OUT"/*.streams
@@ -37,7 +38,7 @@ wait_steps "$WARM" || { echo "FAIL train_loop did not start"; tail "$OUT/attache
 
 # Attach for 5 s; the step index at its start and end bounds the "while" window.
 a0=$(steps_done "$OUT/attached.out")
-"$K" trace --gpu -p $TP --duration 5s --no-summary -o "$OUT/first.pftrace" 2> "$OUT/first.err"
+"$K" trace --gpu -p $TP --duration 5s --no-summary ${FIRST_FLAGS:-} -o "$OUT/first.pftrace" 2> "$OUT/first.err"
 krc=$?
 a1=$(steps_done "$OUT/attached.out")
 cat "$OUT/first.err"

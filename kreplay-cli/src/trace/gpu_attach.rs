@@ -94,9 +94,9 @@ fn gpu_records(path: &Path) -> (u64, Option<u64>) {
     (n, first)
 }
 
-/// When this process started, on CLOCK_MONOTONIC (from `/proc/self/stat`'s start time, in
-/// clock ticks since boot: 10 ms steps; boot time and CLOCK_MONOTONIC differ only by time
-/// spent suspended).
+/// When this process started, on CLOCK_MONOTONIC: `/proc/self/stat`'s start time is in clock
+/// ticks (10 ms steps) on CLOCK_BOOTTIME, which runs ahead of CLOCK_MONOTONIC by the time the
+/// machine spent suspended (a VM restored from a snapshot: hours).
 fn started_ns() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let ticks: u64 = stat[stat.rfind(')')? + 2..]
@@ -106,7 +106,20 @@ fn started_ns() -> Option<u64> {
         .ok()?;
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (hz > 0).then(|| ticks * 1_000_000_000 / hz as u64)
+    if hz <= 0 {
+        return None;
+    }
+    let boot_ns = |clock| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid out-pointer.
+        (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
+            .then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    };
+    let ahead = boot_ns(libc::CLOCK_BOOTTIME)?.saturating_sub(boot_ns(libc::CLOCK_MONOTONIC)?);
+    Some((ticks * 1_000_000_000 / hz as u64).saturating_sub(ahead))
 }
 
 #[cfg(test)]

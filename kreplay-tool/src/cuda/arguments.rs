@@ -70,6 +70,7 @@ fn param_layout(t: &CudaTool, f: CUfunction) -> Result<Vec<usize>, String> {
     }
     // A handle of the other kind (CUfunction or CUkernel) fails at index 0; a kernel without
     // parameters fails there too, with CUDA_ERROR_INVALID_VALUE, from every getter.
+    let mut outcomes = Vec::new();
     for get in getters.into_iter().flatten() {
         let mut sizes = Vec::new();
         let last = loop {
@@ -81,18 +82,25 @@ fn param_layout(t: &CudaTool, f: CUfunction) -> Result<Vec<usize>, String> {
             }
             sizes.push(size);
         };
-        if !sizes.is_empty() && last == ERROR_INVALID_VALUE {
+        if last == ERROR_INVALID_VALUE && !sizes.is_empty() {
             return Ok(sizes);
         }
-        if !sizes.is_empty() || last != ERROR_INVALID_VALUE {
+        if !sizes.is_empty() {
             return Err(format!(
                 "the driver gave no complete parameter layout for the kernel (error {last} after {} parameters)",
                 sizes.len()
             ));
         }
+        // Nothing from this getter: the handle may be of the other kind.
+        outcomes.push(last);
     }
-    // Every getter said the kernel has no parameters.
-    Ok(Vec::new())
+    // Every getter said the kernel has no parameters, or none knew the handle.
+    if outcomes.iter().all(|&r| r == ERROR_INVALID_VALUE) {
+        return Ok(Vec::new());
+    }
+    Err(format!(
+        "the driver gave no parameter layout for the kernel (errors {outcomes:?})"
+    ))
 }
 
 /// The packed parameter buffer and its size from a launch's `extra` options.
