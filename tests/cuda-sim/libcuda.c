@@ -120,7 +120,7 @@ typedef void (*ApiHook)(int site, unsigned cbid, const char *name, const void *p
 static _Atomic(ApiHook) api_hook;
 void fakecuda_api_hook(ApiHook hook) { atomic_store(&api_hook, hook); }
 
-static atomic_int injected;
+static atomic_int injected, initialized;
 CUresult cuInit(unsigned flags) {
   (void)flags;
   const char *inj = getenv("CUDA_INJECTION64_PATH");
@@ -129,15 +129,24 @@ CUresult cuInit(unsigned flags) {
     int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : 0;
     if (init) init();
   }
+  atomic_store(&initialized, 1);
   return OK;
 }
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
 CUresult cuCtxGetDevice(int *d) { *d = 0; return OK; }
-// One device, ordinal 0, whose handle is its ordinal (as the real driver's are).
-enum { E_INVALID_DEVICE = 101 };
-CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
-CUresult cuDeviceGet(int *d, int ordinal) { if (ordinal != 0) return E_INVALID_DEVICE; *d = ordinal; return OK; }
+// One device, ordinal 0, whose handle is its ordinal (as the real driver's are). Until cuInit
+// has returned (its injection library set up) they fail with CUDA_ERROR_NOT_INITIALIZED, as
+// the real driver's do before cuInit.
+enum { E_NOT_INITIALIZED = 3, E_INVALID_DEVICE = 101 };
+CUresult cuDeviceGetCount(int *n) { if (!atomic_load(&initialized)) return E_NOT_INITIALIZED; *n = 1; return OK; }
+CUresult cuDeviceGet(int *d, int ordinal) {
+  if (!atomic_load(&initialized)) return E_NOT_INITIALIZED;
+  if (ordinal != 0) return E_INVALID_DEVICE;
+  *d = ordinal;
+  return OK;
+}
 CUresult cuDeviceGetName(char *name, int len, int dev) {
+  if (!atomic_load(&initialized)) return E_NOT_INITIALIZED;
   if (!name || len <= 0) return E_INVALID_VALUE;
   if (dev != 0) return E_INVALID_DEVICE;
   const char *n = getenv("FAKECUDA_DEVICE_NAME");

@@ -5,8 +5,9 @@
 # Each trace must have one GPU group, `GPU 0: <the name nvidia-smi gives GPU 0> (python3 PID)`,
 # holding `stream N` and `stream N copies` tracks and the busy counter (tests/gpu/track_names.py,
 # which reads the trace's wire format: no Perfetto package needed). The device's name comes
-# from the driver's cuDeviceGetName, called on CUPTI's buffer thread; every run is under
-# `timeout`, so a hang there shows as a FAIL, not a stuck machine.
+# from the driver's cuDeviceGetName, asked on a thread of kreplay-tool's own while cuInit may
+# still be running (never inside a CUPTI callback); every run is under `timeout`, so a hang
+# shows as a FAIL, not a stuck machine, and a name the driver did not give in time as one.
 # Run from the repository root there, binaries in .gpu-carry/ (tests/gpu/run.sh's conventions):
 #   bash tests/gpu/track_names.sh
 # Prints `RESULT name value` lines and `PASS`/`FAIL name` checks (exit status 1 when one fails).

@@ -11,8 +11,9 @@
 //! record its thread and submit time ([`activity`]). CUPTI hands filled buffers to
 //! [`buffer_complete`] on its own thread, which writes `Dispatch` and `GpuCopy` records through
 //! the tool's recorder, each device they name described once before them (a `GpuDevice`: its
-//! ordinal and the driver's `cuDeviceGetName`, [`crate::cuda::devices`]); at exit the remaining
-//! buffers are flushed before the tool's stream.
+//! ordinal and the driver's `cuDeviceGetName`, read on a thread of the tool's own, never inside
+//! a CUPTI callback: [`crate::cuda::devices`]); at exit the remaining buffers are flushed before
+//! the tool's stream.
 //!
 //! A kreplay attached to the running process ([`crate::attach`]) turns the same records on with
 //! [`start`] and off again with [`stop`] (each kind disabled, CUPTI's buffers flushed). Replay
@@ -115,6 +116,8 @@ pub fn start() -> Result<(), CuptiError> {
     }
     *on = true;
     tracing::debug!(path = %s.cupti.path.display(), "CUPTI activity on");
+    #[cfg(target_arch = "x86_64")]
+    crate::cuda::devices::read_names_in_background();
     crate::record::global();
     crate::record::resume_global_flusher();
     if let Err(e) = crate::record::start_global_flusher(FLUSH_EVERY) {
@@ -276,7 +279,8 @@ unsafe extern "C" fn buffer_complete(
 }
 
 /// Records the GPU records `out`, each device they name described first (once per process:
-/// its ordinal and the driver's name for it, its queues CUPTI's stream ids).
+/// its ordinal and the driver's name for it as the names thread read it, its queues CUPTI's
+/// stream ids).
 fn record_all(out: Vec<Record>) {
     let mut last = None;
     for r in &out {
@@ -287,7 +291,7 @@ fn record_all(out: Vec<Record>) {
         };
         if last != Some(device) {
             #[cfg(target_arch = "x86_64")]
-            crate::cuda::devices::announce(device, queue_ids::STREAM_ID);
+            crate::cuda::devices::announce_from_names(device, queue_ids::STREAM_ID);
             last = Some(device);
         }
     }
