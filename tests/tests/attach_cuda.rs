@@ -275,9 +275,23 @@ fn replay_in_a_running_cuda_process_replays_the_named_kernel_n_times_and_changes
         "--max-dispatches",
         "4",
     ];
-    let (k, w) = replay(&out_path("replay"), pid, &args);
+    let first = out_path("replay");
+    let (k, w) = replay(&first, pid, &args);
     l.rounds(1);
     let (axpy, stderr) = replay_ended(k, w);
+    // The replays' device named by the driver, the workers' stream by its handle (0: the
+    // default stream); each snapshot, taken before its dispatch's first pass, on the stream's
+    // replay track.
+    let groups = gpu_groups(&decode_trace(&first));
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(
+        groups[0].name,
+        format!("GPU 0: KRSim CUDA Device (app_linked {pid})")
+    );
+    assert_eq!(
+        groups[0].tracks,
+        ["GPU busy %", "default stream", "default stream replay"]
+    );
     assert_eq!(axpy["dispatches"], "4", "{axpy:?}");
     assert_eq!(axpy["replayed"], "4", "{axpy:?}");
     assert_eq!(axpy["passes"], "3", "{axpy:?}");
