@@ -8,7 +8,9 @@
 // fail: the program's own copies, into ordinary memory, still work), FAKECUDA_FAIL_COPY_NTH=N
 // (the Nth copy of any direction called from code outside the main program, such as a library
 // layered on the driver, fails with 999 and copies nothing; the program's own copies neither
-// count nor fail), FAKECUDA_FAIL_HOST_ALLOC_ABOVE=BYTES (cuMemAllocHost of more fails).
+// count nor fail), FAKECUDA_FAIL_HOST_ALLOC_ABOVE=BYTES (cuMemAllocHost of more fails),
+// FAKECUDA_DEVICE_NAME (what cuDeviceGetName says of the one device, ordinal 0; default
+// "KRSim CUDA Device").
 // cuInit loads CUDA_INJECTION64_PATH's library once and calls its InitializeInjection, as the
 // real driver does; a stand-in CUPTI (libcupti.c) sees each launch and copy through
 // fakecuda_observe, and each cuLaunchKernel call's entry and exit through fakecuda_api_hook
@@ -118,7 +120,7 @@ typedef void (*ApiHook)(int site, unsigned cbid, const char *name, const void *p
 static _Atomic(ApiHook) api_hook;
 void fakecuda_api_hook(ApiHook hook) { atomic_store(&api_hook, hook); }
 
-static atomic_int injected;
+static atomic_int injected, initialized;
 CUresult cuInit(unsigned flags) {
   (void)flags;
   const char *inj = getenv("CUDA_INJECTION64_PATH");
@@ -127,10 +129,30 @@ CUresult cuInit(unsigned flags) {
     int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : 0;
     if (init) init();
   }
+  atomic_store(&initialized, 1);
   return OK;
 }
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
 CUresult cuCtxGetDevice(int *d) { *d = 0; return OK; }
+// One device, ordinal 0, whose handle is its ordinal (as the real driver's are). Until cuInit
+// has returned (its injection library set up) they fail with CUDA_ERROR_NOT_INITIALIZED, as
+// the real driver's do before cuInit.
+enum { E_NOT_INITIALIZED = 3, E_INVALID_DEVICE = 101 };
+CUresult cuDeviceGetCount(int *n) { if (!atomic_load(&initialized)) return E_NOT_INITIALIZED; *n = 1; return OK; }
+CUresult cuDeviceGet(int *d, int ordinal) {
+  if (!atomic_load(&initialized)) return E_NOT_INITIALIZED;
+  if (ordinal != 0) return E_INVALID_DEVICE;
+  *d = ordinal;
+  return OK;
+}
+CUresult cuDeviceGetName(char *name, int len, int dev) {
+  if (!atomic_load(&initialized)) return E_NOT_INITIALIZED;
+  if (!name || len <= 0) return E_INVALID_VALUE;
+  if (dev != 0) return E_INVALID_DEVICE;
+  const char *n = getenv("FAKECUDA_DEVICE_NAME");
+  snprintf(name, (size_t)len, "%s", n ? n : "KRSim CUDA Device");
+  return OK;
+}
 CUresult cuCtxGetCurrent(void **c) { *c = (void *)0x1; return OK; }
 CUresult cuCtxSynchronize(void) { return OK; }
 CUresult cuCtxSetCurrent(void *c) { return c == (void *)0x1 || !c ? OK : E_INVALID_VALUE; }
@@ -327,6 +349,7 @@ typedef struct { const char *name; void *fn; } Entry;
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status);
 static const Entry table[] = {
   { "cuInit", cuInit }, { "cuDriverGetVersion", cuDriverGetVersion }, { "cuCtxGetDevice", cuCtxGetDevice },
+  { "cuDeviceGetCount", cuDeviceGetCount }, { "cuDeviceGet", cuDeviceGet }, { "cuDeviceGetName", cuDeviceGetName },
   { "cuCtxGetCurrent", cuCtxGetCurrent }, { "cuCtxSynchronize", cuCtxSynchronize }, { "cuCtxSetCurrent", cuCtxSetCurrent },
   { "cuStreamIsCapturing", cuStreamIsCapturing }, { "cuMemGetInfo", cuMemGetInfo_v2 },
   { "cuMemAlloc", cuMemAlloc_v2 }, { "cuMemFree", cuMemFree_v2 }, { "cuMemAllocAsync", cuMemAllocAsync },

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use kreplay_tests::rounds::Rounds;
 use kreplay_tests::stderr_watch::StderrWatch;
-use kreplay_tests::trace_json::{end, slice_at, slices_on, ts};
+use kreplay_tests::trace_json::{end, gpu_groups, slice_at, slices_on, ts};
 use kreplay_tests::{cuda_sim, decode_trace, kreplay_bin, require_root, scratch};
 
 /// Kernel launches, copies and flows one round makes (three workers: a copy in, three
@@ -72,10 +72,22 @@ fn stop(mut k: Child, watch: StderrWatch) -> String {
 fn check_gpu_work(out: &Path, rounds: usize) {
     let d = decode_trace(out);
     assert_eq!(d["errors"], serde_json::json!([]));
-    let kernels = slices_on(&d, "queue ");
+    // Each session's stream file describes the device, a second session's too (the tool met
+    // it in the first).
+    let groups = gpu_groups(&d);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let g = &groups[0];
+    assert_eq!(
+        g.name,
+        format!("GPU 0: KRSim CUDA Device (app_linked {})", g.pid)
+    );
+    assert_eq!(g.tracks, ["GPU busy %", "stream 7", "stream 7 copies"]);
+    let kernels = slices_on(&d, "stream 7");
+    let (copies, kernels): (Vec<_>, Vec<_>) = kernels
+        .into_iter()
+        .partition(|(t, _)| *t == "stream 7 copies");
     assert_eq!(kernels.len(), KERNELS_PER_ROUND * rounds, "{kernels:?}");
     assert!(kernels.iter().all(|(_, k)| k["name"] == "axpy_inplace"));
-    let copies = slices_on(&d, "copies");
     assert_eq!(copies.len(), COPIES_PER_ROUND * rounds, "{copies:?}");
     let flows = d["flows"].as_object().unwrap();
     assert_eq!(flows.len(), (KERNELS_PER_ROUND + COPIES_PER_ROUND) * rounds);
@@ -263,9 +275,23 @@ fn replay_in_a_running_cuda_process_replays_the_named_kernel_n_times_and_changes
         "--max-dispatches",
         "4",
     ];
-    let (k, w) = replay(&out_path("replay"), pid, &args);
+    let first = out_path("replay");
+    let (k, w) = replay(&first, pid, &args);
     l.rounds(1);
     let (axpy, stderr) = replay_ended(k, w);
+    // The replays' device named by the driver, the workers' stream by its handle (0: the
+    // default stream); each snapshot, taken before its dispatch's first pass, on the stream's
+    // replay track.
+    let groups = gpu_groups(&decode_trace(&first));
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(
+        groups[0].name,
+        format!("GPU 0: KRSim CUDA Device (app_linked {pid})")
+    );
+    assert_eq!(
+        groups[0].tracks,
+        ["GPU busy %", "default stream", "default stream replay"]
+    );
     assert_eq!(axpy["dispatches"], "4", "{axpy:?}");
     assert_eq!(axpy["replayed"], "4", "{axpy:?}");
     assert_eq!(axpy["passes"], "3", "{axpy:?}");

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 
 use kreplay_tests::rounds::Rounds;
 use kreplay_tests::stderr_watch::StderrWatch;
-use kreplay_tests::trace_json::slices_on;
+use kreplay_tests::trace_json::{gpu_groups, slices_on};
 use kreplay_tests::{
     build_hip_program, decode_trace, kreplay_bin, make_sim, require_root, scratch,
 };
@@ -78,6 +78,23 @@ fn stop(mut k: Child, watch: StderrWatch) -> String {
 fn check_gpu_work(out: &Path, rounds: usize) {
     let d = decode_trace(out);
     assert_eq!(d["errors"], serde_json::json!([]));
+    // Each session's stream file describes the agent: its queues were made before either.
+    let groups = gpu_groups(&d);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let g = &groups[0];
+    let handle = g.name.strip_prefix("GPU agent 0x").unwrap_or_default();
+    let handle = &handle[..handle.find(':').unwrap_or(0)];
+    assert!(
+        !handle.is_empty() && handle.chars().all(|c| c.is_ascii_hexdigit()),
+        "{g:?}"
+    );
+    assert_eq!(
+        g.name,
+        format!(
+            "GPU agent 0x{handle}: KRSim Simulated GPU (gfx90a) ({} {})",
+            g.process, g.pid
+        )
+    );
     let kernels = slices_on(&d, "queue ");
     assert_eq!(kernels.len(), LAUNCHES * rounds, "{kernels:?}");
     for (_, k) in &kernels {

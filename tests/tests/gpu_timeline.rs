@@ -84,24 +84,50 @@ fn name(t: &Value) -> &str {
     t["name"].as_str().unwrap_or("")
 }
 
-/// The GPU groups of the trace: device track uuid -> (queue slices by queue name, copy slices,
+/// What the sim's `hsa_agent_get_info` names each GPU agent: its product name
+/// (`HSA_AMD_AGENT_INFO_PRODUCT_NAME`) and its `gfx` target (`HSA_AGENT_INFO_NAME`).
+const AGENT_NAME: &str = "KRSim Simulated GPU (gfx90a)";
+
+/// The handle a `PREFIX0x…` track name names, the rest of the name after it.
+fn handle_in<'a>(name: &'a str, prefix: &str) -> (u64, &'a str) {
+    let hex = name
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix("0x"))
+        .unwrap_or_else(|| panic!("{name:?} is not {prefix}0x…"));
+    let digits = hex
+        .find(|c: char| !c.is_ascii_hexdigit())
+        .unwrap_or(hex.len());
+    let handle = u64::from_str_radix(&hex[..digits], 16).expect("a hex handle");
+    (handle, &hex[digits..])
+}
+
+/// The GPU groups of the trace: agent handle -> (queue slices by queue handle, copy slices,
 /// busy-counter values). Overflow lanes (same name, same parent) are folded into their track.
+/// Every name is checked whole: the group `GPU agent 0x…: KRSim Simulated GPU (gfx90a)
+/// (PROGRAM PID)` under its process's track, holding `queue 0x…` tracks whose kernels name that
+/// queue, a `copies` track and the `GPU busy %` counter.
 struct Gpu {
-    queues: BTreeMap<String, Vec<Value>>,
+    queues: BTreeMap<u64, Vec<Value>>,
     copies: Vec<Value>,
     busy: Vec<Value>,
 }
 
-fn gpus(d: &Value) -> BTreeMap<String, Gpu> {
+fn gpus(d: &Value) -> BTreeMap<u64, Gpu> {
     let tracks = d["tracks"].as_object().unwrap();
     let mut out = BTreeMap::new();
     for (uuid, t) in tracks {
-        if !name(t).starts_with("GPU agent ") {
+        if !name(t).starts_with("GPU ") || t["kind"] == "counter" {
             continue;
         }
         // Process-scoped: the device group hangs under the traced process's track.
         let parent = &tracks[&t["parent"].as_u64().expect("a parent").to_string()];
         assert_eq!(parent["kind"], "process", "{t}");
+        let (agent, rest) = handle_in(name(t), "GPU agent ");
+        assert_eq!(
+            rest,
+            format!(": {AGENT_NAME} ({} {})", name(parent), parent["pid"]),
+            "{t}"
+        );
         let mut g = Gpu {
             queues: BTreeMap::new(),
             copies: Vec::new(),
@@ -113,18 +139,22 @@ fn gpus(d: &Value) -> BTreeMap<String, Gpu> {
             }
             let slices = d["slices"][child].as_array().cloned().unwrap_or_default();
             match name(c) {
-                n if n.starts_with("queue ") => {
-                    g.queues.entry(n.to_owned()).or_default().extend(slices)
-                }
                 "copies" => g.copies.extend(slices),
                 "GPU busy %" => g.busy = d["counters"][child].as_array().unwrap().clone(),
-                other => panic!("unexpected track {other} under {}", name(t)),
+                n => {
+                    let (queue, rest) = handle_in(n, "queue ");
+                    assert_eq!(rest, "", "unexpected track {n} under {}", name(t));
+                    for s in &slices {
+                        assert_eq!(s["args"]["queue"]["pointer"], queue, "{n}: {s}");
+                    }
+                    g.queues.entry(queue).or_default().extend(slices)
+                }
             }
         }
         for v in g.queues.values_mut().chain([&mut g.copies]) {
             v.sort_by_key(|s| s["ts"].as_u64().unwrap());
         }
-        out.insert(uuid.clone(), g);
+        out.insert(agent, g);
     }
     out
 }

@@ -1,13 +1,15 @@
 //! The GPU timeline on CUDA without a GPU: `kreplay trace --gpu` on tests/cuda-sim's driver
 //! program, with the stand-in CUPTI (`tests/cuda-sim/libcupti.c`) behind kreplay-tool as the
-//! driver's injection library: the kernel and copies on their stream's tracks with flows from
-//! their calls and times inside them, CUPTI's clock mapped when its timestamp callback cannot be
-//! registered, and an unusable CUPTI said once with the API trace kept. The real CUPTI is
+//! driver's injection library: the kernel and copies on their stream's tracks, named as Nsight
+//! Systems names them (`GPU 0: NAME`, `stream 7`), with flows from their calls and times inside
+//! them, CUPTI's clock mapped when its timestamp callback cannot be registered, a device the
+//! driver cannot name named by its ordinal, and an unusable CUPTI said once with the API trace
+//! kept. The real CUPTI is
 //! exercised on the H200 by `tests/gpu/gpu_timeline.sh`.
 use std::path::PathBuf;
 use std::process::Command;
 
-use kreplay_tests::trace_json::{end, slice_at, slices_on, ts};
+use kreplay_tests::trace_json::{end, gpu_groups, slice_at, slices_on, ts};
 use kreplay_tests::{cuda_sim, decode_trace, kreplay_bin, require_root, scratch};
 use serde_json::Value;
 
@@ -38,18 +40,35 @@ fn trace(name: &str, env: &[(&str, &str)]) -> (Value, String) {
     (d, stderr)
 }
 
-fn check_timeline(d: &Value) {
-    let kernels = slices_on(d, "queue ");
+/// What the stand-in driver's `cuDeviceGetName` says of device 0 by default.
+const DEVICE_NAME: &str = "KRSim CUDA Device";
+
+/// Checks the trace of `app_linked inplace`: one GPU group named `GPU 0: DEVICE` (`GPU 0`
+/// alone when `device` is empty) holding stream 7's kernel and copy tracks, and the work on them.
+fn check_timeline(d: &Value, device: &str) {
+    let groups = gpu_groups(d);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let g = &groups[0];
+    assert_eq!(g.process, "app_linked");
+    let want = match device {
+        "" => format!("GPU 0 (app_linked {})", g.pid),
+        name => format!("GPU 0: {name} (app_linked {})", g.pid),
+    };
+    assert_eq!(g.name, want);
+    assert_eq!(g.tracks, ["GPU busy %", "stream 7", "stream 7 copies"]);
+    let kernels = slices_on(d, "stream ");
+    assert_eq!(kernels.len(), 4, "the kernel and three copies: {kernels:?}");
+    let kernels: Vec<_> = kernels
+        .into_iter()
+        .filter(|(t, _)| *t == "stream 7")
+        .collect();
     assert_eq!(kernels.len(), 1, "{kernels:?}");
-    let (queue, k) = kernels[0];
-    assert_eq!(
-        queue, "queue 0x7",
-        "CUPTI's stream id of the default stream"
-    );
+    let (_, k) = kernels[0];
     assert_eq!(k["name"], "axpy_inplace");
     assert_eq!(k["args"]["grid"]["string"], "4096x1x1");
     assert_eq!(k["args"]["workgroup"]["string"], "256x1x1");
-    let copies = slices_on(d, "copies");
+    // CUPTI's stream id of the default stream.
+    let copies = slices_on(d, "stream 7 copies");
     let names: Vec<&str> = copies
         .iter()
         .map(|(_, s)| s["name"].as_str().unwrap())
@@ -89,7 +108,7 @@ fn check_timeline(d: &Value) {
 fn cupti_records_put_the_kernel_and_copies_on_their_stream_with_flows_from_their_calls() {
     require_root!();
     let (d, stderr) = trace("cupti", &[]);
-    check_timeline(&d);
+    check_timeline(&d, DEVICE_NAME);
     assert!(
         stderr.contains("GPU time per kernel (1 kernels,"),
         "{stderr}"
@@ -102,7 +121,7 @@ fn without_cuptis_timestamp_callback_its_clock_is_mapped_onto_the_trace() {
     // The stand-in then stamps records with CLOCK_REALTIME: unmapped, every GPU slice would
     // lie decades after its call.
     let (d, _) = trace("cupti-clock", &[("FAKECUPTI_NO_TIMESTAMP_CALLBACK", "1")]);
-    check_timeline(&d);
+    check_timeline(&d, DEVICE_NAME);
 }
 
 #[test]
@@ -112,7 +131,16 @@ fn work_of_a_runtime_no_probe_sees_flows_from_the_probed_driver_call_inside_it()
     // the probed driver call it makes (and ends 50 µs after it), with no record of that driver
     // call. Submitted at the runtime call's start, no GPU slice would have its flow.
     let (d, _) = trace("cupti-runtime", &[("FAKECUPTI_RUNTIME_SPAN_NS", "50000")]);
-    check_timeline(&d);
+    check_timeline(&d, DEVICE_NAME);
+}
+
+#[test]
+fn the_device_is_named_by_the_driver_and_by_its_ordinal_when_the_driver_has_no_name() {
+    require_root!();
+    let (d, _) = trace("cupti-h200", &[("FAKECUDA_DEVICE_NAME", "NVIDIA H200")]);
+    check_timeline(&d, "NVIDIA H200");
+    let (d, _) = trace("cupti-nameless", &[("FAKECUDA_DEVICE_NAME", "")]);
+    check_timeline(&d, "");
 }
 
 #[test]
@@ -128,7 +156,7 @@ fn an_unusable_cupti_is_said_once_and_the_api_trace_stays() {
         said[0].contains("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"),
         "{stderr}"
     );
-    assert!(slices_on(&d, "queue ").is_empty() && slices_on(&d, "copies").is_empty());
+    assert!(gpu_groups(&d).is_empty());
     let launches = d["tracks"]
         .as_object()
         .unwrap()

@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 mod bad_records;
 #[path = "merge_parts/files.rs"]
 mod files;
+#[path = "merge_parts/gpu_names.rs"]
+mod gpu_names;
 #[path = "merge_parts/inputs.rs"]
 mod inputs;
 #[path = "merge_parts/kernels.rs"]

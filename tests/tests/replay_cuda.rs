@@ -225,7 +225,19 @@ fn with_probes_one_replay_run_yields_one_trace_with_the_driver_calls_and_the_pas
     assert_eq!(own_count("cuLaunchKernel"), 3, "{own:?}");
     assert_eq!(own_count("cuMemAlloc_v2"), 1, "{own:?}");
     assert_eq!(own_count("cuMemFree_v2"), 0, "{own:?}");
-    // The tool's dispatch and its passes, on the stream's track.
+    // The tool's dispatch and its passes, on the stream's track: the device named by the
+    // driver, the program's stream by its handle (0: the default stream); the snapshot, taken
+    // before the first pass began, lies outside the dispatch's slice: on the replay track.
+    let groups = kreplay_tests::trace_json::gpu_groups(&d);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(
+        groups[0].name,
+        format!("GPU 0: KRSim CUDA Device (app_linked {})", groups[0].pid)
+    );
+    assert_eq!(
+        groups[0].tracks,
+        ["GPU busy %", "default stream", "default stream replay"]
+    );
     let gpu = slices(&|t| t["kind"] == "named");
     assert_eq!(
         gpu.iter().filter(|n| *n == "axpy_inplace").count(),

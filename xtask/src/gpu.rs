@@ -5,7 +5,8 @@
 //! `tests/gpu/probe_overhead.sh`, and the replay-cost runs on a PyTorch training step beside
 //! Nsight Compute (`tests/gpu/replay_cost.sh`, `tests/gpu/replay_vs_ncu.sh`), and the GPU
 //! timeline beside torch.profiler (`tests/gpu/gpu_timeline.sh`), and the GPU timeline attached
-//! to a running training loop (`tests/gpu/attach.sh`).
+//! to a running training loop (`tests/gpu/attach.sh`), and the GPU timeline's track names
+//! (`tests/gpu/track_names.sh`).
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -82,6 +83,7 @@ pub fn run(build_only: bool) -> Result<()> {
         "tests/gpu/replay_vs_ncu.sh",
         "tests/gpu/gpu_timeline.sh",
         "tests/gpu/attach.sh",
+        "tests/gpu/track_names.sh",
     ] {
         let st = cmd("bash").arg(script).status()?;
         if !st.success() {

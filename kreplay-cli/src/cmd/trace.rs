@@ -51,8 +51,9 @@ use kreplay_common::probe::{EVENTS_MAP, THREADS_MAP};
     NVTX ranges and marks are in the trace too.\n\n\
     --gpu -- CMD loads kreplay-tool into CMD (HSA_TOOLS_LIB; CUDA_INJECTION64_PATH, through \
     CUPTI; observe mode: no replay): every \
-    kernel and copy with the GPU's times, on per-GPU queue tracks, with flows from their \
-    calls, a GPU busy % counter and a GPU time per kernel table (docs/trace.md). -p PID --gpu \
+    kernel and copy with the GPU's times, on per-GPU queue (HSA) or stream (CUDA) tracks, with \
+    flows from their calls, a GPU busy % counter and a GPU time per kernel table \
+    (docs/gpu-timeline.md). -p PID --gpu \
     loads kreplay-tool into the running process (ptrace and its own dlopen) and tells it what \
     to do over a control socket; when kreplay ends, or is killed, the tool stops on its own. A \
     ROCm process must have been started with HSA_TOOLS_LIB=libkreplay_tool.so \
@@ -123,8 +124,8 @@ pub struct TraceArgs {
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = env_pair, requires = "command")]
     env: Vec<(String, String)>,
     /// With a command or -p: also record what the GPU ran (kernels and copies with their GPU
-    /// times, on per-GPU queue tracks), through kreplay-tool in observe mode (docs/attach.md
-    /// for -p).
+    /// times, on per-GPU queue or stream tracks), through kreplay-tool in observe mode
+    /// (docs/gpu-timeline.md; docs/attach.md for -p).
     #[arg(long, conflicts_with = "no_gpu")]
     gpu: bool,
     /// API calls only, no GPU timeline (the default).

@@ -2,11 +2,11 @@
 //! tracks, replay passes, snapshots and restores nested under dispatches, declines and
 //! nondeterminism as instants, and the per-GPU busy share ([`super::gpu_time`]).
 //!
-//! Tracks: one device track per (process, agent) — agent handles are per-process pointers —
-//! under the process's track, with a child track per queue (stream) and one for the copies of
-//! each copy engine; work that overlaps on one track goes on overflow lanes
-//! (`TraceWriter::lane`). Kernels are named by their demangled name. Everything but the busy
-//! counters is written on one sequence.
+//! Tracks ([`tracks`]): one device track per (process, agent) — agent handles are per-process
+//! pointers — under the process's track, with a child track per queue (stream) and one for the
+//! copies of each copy engine, named after the runtime the tool described the device with;
+//! work that overlaps on one track goes on overflow lanes (`TraceWriter::lane`). Kernels are
+//! named by their demangled name. Everything but the busy counters is written on one sequence.
 //!
 //! Order: a `Dispatch` is merged at its `submit_ns` but its slice begins at `start_ns`, so it
 //! is held in a min-heap by start until the merge time reaches that start. Any later record
@@ -24,15 +24,14 @@ use std::io::Write;
 
 use std::rc::Rc;
 
-use kreplay_common::stream::{Dispatch, GpuCopy};
+use kreplay_common::stream::{Dispatch, GpuCopy, GpuDevice};
 
 mod copies;
+pub mod tracks;
 
 pub use super::gpu_names::GpuNames;
 use super::gpu_time::{Busy, KernelTimes};
-use crate::perfetto::{
-    Annotation, EventArgs, Sequence, TraceWriter, Track, Value, WriterError, name_hash,
-};
+use crate::perfetto::{Annotation, EventArgs, Sequence, TraceWriter, Track, Value, WriterError};
 
 /// How long after a dispatch's end its declines and nondeterminism reports are still placed
 /// on its queue (they come after the passes); later ones go on the process's replay track.
@@ -60,6 +59,7 @@ struct HeldDispatch {
 /// Where a dispatch goes (from when it is merged) and, once written, its lane.
 struct Placed {
     device: Track,
+    agent: u64,
     queue: Track,
     queue_handle: u64,
     lane: Option<Track>,
@@ -123,6 +123,10 @@ pub struct Gpu {
     pub copies: u64,
     /// Copy tracks by (pid, device, engine).
     copy_tracks: FastMap<(u32, u64, u64), Track>,
+    /// The tool's descriptions of devices by (pid, device).
+    descriptions: FastMap<(u32, u64), GpuDevice>,
+    /// Descriptions that came after their device's tracks were named.
+    pub late_descriptions: u64,
     /// Demangled kernel names by the name the tool recorded.
     demangled: FastMap<String, Rc<str>>,
     /// The per-GPU busy share.
@@ -149,6 +153,8 @@ impl Gpu {
             dispatches: 0,
             copies: 0,
             copy_tracks: FastMap::default(),
+            descriptions: FastMap::default(),
+            late_descriptions: 0,
             demangled: FastMap::default(),
             busy: Busy::default(),
             kernel_times: KernelTimes::default(),
@@ -210,6 +216,7 @@ impl Gpu {
             (pid, d.correlation),
             Placed {
                 device,
+                agent: d.agent,
                 queue,
                 queue_handle: d.queue,
                 lane: None,
@@ -219,46 +226,6 @@ impl Gpu {
             },
         );
         Ok(())
-    }
-
-    /// The track group of `agent` of `pid`, under the process's track, made on first use.
-    fn device<W: Write>(
-        &mut self,
-        w: &mut TraceWriter<W>,
-        pid: u32,
-        agent: u64,
-        process_name: &dyn Fn(u32) -> String,
-    ) -> Result<Track, WriterError> {
-        if let Some(&t) = self.devices.get(&(pid, agent)) {
-            return Ok(t);
-        }
-        let pname = process_name(pid);
-        let process = w.process_track(pid as i32, &pname)?;
-        let key = name_hash(&format!("GPU {pid}/{agent:x}"));
-        let t = w.child_track(
-            process,
-            key,
-            &format!("GPU agent {agent:#x} ({pname} {pid})"),
-        )?;
-        self.devices.insert((pid, agent), t);
-        Ok(t)
-    }
-
-    /// The track of queue (stream) `queue` of `agent`, made on first use.
-    fn queue<W: Write>(
-        &mut self,
-        w: &mut TraceWriter<W>,
-        pid: u32,
-        agent: u64,
-        device: Track,
-        queue: u64,
-    ) -> Result<Track, WriterError> {
-        if let Some(&t) = self.queues.get(&(pid, agent, queue)) {
-            return Ok(t);
-        }
-        let t = w.child_track(device, queue, &format!("queue {queue:#x}"))?;
-        self.queues.insert((pid, agent, queue), t);
-        Ok(t)
     }
 
     /// Writes the held dispatches that start at or before `now` and forgets placed ones long
@@ -456,14 +423,8 @@ impl Gpu {
         let Some(p) = self.placed.get(&(pid, correlation)) else {
             return self.orphan(w, pid, process_name);
         };
-        let (device, queue) = (p.device, p.queue_handle);
-        let key = (pid, device.uuid(), queue);
-        if let Some(&t) = self.replay_tracks.get(&key) {
-            return Ok(t);
-        }
-        let t = w.child_track(device, !queue, &format!("queue {queue:#x} replay"))?;
-        self.replay_tracks.insert(key, t);
-        Ok(t)
+        let (device, agent, queue) = (p.device, p.agent, p.queue_handle);
+        self.replay_track(w, pid, agent, device, queue)
     }
 
     fn orphan<W: Write>(

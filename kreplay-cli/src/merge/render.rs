@@ -5,7 +5,7 @@
 //! (`kernel`, from `KernelName` records); allocations and frees drive a
 //! per-process live-bytes counter; drop records become visible markers. Tool records
 //! (dispatches, replay passes, snapshots, restores, declines, nondeterminism) go on GPU queue
-//! tracks ([`super::gpu`]). A flow joins each launch slice to the dispatch it produced: the
+//! tracks ([`super::gpu`]), named after the tool's description of their device (`GpuDevice`). A flow joins each launch slice to the dispatch it produced: the
 //! dispatch's `submit_ns` lies inside the launch call on the same thread (or a `Correlation`
 //! record names the call), and launch slices wait in [`super::holdback`] until every dispatch
 //! they could have produced has been merged.
@@ -241,6 +241,7 @@ impl<W: Write> Renderer<W> {
             }
             Record::Dispatch(d) => self.dispatch(pid, d, now)?,
             Record::GpuCopy(c) => self.gpu_copy(pid, c, now)?,
+            Record::GpuDevice(g) => self.gpu.describe(if g.pid == 0 { pid } else { g.pid }, g),
             Record::ToolWindow(w) => {
                 self.own
                     .add_window(w.pid, w.tid, w.start_ns, w.end_ns, late);

@@ -7,12 +7,12 @@
 //! a version appended are read as 0 from an older version's stream.
 
 use super::record::{
-    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, GpuCopy, KernelName,
-    Nondeterministic, ProcessName, Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName,
-    ToolWindow,
+    Annotation, ApiCall, Correlation, Decline, Drops, KernelName, Nondeterministic, ProcessName,
+    Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName, ToolWindow,
 };
 
 mod calls;
+mod gpu;
 use calls::{API_CALL_BODY, api_call, api_call_packed, encode_packed};
 
 /// Bytes before each record body: the tag and the body length.
@@ -42,6 +42,8 @@ mod tag {
     pub const ANNOTATION: u8 = 16;
     /// Version 6: a copy or memset with its GPU times.
     pub const GPU_COPY: u8 = 17;
+    /// Version 7: a GPU's description (runtime, queue ids, ordinal, name).
+    pub const GPU_DEVICE: u8 = 18;
 }
 
 /// The first format version whose `Dispatch` carries its group and private segment sizes.
@@ -172,19 +174,7 @@ pub fn encode_version(rec: &Record, version: u16, out: &mut Vec<u8>) {
             e.u64(r.out);
             tag::API_CALL
         }
-        Record::Dispatch(r) => {
-            e.u32(r.pid);
-            e.u32(r.tid);
-            e.u64s(&[r.agent, r.queue, r.correlation, r.kernel_object]);
-            e.u32s(&r.grid);
-            e.u32s(&r.workgroup);
-            e.u64s(&[r.submit_ns, r.start_ns, r.end_ns]);
-            e.str(&r.kernel);
-            if version >= DISPATCH_SEGMENTS_SINCE {
-                e.u32s(&[r.group_segment, r.private_segment]);
-            }
-            tag::DISPATCH
-        }
+        Record::Dispatch(r) => gpu::encode_dispatch(&mut e, r, version),
         Record::ReplayPass(r) => {
             e.u64(r.correlation);
             e.u32(r.pass);
@@ -274,14 +264,8 @@ pub fn encode_version(rec: &Record, version: u16, out: &mut Vec<u8>) {
             e.str(&r.name);
             tag::ANNOTATION
         }
-        Record::GpuCopy(r) => {
-            e.u32(r.pid);
-            e.u32(r.tid);
-            e.u64s(&[r.device, r.engine, r.correlation]);
-            e.u8(r.kind);
-            e.u64s(&[r.bytes, r.submit_ns, r.start_ns, r.end_ns]);
-            tag::GPU_COPY
-        }
+        Record::GpuCopy(r) => gpu::encode_copy(&mut e, r),
+        Record::GpuDevice(r) => gpu::encode_device(&mut e, r),
     };
     let body_len = (out.len() - start - RECORD_HEADER_LEN) as u32;
     out[start] = tag;
@@ -375,36 +359,7 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             out: d.u64()?,
         }
         .into(),
-        tag::DISPATCH => {
-            let (pid, tid) = (d.u32()?, d.u32()?);
-            let [agent, queue, correlation, kernel_object] = d.u64s()?;
-            let (grid, workgroup) = (d.u32s()?, d.u32s()?);
-            let [submit_ns, start_ns, end_ns] = d.u64s()?;
-            let kernel = d.str()?;
-            // Version 6 appended the segment sizes: required from it on, 0 before.
-            let [group_segment, private_segment] = if version >= DISPATCH_SEGMENTS_SINCE {
-                d.u32s()?
-            } else {
-                [0, 0]
-            };
-            Dispatch {
-                pid,
-                tid,
-                agent,
-                queue,
-                kernel,
-                correlation,
-                kernel_object,
-                grid,
-                workgroup,
-                submit_ns,
-                start_ns,
-                end_ns,
-                group_segment,
-                private_segment,
-            }
-            .into()
-        }
+        tag::DISPATCH => gpu::dispatch(d, version)?.into(),
         tag::REPLAY_PASS => {
             let (correlation, pass) = (d.u64()?, d.u32()?);
             let [start_ns, end_ns] = d.u64s()?;
@@ -536,25 +491,8 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             name: d.str()?,
         }
         .into(),
-        tag::GPU_COPY => {
-            let (pid, tid) = (d.u32()?, d.u32()?);
-            let [device, engine, correlation] = d.u64s()?;
-            let kind = d.u8()?;
-            let [bytes, submit_ns, start_ns, end_ns] = d.u64s()?;
-            GpuCopy {
-                pid,
-                tid,
-                device,
-                engine,
-                correlation,
-                kind,
-                bytes,
-                submit_ns,
-                start_ns,
-                end_ns,
-            }
-            .into()
-        }
+        tag::GPU_COPY => gpu::copy(d)?.into(),
+        tag::GPU_DEVICE => gpu::device(d)?.into(),
         _ => return Some(None),
     };
     Some(Some(rec))

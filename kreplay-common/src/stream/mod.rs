@@ -7,7 +7,7 @@
 //! file   = header chunk*
 //! header = magic "KRPLSTRM" (8) | version u16 | header_len u16 | kind u16 | clock_id u16
 //!        | pid u32 | created_monotonic_ns u64 | created_realtime_ns u64 | crc32 u32
-//!          (40 bytes in versions 1 to 6; crc32 covers the header_len - 4 bytes before it)
+//!          (40 bytes in versions 1 to 7; crc32 covers the header_len - 4 bytes before it)
 //! chunk  = payload_len u32 | crc32(payload) u32 | seq u64 | payload
 //!          (seq counts chunks from 0; payload_len <= MAX_CHUNK_PAYLOAD)
 //! payload = record*
@@ -34,8 +34,12 @@
 //! refuses the stream by name rather than drop every annotation as an unknown tag. Version 6
 //! appends `group_segment u32, private_segment u32` to `Dispatch` (read as 0 from older
 //! streams, required in version 6) and adds `GpuCopy` (tag 17): copies and memsets with their
-//! GPU times, for the GPU timeline. A version above
-//! [`FORMAT_VERSION`] is refused with a message naming the file and both versions.
+//! GPU times, for the GPU timeline. Version 7 adds `GpuDevice` (tag 18): each GPU's runtime,
+//! ordinal and name, and what its work records' queue field holds, so that a merge names a
+//! CUDA device's tracks `GPU 0: NVIDIA H200` and `stream 7` rather than as HSA agents and
+//! queues; a version-6 stream has none, and its GPU tracks keep the agent and queue names. A
+//! version above [`FORMAT_VERSION`] is refused with a message naming the file and both
+//! versions.
 //!
 //! # Crash safety
 //!
@@ -55,6 +59,7 @@
 pub mod codec;
 mod crc32;
 mod error;
+mod gpu;
 mod header;
 mod merge;
 mod reader;
@@ -72,15 +77,16 @@ mod version_tests;
 
 pub use crc32::crc32;
 pub use error::{DamageKind, StreamDamage, StreamError};
+pub use gpu::{UNKNOWN_ORDINAL, copy_kind, gpu_runtime, queue_ids};
 pub use header::{
     CLOCK_MONOTONIC_ID, FORMAT_VERSION, HEADER_LEN, MAGIC, StreamHeader, StreamKind, monotonic_ns,
 };
 pub use merge::{DEFAULT_WINDOW, Merged, MergedRef, MergedStreams};
 pub use reader::StreamReader;
 pub use record::{
-    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, GpuCopy, KernelName,
+    Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, GpuCopy, GpuDevice, KernelName,
     Nondeterministic, ProcessName, Record, ReplayPass, ReplayStep, Restore, Snapshot, ThreadName,
-    ToolWindow, annotation, copy_kind, replay_step, snapshot_mode,
+    ToolWindow, annotation, replay_step, snapshot_mode,
 };
 pub use writer::{DEFAULT_CHUNK_THRESHOLD, StreamWriter};
 

@@ -3,6 +3,8 @@
 //! Times are CLOCK_MONOTONIC nanoseconds (`bpf_ktime_get_ns`'s clock), so the tool's and the
 //! probes' streams of one run share a time axis.
 
+pub use super::gpu::{GpuCopy, GpuDevice};
+
 /// A thread's name (`comm`), announced once per stream before or among its records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadName {
@@ -78,59 +80,6 @@ pub struct Dispatch {
     /// Private segment (scratch) bytes per work-item, where known (version 6; 0 in older
     /// streams or when unknown).
     pub private_segment: u32,
-}
-
-/// One copy or memset as the GPU (or its copy engine) ran it (tag 17, version 6).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GpuCopy {
-    /// Process id.
-    pub pid: u32,
-    /// Submitting thread id.
-    pub tid: u32,
-    /// The device (HSA agent, CUDA device) whose track group shows it.
-    pub device: u64,
-    /// The queue, stream or engine it ran on (0: the device's copy engine, not named).
-    pub engine: u64,
-    /// kreplay's correlation id of the call that submitted it.
-    pub correlation: u64,
-    /// What it was: a [`copy_kind`] code.
-    pub kind: u8,
-    /// Bytes copied or set.
-    pub bytes: u64,
-    /// When it was submitted.
-    pub submit_ns: u64,
-    /// When it started.
-    pub start_ns: u64,
-    /// When it ended.
-    pub end_ns: u64,
-}
-
-/// The codes of [`GpuCopy::kind`] and their names.
-pub mod copy_kind {
-    /// Direction not known.
-    pub const UNKNOWN: u8 = 0;
-    /// Host to device.
-    pub const HOST_TO_DEVICE: u8 = 1;
-    /// Device to host.
-    pub const DEVICE_TO_HOST: u8 = 2;
-    /// Device to device (the same or another device).
-    pub const DEVICE_TO_DEVICE: u8 = 3;
-    /// Host to host.
-    pub const HOST_TO_HOST: u8 = 4;
-    /// A memset (fill) of device memory.
-    pub const MEMSET: u8 = 5;
-
-    /// The short name the trace uses (`HtoD`, as Nsight Systems writes it).
-    pub fn name(code: u8) -> &'static str {
-        match code {
-            HOST_TO_DEVICE => "HtoD",
-            DEVICE_TO_HOST => "DtoH",
-            DEVICE_TO_DEVICE => "DtoD",
-            HOST_TO_HOST => "HtoH",
-            MEMSET => "memset",
-            _ => "copy",
-        }
-    }
 }
 
 /// One replay pass of a dispatch.
@@ -488,15 +437,17 @@ pub enum Record {
     Annotation(Annotation),
     /// See [`GpuCopy`].
     GpuCopy(GpuCopy),
+    /// See [`GpuDevice`].
+    GpuDevice(GpuDevice),
 }
 
 impl Record {
     /// The time this record sorts by in a merge: the start of a span (`enter_ns`, `submit_ns`,
-    /// `start_ns`) or the instant of an event; 0 for the timeless name records, which a merge
-    /// emits as soon as it sees them.
+    /// `start_ns`) or the instant of an event; 0 for the timeless name and device records, which
+    /// a merge emits as soon as it sees them.
     pub fn timestamp(&self) -> u64 {
         match self {
-            Self::ThreadName(_) | Self::ProcessName(_) => 0,
+            Self::ThreadName(_) | Self::ProcessName(_) | Self::GpuDevice(_) => 0,
             Self::ApiCall(r) => r.enter_ns,
             Self::Dispatch(r) => r.submit_ns,
             Self::ReplayPass(r) => r.start_ns,
@@ -549,6 +500,7 @@ impl Record {
             Self::ReplayStep(_) => "ReplayStep",
             Self::Annotation(_) => "Annotation",
             Self::GpuCopy(_) => "GpuCopy",
+            Self::GpuDevice(_) => "GpuDevice",
         }
     }
 
@@ -593,5 +545,6 @@ impl_from!(
     ToolWindow,
     ReplayStep,
     Annotation,
-    GpuCopy
+    GpuCopy,
+    GpuDevice
 );

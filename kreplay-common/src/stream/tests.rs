@@ -66,6 +66,15 @@ fn one_of_each() -> Vec<Record> {
             end_ns: 41,
         }
         .into(),
+        GpuDevice {
+            pid: 77,
+            device: 0xa9e,
+            runtime: gpu_runtime::HSA,
+            queues: queue_ids::HANDLE,
+            ordinal: 1,
+            name: "AMD Instinct MI300X (gfx942)".into(),
+        }
+        .into(),
         ReplayPass {
             correlation: 42,
             pass: 3,
@@ -371,7 +380,7 @@ fn header_errors_name_the_file() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "v.krs: stream format version 9, this reader understands up to 6"
+        "v.krs: stream format version 9, this reader understands up to 7"
     );
     let err = StreamReader::new(Cursor::new(b"NOTASTREAM__"), Path::new("m.krs"))
         .err()

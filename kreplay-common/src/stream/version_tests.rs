@@ -1,6 +1,7 @@
 //! Tests of the format versions: a version-1 stream (no pid/tid on the tool's records) still
 //! reads, a version-2 body without them is malformed, a version-2 `Restore` reads with no
-//! failed regions and a version-3 one must carry them, a newer version is refused by name.
+//! failed regions and a version-3 one must carry them, a newer version is refused by name,
+//! a version-6 stream (no GPU descriptions) still reads.
 
 use std::io::Cursor;
 use std::path::Path;
@@ -146,7 +147,7 @@ fn a_stream_of_a_newer_version_is_refused_with_both_versions_named() {
         .expect("refused");
     assert_eq!(
         err.to_string(),
-        "new.krs: stream format version 7, this reader understands up to 6"
+        "new.krs: stream format version 8, this reader understands up to 7"
     );
 }
 
@@ -238,4 +239,68 @@ fn a_gpu_copy_round_trips_and_merges_at_its_submit_time() {
     assert_eq!(recs[0].timestamp(), 100);
     assert_eq!(copy_kind::name(copy_kind::HOST_TO_DEVICE), "HtoD");
     assert_eq!(copy_kind::name(copy_kind::MEMSET), "memset");
+}
+
+fn h200(pid: u32) -> GpuDevice {
+    GpuDevice {
+        pid,
+        device: 0,
+        runtime: gpu_runtime::CUDA,
+        queues: queue_ids::STREAM_ID,
+        ordinal: 0,
+        name: "NVIDIA H200".into(),
+    }
+}
+
+#[test]
+fn a_gpu_device_round_trips_timeless_and_a_body_cut_short_is_malformed() {
+    let mut payload = Vec::new();
+    codec::encode(&h200(5).into(), &mut payload);
+    // tag, body length, then pid, device, runtime, queues, ordinal, the name's length and bytes.
+    assert_eq!(
+        (payload[0], payload.len()),
+        (18, 5 + 4 + 8 + 1 + 1 + 4 + 4 + 11)
+    );
+    let (recs, damage) = read(&stream_bytes(FORMAT_VERSION, &payload));
+    assert_eq!((recs.clone(), damage), (vec![h200(5).into()], None));
+    assert_eq!(
+        (recs[0].timestamp(), recs[0].end_ns(), recs[0].kind()),
+        (0, None, "GpuDevice"),
+        "merged as soon as seen, as the name records are"
+    );
+    let cut = encoded_without_tail(&h200(5).into(), 1);
+    let (recs, damage) = read(&stream_bytes(FORMAT_VERSION, &cut));
+    assert_eq!(recs, []);
+    assert_eq!(
+        damage.expect("damage reported").kind,
+        DamageKind::BadRecord { at: 0 }
+    );
+}
+
+#[test]
+fn a_version_6_stream_without_gpu_descriptions_reads_as_written() {
+    // What a version-6 tool wrote for a CUDA kernel and copy: no GpuDevice before them.
+    let copy = GpuCopy {
+        pid: 5,
+        tid: 6,
+        device: 0,
+        engine: 7,
+        correlation: 10,
+        kind: copy_kind::HOST_TO_DEVICE,
+        bytes: 64,
+        submit_ns: 40,
+        start_ns: 50,
+        end_ns: 60,
+    };
+    let mut v6 = Vec::new();
+    codec::encode_version(&dispatch(4096, 64).into(), 6, &mut v6);
+    codec::encode_version(&copy.clone().into(), 6, &mut v6);
+    let mut now = Vec::new();
+    codec::encode(&dispatch(4096, 64).into(), &mut now);
+    codec::encode(&copy.clone().into(), &mut now);
+    assert_eq!(v6, now, "version 7 changed no version-6 body");
+    assert_eq!(
+        read(&stream_bytes(6, &v6)),
+        (vec![dispatch(4096, 64).into(), copy.into()], None)
+    );
 }

@@ -314,6 +314,8 @@ impl Job {
         self.replay(t, device, corr, &mut marks);
         let l = &self.launch;
         let (grid, block, stream) = l.geometry();
+        // On this kreplay thread, outside the callback: the driver names the device.
+        super::devices::announce(device, kreplay_common::stream::queue_ids::HANDLE);
         crate::record::global().record(
             Dispatch {
                 pid: self.app.0,

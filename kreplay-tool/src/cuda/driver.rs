@@ -8,7 +8,7 @@ use super::ffi::*;
 use super::real_dlsym::real_dlsym;
 
 /// The CUDA ABI version kreplay asks the driver for (the signatures in [`super::ffi`]).
-const ABI_VERSION: i32 = 12_000;
+pub const ABI_VERSION: i32 = 12_000;
 /// The version that has `cuFuncGetName`/`cuKernelGetName`.
 const NAMES_VERSION: i32 = 12_030;
 /// The driver version that added `cuFuncGetParamInfo` and `cuKernelGetParamInfo`.
@@ -110,44 +110,55 @@ pub struct GraphEntries {
     pub destroy: GraphDestroyFn,
 }
 
+/// Opens libcuda.so.1 (kept open by the returned library) and finds its `cuGetProcAddress_v2`,
+/// through which every other entry kreplay calls is resolved.
+pub fn open() -> Result<(libloading::Library, GetProcAddressV2Fn), DriverError> {
+    // SAFETY: loading the NVIDIA driver library runs its initializers, as the application's
+    // own use of CUDA already did (kreplay only gets here from an intercepted CUDA call, or
+    // from CUPTI's records of one).
+    let lib = unsafe { libloading::os::unix::Library::open(Some("libcuda.so.1"), libc::RTLD_NOW) }
+        .map_err(|e| DriverError::Open(e.to_string()))?;
+    let handle = lib.into_raw();
+    // SAFETY: handle is live; real_dlsym bypasses kreplay's own dlsym wrapper.
+    let gp = unsafe { real_dlsym(handle, c"cuGetProcAddress_v2") };
+    // SAFETY: handle came from dlopen above; rewrapped so it is closed on drop.
+    let lib: libloading::Library =
+        unsafe { libloading::os::unix::Library::from_raw(handle) }.into();
+    if gp.is_null() {
+        return Err(DriverError::Missing("cuGetProcAddress_v2"));
+    }
+    // SAFETY: the driver's cuGetProcAddress_v2 has this signature (cuda.h).
+    Ok((lib, unsafe {
+        core::mem::transmute::<*mut c_void, GetProcAddressV2Fn>(gp)
+    }))
+}
+
+/// The driver's entry `name` for ABI `version` (null when it has none).
+pub fn find(get_proc: GetProcAddressV2Fn, name: &CStr, version: i32) -> *mut c_void {
+    let mut p: *mut c_void = core::ptr::null_mut();
+    let mut status = 0;
+    // SAFETY: valid out-pointers; name is NUL-terminated.
+    let r = unsafe {
+        get_proc(
+            name.as_ptr(),
+            &mut p,
+            version,
+            PROC_ADDRESS_DEFAULT,
+            &mut status,
+        )
+    };
+    if r == SUCCESS {
+        p
+    } else {
+        core::ptr::null_mut()
+    }
+}
+
 impl Driver {
     /// Opens libcuda.so.1 and resolves the entries.
     pub fn load() -> Result<Driver, DriverError> {
-        // SAFETY: loading the NVIDIA driver library runs its initializers, as the application's
-        // own use of CUDA already did (kreplay only gets here from an intercepted CUDA call).
-        let lib =
-            unsafe { libloading::os::unix::Library::open(Some("libcuda.so.1"), libc::RTLD_NOW) }
-                .map_err(|e| DriverError::Open(e.to_string()))?;
-        let handle = lib.into_raw();
-        // SAFETY: handle is live; real_dlsym bypasses kreplay's own dlsym wrapper.
-        let gp = unsafe { real_dlsym(handle, c"cuGetProcAddress_v2") };
-        // SAFETY: handle came from dlopen above; rewrapped so it is closed on drop.
-        let lib: libloading::Library =
-            unsafe { libloading::os::unix::Library::from_raw(handle) }.into();
-        if gp.is_null() {
-            return Err(DriverError::Missing("cuGetProcAddress_v2"));
-        }
-        // SAFETY: the driver's cuGetProcAddress_v2 has this signature (cuda.h).
-        let get_proc: GetProcAddressV2Fn = unsafe { core::mem::transmute(gp) };
-        let find = |name: &CStr, version: i32| -> *mut c_void {
-            let mut p: *mut c_void = core::ptr::null_mut();
-            let mut status = 0;
-            // SAFETY: valid out-pointers; name is NUL-terminated.
-            let r = unsafe {
-                get_proc(
-                    name.as_ptr(),
-                    &mut p,
-                    version,
-                    PROC_ADDRESS_DEFAULT,
-                    &mut status,
-                )
-            };
-            if r == SUCCESS {
-                p
-            } else {
-                core::ptr::null_mut()
-            }
-        };
+        let (lib, get_proc) = open()?;
+        let find = |name: &CStr, version: i32| find(get_proc, name, version);
         macro_rules! need {
             ($name:literal, $ty:ty) => {{
                 let p = find($name, ABI_VERSION);

@@ -172,6 +172,12 @@ pub type StreamSynchronizeFn = unsafe extern "C" fn(CUstream) -> CUresult;
 pub type CtxSynchronizeFn = unsafe extern "C" fn() -> CUresult;
 /// `cuCtxGetDevice`.
 pub type CtxGetDeviceFn = unsafe extern "C" fn(*mut c_int) -> CUresult;
+/// `cuDeviceGetCount`.
+pub type DeviceGetCountFn = unsafe extern "C" fn(*mut c_int) -> CUresult;
+/// `cuDeviceGet`.
+pub type DeviceGetFn = unsafe extern "C" fn(*mut c_int, c_int) -> CUresult;
+/// `cuDeviceGetName`.
+pub type DeviceGetNameFn = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> CUresult;
 /// `cuModuleGetGlobal_v2`.
 pub type ModuleGetGlobalFn =
     unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUmodule, *const c_char) -> CUresult;

@@ -430,11 +430,13 @@ pub unsafe fn graph_launch(real: GraphLaunchFn, g: CUgraphExec, stream: CUstream
         let corr = t.engine.next_correlation();
         crate::engine::replay::decline(corr, "graph launch".into());
         let now = now_ns();
+        let device = t.driver.current_device();
+        crate::cuda::devices::announce(device, kreplay_common::stream::queue_ids::HANDLE);
         crate::record::global().record(
             kreplay_common::stream::Dispatch {
                 pid: crate::record::current_pid(),
                 tid: crate::record::current_tid(),
-                agent: t.driver.current_device(),
+                agent: device,
                 queue: stream as u64,
                 kernel: "(cuGraphLaunch)".into(),
                 correlation: corr,

@@ -107,6 +107,7 @@ unsafe fn replay_launch(
     // SAFETY: caller's contract.
     let result = unsafe { replay_or_decline(t, l, device, corr, &mut marks, ran) };
     let (grid, block, stream) = l.geometry();
+    crate::cuda::devices::announce(device, kreplay_common::stream::queue_ids::HANDLE);
     crate::record::global().record(
         Dispatch {
             pid: crate::record::current_pid(),

@@ -13,6 +13,7 @@ pub mod backend;
 pub mod buffer_ops;
 pub mod chunks;
 pub mod device_ops;
+pub mod devices;
 pub mod driver;
 pub mod elf;
 #[cfg(target_arch = "x86_64")]

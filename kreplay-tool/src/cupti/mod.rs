@@ -10,7 +10,10 @@
 //! kernel, memcpy, memset, and runtime and driver API records: the API records give each GPU
 //! record its thread and submit time ([`activity`]). CUPTI hands filled buffers to
 //! [`buffer_complete`] on its own thread, which writes `Dispatch` and `GpuCopy` records through
-//! the tool's recorder; at exit the remaining buffers are flushed before the tool's stream.
+//! the tool's recorder, each device they name described once before them (a `GpuDevice`: its
+//! ordinal and the driver's `cuDeviceGetName`, read on a thread of the tool's own, never inside
+//! a CUPTI callback: [`crate::cuda::devices`]); at exit the remaining buffers are flushed before
+//! the tool's stream.
 //!
 //! A kreplay attached to the running process ([`crate::attach`]) turns the same records on with
 //! [`start`] and off again with [`stop`] (each kind disabled, CUPTI's buffers flushed). Replay
@@ -29,6 +32,7 @@ use std::time::Duration;
 
 use activity::{Activity, Joiner};
 use api::{Cupti, CuptiError, FLUSH_FORCED, THREAD_ID_SYSTEM};
+use kreplay_common::stream::{Record, queue_ids};
 
 /// Size of each activity buffer CUPTI fills.
 const BUFFER_BYTES: usize = 4 << 20;
@@ -112,6 +116,8 @@ pub fn start() -> Result<(), CuptiError> {
     }
     *on = true;
     tracing::debug!(path = %s.cupti.path.display(), "CUPTI activity on");
+    #[cfg(target_arch = "x86_64")]
+    crate::cuda::devices::read_names_in_background();
     crate::record::global();
     crate::record::resume_global_flusher();
     if let Err(e) = crate::record::start_global_flusher(FLUSH_EVERY) {
@@ -138,9 +144,7 @@ pub fn stop() {
     // SAFETY: a plain CUPTI call; buffers come back through buffer_complete.
     unsafe { (s.cupti.flush_all)(FLUSH_FORCED) };
     let rest = s.joiner.lock().unwrap_or_else(|p| p.into_inner()).finish();
-    for r in rest {
-        crate::record::global().record(r);
-    }
+    record_all(rest);
     *on = false;
 }
 
@@ -212,9 +216,7 @@ extern "C" fn exit_flush() {
             // SAFETY: a plain CUPTI call; buffers come back through buffer_complete.
             unsafe { (s.cupti.flush_all)(FLUSH_FORCED) };
             let rest = s.joiner.lock().unwrap_or_else(|p| p.into_inner()).finish();
-            for r in rest {
-                crate::record::global().record(r);
-            }
+            record_all(rest);
         }
     });
 }
@@ -267,14 +269,34 @@ unsafe extern "C" fn buffer_complete(
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .buffer(acts);
-        for r in out {
-            crate::record::global().record(r);
-        }
+        record_all(out);
     }));
     if !buf.is_null() {
         let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, 8).expect("valid layout");
         // SAFETY: every buffer CUPTI hands back is one buffer_requested allocated.
         unsafe { std::alloc::dealloc(buf, layout) };
+    }
+}
+
+/// Records the GPU records `out`, each device they name described first (once per process:
+/// its ordinal and the driver's name for it as the names thread read it, its queues CUPTI's
+/// stream ids).
+fn record_all(out: Vec<Record>) {
+    let mut last = None;
+    for r in &out {
+        let device = match r {
+            Record::Dispatch(d) => d.agent,
+            Record::GpuCopy(c) => c.device,
+            _ => continue,
+        };
+        if last != Some(device) {
+            #[cfg(target_arch = "x86_64")]
+            crate::cuda::devices::announce_from_names(device, queue_ids::STREAM_ID);
+            last = Some(device);
+        }
+    }
+    for r in out {
+        crate::record::global().record(r);
     }
 }
 

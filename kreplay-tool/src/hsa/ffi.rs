@@ -406,6 +406,8 @@ pub mod info {
     pub const POOL_ALLOC_ALLOWED: u32 = 5;
     /// `HSA_AGENT_INFO_NAME` (`char[64]`).
     pub const AGENT_NAME: u32 = 0;
+    /// `HSA_AMD_AGENT_INFO_PRODUCT_NAME` (`char[64]`, e.g. `AMD Instinct MI300X`).
+    pub const AGENT_PRODUCT_NAME: u32 = 0xA009;
     /// `HSA_AGENT_INFO_NODE`.
     pub const AGENT_NODE: u32 = 16;
     /// `HSA_AGENT_INFO_DEVICE`.

@@ -372,10 +372,12 @@ fn copy_recorder(
         (true, true) => copy_kind::DEVICE_TO_DEVICE,
         (false, false) => copy_kind::HOST_TO_HOST,
     };
+    let device = if dst_gpu || !src_gpu { dst } else { src };
+    super::devices::announce(t.backend.next(), device);
     let mut rec = GpuCopy {
         pid: crate::record::current_pid(),
         tid: crate::record::current_tid(),
-        device: if dst_gpu || !src_gpu { dst } else { src },
+        device,
         engine: 0,
         correlation: t.engine.next_correlation(),
         kind,

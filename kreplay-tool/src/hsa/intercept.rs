@@ -89,6 +89,8 @@ pub unsafe extern "C" fn queue_create(
     }
     // SAFETY: the runtime wrote the new queue into *queue.
     let q = unsafe { *queue };
+    // Described before any of its dispatches is recorded.
+    let _ = crate::fault::guard(|| super::devices::announce(t.backend.next(), agent.handle));
     t.queues
         .lock()
         .unwrap_or_else(|p| p.into_inner())

@@ -9,10 +9,12 @@
 //! exited leaves its buffer with the registry, so its rows are merged before it is freed.
 //! `KREPLAY_PER_THREAD_BUFFER=0` selects the baseline instead: one `Vec` behind one `Mutex`.
 //! Both paths are capped and count what they drop; a flush writes the counts as `Drops`.
-//! The global recorder stops recording in a forked child (see `sink`).
+//! The global recorder stops recording in a forked child (see `sink`). Each GPU the records
+//! name is described once (`devices`), and again at the top of every stream file.
 
 pub mod block_log;
 mod config;
+mod devices;
 mod recorder;
 mod sink;
 mod thread_buffer;
@@ -21,6 +23,7 @@ mod thread_buffer;
 mod tests;
 
 pub use config::{ENV_OUTPUT_DIR, ENV_PER_THREAD, ENV_PER_THREAD_CAP, RecorderConfig};
+pub use devices::describe_device_once;
 pub use recorder::{DROPS_PER_THREAD, DROPS_SHARED, FlushStats, Recorder, RecorderStats};
 pub use sink::{
     StreamSink, current_pid, enter_teardown, flush_global, global, install_exit_flush,

@@ -71,6 +71,9 @@ impl StreamSink {
                 }
                 .into(),
             )?;
+            for d in super::devices::known() {
+                w.push(&d.into())?;
+            }
             // No tracing during the exit flush: the subscriber's thread-locals may be gone.
             if !exiting() {
                 tracing::debug!(path = %path.display(), "opened tool stream");

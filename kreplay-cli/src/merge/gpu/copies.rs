@@ -20,18 +20,7 @@ impl Gpu {
         process_name: &dyn Fn(u32) -> String,
     ) -> Result<(), WriterError> {
         let device = self.device(w, pid, c.device, process_name)?;
-        let track = match self.copy_tracks.get(&(pid, c.device, c.engine)) {
-            Some(&t) => t,
-            None => {
-                let name = match c.engine {
-                    0 => "copies".to_owned(),
-                    e => format!("copies {e:#x}"),
-                };
-                let t = w.child_track(device, !0xc0b1 ^ c.engine, &name)?;
-                self.copy_tracks.insert((pid, c.device, c.engine), t);
-                t
-            }
-        };
+        let track = self.copy_track(w, pid, c.device, device, c.engine)?;
         self.push_held(HeldDispatch {
             order: 0,
             pid,
