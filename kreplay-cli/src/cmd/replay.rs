@@ -101,8 +101,10 @@ pub struct ReplayArgs {
     /// kreplay makes itself while replaying go on each thread's "kreplay (replay)" track.
     #[arg(long)]
     probes: bool,
-    /// Replay in the running process PID instead of a command (ROCm: a process started with
-    /// HSA_TOOLS_LIB=libkreplay_tool.so KREPLAY_ATTACH=1; docs/attach.md).
+    /// Replay in the running process PID instead of a command (CUDA: any process, through
+    /// CUPTI's launch callbacks, restoring the allocations the launch's arguments point into;
+    /// ROCm: a process started with HSA_TOOLS_LIB=libkreplay_tool.so KREPLAY_ATTACH=1;
+    /// docs/attach.md).
     #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "probes"])]
     pid: Option<u32>,
     /// With -p: end the session after this long (else Ctrl-C or the process's exit).
