@@ -6,12 +6,15 @@
 //! pointers — under the process's track, with a child track per queue (stream) and one for the
 //! copies of each copy engine, named after the runtime the tool described the device with;
 //! work that overlaps on one track goes on overflow lanes (`TraceWriter::lane`). Kernels are
-//! named by their demangled name. Everything but the busy counters is written on one sequence.
+//! named by their demangled name. Everything but the busy counters is written on one sequence,
+//! but for work that comes after later work was written there (below).
 //!
 //! Order: a `Dispatch` is merged at its `submit_ns` but its slice begins at `start_ns`, so it
 //! is held in a min-heap by start until the merge time reaches that start. Any later record
 //! has a merge time at or after the current one, and a dispatch submitted later starts later,
-//! so the sequence stays monotonic. Replay records (merged at their start) then find their
+//! so the sequence stays monotonic; a record further out of order than the merge's reorder
+//! window (CUPTI hands records over in buffers) goes on a late sequence instead, one that is
+//! not past its time, and on an overflow lane of its track. Replay records (merged at their start) then find their
 //! dispatch already placed and nest on its lane when they lie inside it; otherwise they go on
 //! the queue's "replay" track. Placed dispatches are forgotten [`FORGET_AFTER_NS`] after their
 //! end: memory is bounded by the dispatches in flight, not by the trace's length.
@@ -105,6 +108,9 @@ pub struct Mark<'a> {
 /// State of the GPU half of the render.
 pub struct Gpu {
     seq: Sequence,
+    /// Sequences for work that reaches the merge after later work was written on `seq` (a
+    /// tool stream out of order by more than the merge's window): each stays in time order.
+    late: Vec<Sequence>,
     /// Names of GPU annotations.
     pub names: GpuNames,
     held: BinaryHeap<Reverse<(u64, u64)>>,
@@ -140,6 +146,7 @@ impl Gpu {
     pub fn new<W: Write>(w: &mut TraceWriter<W>) -> Self {
         Self {
             seq: w.sequence(),
+            late: Vec::new(),
             names: GpuNames::new(w),
             held: BinaryHeap::new(),
             held_by_order: FastMap::default(),
@@ -340,7 +347,8 @@ impl Gpu {
         let name = w.event_name(&kernel);
         if !valid_times(d.submit_ns, d.start_ns, d.end_ns) {
             // The GPU times are missing or inconsistent: mark the submission instead.
-            w.instant(self.seq, queue, name, d.submit_ns, &args)?;
+            let seq = self.seq_at(w, d.submit_ns);
+            w.instant(seq, queue, name, d.submit_ns, &args)?;
             self.dispatches += 1;
             let forget_at = d.submit_ns.saturating_add(FORGET_AFTER_NS);
             self.expiry
@@ -348,7 +356,8 @@ impl Gpu {
             return Ok(());
         }
         let lane = w.lane(queue, d.start_ns, d.end_ns)?;
-        w.slice(self.seq, lane, name, d.start_ns, d.end_ns, &args)?;
+        let seq = self.seq_at(w, d.start_ns);
+        w.slice(seq, lane, name, d.start_ns, d.end_ns, &args)?;
         self.dispatches += 1;
         self.kernel_times.add(&kernel, d.end_ns - d.start_ns);
         self.busy
@@ -386,11 +395,12 @@ impl Gpu {
             annotations: c.args,
             ..Default::default()
         };
+        let seq = self.seq_at(w, c.start);
         if c.inline_name {
-            return w.slice_inline(self.seq, track, c.name, c.start, end, &args);
+            return w.slice_inline(seq, track, c.name, c.start, end, &args);
         }
         let name = w.event_name(c.name);
-        w.slice(self.seq, track, name, c.start, end, &args)
+        w.slice(seq, track, name, c.start, end, &args)
     }
 
     /// An instant about dispatch `correlation` of `pid`: on its queue track while it is
@@ -410,7 +420,22 @@ impl Gpu {
             annotations: m.args,
             ..Default::default()
         };
-        w.instant(self.seq, track, name, m.ts, &args)
+        let seq = self.seq_at(w, m.ts);
+        w.instant(seq, track, name, m.ts, &args)
+    }
+
+    /// The sequence for an event at `ts`: the GPU sequence unless it is past `ts` already,
+    /// else the first late sequence that is not, else a new one.
+    fn seq_at<W: Write>(&mut self, w: &mut TraceWriter<W>, ts: u64) -> Sequence {
+        if w.last_ts(self.seq) <= ts {
+            return self.seq;
+        }
+        if let Some(&s) = self.late.iter().find(|&&s| w.last_ts(s) <= ts) {
+            return s;
+        }
+        let s = w.sequence();
+        self.late.push(s);
+        s
     }
 
     fn replay_base<W: Write>(

@@ -144,6 +144,12 @@ impl<W: Write> TraceWriter<W> {
         Sequence(0)
     }
 
+    /// The timestamp of `seq`'s latest event (0 before its first, or for a foreign handle):
+    /// an event earlier than this is refused there.
+    pub fn last_ts(&self, seq: Sequence) -> u64 {
+        self.seqs.get(seq.0 as usize).map_or(0, |s| s.last_ts)
+    }
+
     /// Starts a new sequence (e.g. one per source thread stream).
     pub fn sequence(&mut self) -> Sequence {
         let index = u32::try_from(self.seqs.len()).expect("fewer than 2^32 sequences");

@@ -84,10 +84,12 @@ impl Gpu {
         });
         self.copies += 1;
         if !valid {
-            return w.instant(self.seq, h.queue, name, c.submit_ns, &args);
+            let seq = self.seq_at(w, c.submit_ns);
+            return w.instant(seq, h.queue, name, c.submit_ns, &args);
         }
         let lane = w.lane(h.queue, c.start_ns, c.end_ns)?;
-        w.slice(self.seq, lane, name, c.start_ns, c.end_ns, &args)?;
+        let seq = self.seq_at(w, c.start_ns);
+        w.slice(seq, lane, name, c.start_ns, c.end_ns, &args)?;
         self.busy
             .add(w, (h.pid, h.device.1), h.device.0, c.start_ns, c.end_ns)
     }

@@ -78,3 +78,33 @@ fn a_dispatch_reusing_a_correlation_id_is_not_forgotten_with_the_old_one() {
     );
     assert_eq!(gpu.dispatches, 2);
 }
+
+#[test]
+fn work_that_comes_after_later_work_was_written_goes_on_a_late_sequence_and_is_not_lost() {
+    let mut w = TraceWriter::new(Vec::new());
+    let mut gpu = Gpu::new(&mut w);
+    let name = |pid: u32| format!("pid {pid}");
+    let mut skipped = 0;
+    gpu.hold(&mut w, 1, &dispatch(1, 90, 100, 200), None, None, &name)
+        .unwrap();
+    gpu.advance(&mut w, 300, &mut skipped).unwrap();
+    assert_eq!((gpu.dispatches, gpu.late.len()), (1, 0));
+    // Two records from a buffer handed over late, in order among themselves: one late sequence.
+    gpu.hold(&mut w, 1, &dispatch(2, 10, 50, 60), None, None, &name)
+        .unwrap();
+    gpu.advance(&mut w, 300, &mut skipped).unwrap();
+    gpu.hold(&mut w, 1, &dispatch(3, 65, 70, 80), None, None, &name)
+        .unwrap();
+    gpu.advance(&mut w, 300, &mut skipped).unwrap();
+    assert_eq!((gpu.dispatches, gpu.late.len()), (3, 1));
+    // One earlier still than that sequence's last event: a second late sequence.
+    gpu.hold(&mut w, 1, &dispatch(4, 30, 40, 45), None, None, &name)
+        .unwrap();
+    gpu.advance(&mut w, 300, &mut skipped).unwrap();
+    assert_eq!((gpu.dispatches, gpu.late.len(), skipped), (4, 2, 0));
+    // In time again: the GPU sequence.
+    gpu.hold(&mut w, 1, &dispatch(5, 300, 310, 320), None, None, &name)
+        .unwrap();
+    gpu.advance(&mut w, 400, &mut skipped).unwrap();
+    assert_eq!((gpu.dispatches, gpu.late.len(), skipped), (5, 2, 0));
+}
