@@ -89,6 +89,9 @@ const KINDS: [(u32, &str); 5] = [
 
 /// Whether the activity kinds are enabled now.
 static ON: Mutex<bool> = Mutex::new(false);
+/// When [`start`] last enabled them (CLOCK_MONOTONIC ns), until the first buffer after it has
+/// been looked at (0 then): its delay is logged at debug level.
+static ENABLED_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Loads CUPTI and enables the activity records (again, after [`stop`]), with the stream
 /// flusher and the exit flush. Returns at once when they are on already.
@@ -115,6 +118,10 @@ pub fn start() -> Result<(), CuptiError> {
         }
     }
     *on = true;
+    ENABLED_AT.store(
+        kreplay_common::stream::monotonic_ns(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     tracing::debug!(path = %s.cupti.path.display(), "CUPTI activity on");
     #[cfg(target_arch = "x86_64")]
     crate::cuda::devices::read_names_in_background();
@@ -252,6 +259,7 @@ unsafe extern "C" fn buffer_complete(
                 acts.push(on_clock(s, a));
             }
         }
+        log_first_buffer(&acts);
         let mut dropped = 0usize;
         // SAFETY: plain CUPTI call with CUPTI's own context and stream.
         if unsafe { (s.cupti.dropped)(ctx, stream, &mut dropped) } == 0 && dropped > 0 {
@@ -298,6 +306,30 @@ fn record_all(out: Vec<Record>) {
     for r in out {
         crate::record::global().record(r);
     }
+}
+
+/// Logs (debug) how long after [`start`] the first buffer came and when its earliest GPU work
+/// began: the delay between turning the timeline on and the first GPU record.
+fn log_first_buffer(acts: &[Activity]) {
+    let enabled = ENABLED_AT.swap(0, std::sync::atomic::Ordering::Relaxed);
+    if enabled == 0 {
+        return;
+    }
+    let ms = |t: u64| t.saturating_sub(enabled) as f64 / 1e6;
+    let earliest = acts
+        .iter()
+        .filter_map(|a| match a {
+            Activity::Kernel(d) => Some(d.start_ns),
+            Activity::Copy(c) => Some(c.start_ns),
+            Activity::Api { .. } => None,
+        })
+        .min();
+    tracing::debug!(
+        after_ms = ms(kreplay_common::stream::monotonic_ns()),
+        records = acts.len(),
+        earliest_gpu_start_ms = earliest.map(ms),
+        "first CUPTI buffer since the activity was turned on"
+    );
 }
 
 /// `a` with CUPTI's times mapped onto the trace's clock (a no-op with the timestamp callback).
