@@ -302,6 +302,10 @@ fn replay_in_a_running_cuda_process_replays_the_named_kernel_n_times_and_changes
         )),
         "{stderr}"
     );
+    assert!(
+        stderr.starts_with("kreplay: warning: replay in a running CUDA process is new: "),
+        "{stderr}"
+    );
     // Killed with SIGKILL mid-session: the tool stops replaying on its own.
     let (mut k, w) = replay(&out_path("replay-killed"), pid, &["--passes", "2"]);
     l.rounds(1);

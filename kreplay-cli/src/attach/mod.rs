@@ -154,6 +154,11 @@ fn hsa_only(maps: &[inject::target::Mapping]) -> bool {
     maps_file(maps, "libhsa-runtime64.so") && !maps_file(maps, "libcuda.so")
 }
 
+/// True when process `pid` maps the CUDA driver.
+pub fn maps_cuda(pid: i32) -> Result<bool, AttachError> {
+    Ok(maps_file(&inject::target::maps(pid)?, "libcuda.so"))
+}
+
 /// The socket's path in the target's view and in ours (through `/proc/PID/root`).
 fn socket_paths(pid: i32, nspid: u32) -> (PathBuf, PathBuf) {
     let nonce = {

@@ -24,6 +24,11 @@ pub fn run(
     settings: &ReplaySettings,
     duration: Option<Duration>,
 ) -> Result<()> {
+    if crate::attach::maps_cuda(pid as i32).unwrap_or(false) {
+        eprintln!(
+            "kreplay: warning: replay in a running CUDA process is new: one of three H200 runs ended with the process crashing, cause not found yet (docs/attach.md)"
+        );
+    }
     let (mut session, opened) = crate::attach::open(pid as i32, lib, settings)
         .with_context(|| format!("cannot replay in process {pid}"))?;
     eprintln!(

@@ -20,30 +20,35 @@ const MAX_PARAM_BYTES: usize = 32 << 10;
 const ERROR_INVALID_VALUE: CUresult = 1;
 
 /// The allocations (base, size) that the launch's arguments point into, in address order, or
-/// why they cannot be known.
-///
-/// # Safety
-/// `l` is the application's launch, its parameter pointers valid for the call.
-pub unsafe fn reachable(t: &CudaTool, l: &Launch) -> Result<Vec<(u64, u64)>, String> {
+/// why they cannot be known. The application's memory is read with `process_vm_readv` on this
+/// process: a parameter size or pointer that is wrong declines the launch instead of faulting.
+pub fn reachable(t: &CudaTool, l: &Launch) -> Result<Vec<(u64, u64)>, String> {
     let (params, extra) = l.arguments();
     let mut words = Vec::new();
     if !params.is_null() {
         let layout = param_layout(t, l.function())?;
+        if layout.iter().sum::<usize>() > MAX_PARAM_BYTES {
+            return Err(format!(
+                "the driver's parameter layout ({} parameters) is larger than a kernel's parameter space",
+                layout.len()
+            ));
+        }
+        let pointers = read_own(params as u64, layout.len() * 8)
+            .ok_or("the launch's parameter array could not be read")?;
         for (i, size) in layout.into_iter().enumerate() {
-            // SAFETY: `params` holds one pointer per parameter, each to `size` readable bytes
-            // (the launch's own contract with the driver).
-            let value = unsafe { *params.add(i) } as *const u8;
-            if value.is_null() {
+            let value = word_at(&pointers, i * 8);
+            if value == 0 {
                 return Err(format!("parameter {i} has no value"));
             }
-            // SAFETY: as above.
-            unsafe { push_words(value, size, &mut words) };
+            let bytes = read_own(value, size)
+                .ok_or_else(|| format!("parameter {i} ({size} bytes) could not be read"))?;
+            push_words(&bytes, &mut words);
         }
     } else if !extra.is_null() {
-        // SAFETY: the launch's `extra` is a CU_LAUNCH_PARAM_END-terminated option list.
-        let (buf, size) = unsafe { packed_buffer(extra) }?;
-        // SAFETY: the packed buffer holds `size` readable bytes.
-        unsafe { push_words(buf, size.min(MAX_PARAM_BYTES), &mut words) };
+        let (buf, size) = packed_buffer(extra as u64)?;
+        let bytes = read_own(buf, size.min(MAX_PARAM_BYTES))
+            .ok_or("the launch's parameter buffer could not be read")?;
+        push_words(&bytes, &mut words);
     }
     let mut found: Vec<(u64, u64)> = Vec::new();
     for w in words {
@@ -103,47 +108,64 @@ fn param_layout(t: &CudaTool, f: CUfunction) -> Result<Vec<usize>, String> {
     ))
 }
 
-/// The packed parameter buffer and its size from a launch's `extra` options.
-///
-/// # Safety
-/// `extra` is a `CU_LAUNCH_PARAM_END`-terminated list of (option, value) pointers.
-unsafe fn packed_buffer(extra: *mut *mut c_void) -> Result<(*const u8, usize), String> {
-    let (mut buf, mut size) = (core::ptr::null::<u8>(), None);
-    let mut i = 0;
-    loop {
-        // SAFETY: the caller's contract: options come in pairs until the end marker.
-        let opt = unsafe { *extra.add(i) } as usize;
-        if opt == LAUNCH_PARAM_END || i > 64 {
+/// The packed parameter buffer (address, size) from a launch's `extra` options (at `extra`:
+/// `CU_LAUNCH_PARAM_END`-terminated (option, value) pairs).
+fn packed_buffer(extra: u64) -> Result<(u64, usize), String> {
+    let unreadable = || "the launch's extra options could not be read".to_string();
+    let (mut buf, mut size) = (0u64, None);
+    for pair in 0..32u64 {
+        let at = extra + pair * 16;
+        let opt = read_own(at, 8).ok_or_else(unreadable)?;
+        let opt = word_at(&opt, 0) as usize;
+        if opt == LAUNCH_PARAM_END {
             break;
         }
-        // SAFETY: as above.
-        let value = unsafe { *extra.add(i + 1) };
+        let value = word_at(&read_own(at + 8, 8).ok_or_else(unreadable)?, 0);
         match opt {
-            LAUNCH_PARAM_BUFFER_POINTER => buf = value as *const u8,
-            LAUNCH_PARAM_BUFFER_SIZE if !value.is_null() => {
-                // SAFETY: the option's value points to a size_t.
-                size = Some(unsafe { *(value as *const usize) })
+            LAUNCH_PARAM_BUFFER_POINTER => buf = value,
+            LAUNCH_PARAM_BUFFER_SIZE if value != 0 => {
+                size = Some(word_at(&read_own(value, 8).ok_or_else(unreadable)?, 0) as usize)
             }
             _ => {}
         }
-        i += 2;
     }
-    match (buf.is_null(), size) {
-        (false, Some(n)) => Ok((buf, n)),
+    match (buf, size) {
+        (b, Some(n)) if b != 0 => Ok((b, n)),
         _ => Err("the launch's extra options hold no parameter buffer and size".into()),
     }
 }
 
-/// Appends the 8-byte words of `len` bytes at `p` (a trailing part shorter than a word holds
-/// no pointer).
-///
-/// # Safety
-/// `p` points to `len` readable bytes.
-unsafe fn push_words(p: *const u8, len: usize, out: &mut Vec<u64>) {
-    for off in (0..len.saturating_sub(7)).step_by(8) {
-        // SAFETY: `off + 8 <= len`; parameter values need not be 8-aligned in host memory.
-        out.push(unsafe { (p.add(off) as *const u64).read_unaligned() });
+/// The little-endian word at `off` of `bytes` (which holds at least `off + 8` bytes).
+fn word_at(bytes: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&bytes[off..off + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Appends the 8-byte words of `bytes` (a trailing part shorter than a word holds no pointer).
+fn push_words(bytes: &[u8], out: &mut Vec<u64>) {
+    out.extend(bytes.chunks_exact(8).map(|c| word_at(c, 0)));
+}
+
+/// `len` bytes of this process's memory at `addr`, or `None` where any of them is not mapped
+/// readable (`process_vm_readv` on this process fails with EFAULT instead of faulting).
+fn read_own(addr: u64, len: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    if len == 0 {
+        return Some(buf);
     }
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: len,
+    };
+    // SAFETY: `local` is `len` writable bytes of `buf`; the remote range is only read, by the
+    // kernel, which reports an unmapped address as an error.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == len as isize).then_some(buf)
 }
 
 /// The device allocation holding address `w`, if the driver knows it as device memory.
@@ -185,4 +207,51 @@ fn device_range(t: &CudaTool, w: u64) -> Result<Option<(u64, u64)>, String> {
         ));
     }
     Ok(Some((start, size as u64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_memory_reads_back_and_unmapped_addresses_are_refused_without_a_fault() {
+        let v: Vec<u64> = vec![0x1122_3344_5566_7788, 42];
+        let bytes = read_own(v.as_ptr() as u64, 16).unwrap();
+        let mut words = Vec::new();
+        push_words(&bytes, &mut words);
+        assert_eq!(words, v);
+        // The first page is never mapped; a range running off the end of a buffer into it
+        // is refused whole.
+        assert_eq!(read_own(0x10, 8), None);
+        assert_eq!(read_own(u64::MAX - 7, 8), None);
+    }
+
+    #[test]
+    fn the_packed_buffer_and_its_size_come_from_the_extra_options() {
+        let params = [7u8; 24];
+        let size: usize = params.len();
+        let extra: [u64; 5] = [
+            LAUNCH_PARAM_BUFFER_POINTER as u64,
+            params.as_ptr() as u64,
+            LAUNCH_PARAM_BUFFER_SIZE as u64,
+            &size as *const usize as u64,
+            LAUNCH_PARAM_END as u64,
+        ];
+        assert_eq!(
+            packed_buffer(extra.as_ptr() as u64),
+            Ok((params.as_ptr() as u64, 24))
+        );
+        // A size pointer that points nowhere declines instead of faulting.
+        let bad: [u64; 5] = [
+            LAUNCH_PARAM_BUFFER_POINTER as u64,
+            params.as_ptr() as u64,
+            LAUNCH_PARAM_BUFFER_SIZE as u64,
+            0x18,
+            LAUNCH_PARAM_END as u64,
+        ];
+        assert_eq!(
+            packed_buffer(bad.as_ptr() as u64),
+            Err("the launch's extra options could not be read".into())
+        );
+    }
 }

@@ -30,6 +30,9 @@ use crate::engine::gate::{DRAIN_LIMIT, Gate};
 use crate::engine::replay::{decline, own_window};
 use crate::engine::state::Marks;
 
+/// The replay thread's stack: the engine runs there what runs on an application thread's
+/// (8 MiB) stack under `replay -- CMD`.
+const REPLAY_STACK: usize = 8 << 20;
 /// Whether a session replays now.
 static ON: AtomicBool = AtomicBool::new(false);
 /// Each context's device ordinal, by context handle.
@@ -166,6 +169,7 @@ unsafe fn on_entry(cbid: u32, d: &CallbackData) {
     std::thread::scope(|s| {
         let spawned = std::thread::Builder::new()
             .name("kreplay-replay".into())
+            .stack_size(REPLAY_STACK)
             .spawn_scoped(s, || job.run(t, device, name));
         match spawned {
             Ok(h) => {
@@ -362,8 +366,7 @@ impl Job {
         if let Some(reason) = t.unrestorable() {
             return declined(reason);
         }
-        // SAFETY: the application's launch, valid while its thread waits (`Job`).
-        let regions = match unsafe { super::arguments::reachable(t, &self.launch) } {
+        let regions = match super::arguments::reachable(t, &self.launch) {
             Ok(r) => r,
             Err(why) => return declined(why),
         };
