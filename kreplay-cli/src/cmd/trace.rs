@@ -202,14 +202,16 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         &paths.dir,
         &rt,
     )?;
-    let kernels = setup::kernel_names(&target);
-    // `-p PID --gpu`: the running processes get kreplay-tool, probed from now on.
+    // `-p PID --gpu`: the running processes get kreplay-tool, probed from now on. Before the
+    // kernel names are read ahead (every mapped library's symbols: gigabytes of them in a
+    // PyTorch process), which the GPU timeline need not wait for.
     let gpu_sessions = match (&target, &gpu_tool) {
         (Target::Pids(pids), Some(tool)) => {
             gpu_attach::open_all(pids, tool, &paths.dir, args.quiet)
         }
         _ => Vec::new(),
     };
+    let kernels = setup::kernel_names(&target);
     // This thread drains the ring; the traced command was started above, so it keeps its own
     // priority.
     kreplay_cli::probes::priority::raise_reader_thread();
