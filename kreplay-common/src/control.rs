@@ -6,8 +6,9 @@
 //! `VAR=VALUE` as [`ReplaySettings::encode`] lists them, each ended by a NUL byte, the whole
 //! ended by an empty entry (one more NUL): the one encoding of the settings, as in an
 //! environment block. The tool answers one line: [`READY`], or `error: REASON`. Then the CLI
-//! sends nothing more; the tool sends [`LIMIT`] once when a replay session's
-//! `--max-dispatches` replays are all written. The CLI's end of the socket closing (its
+//! sends nothing more; during a replay session the tool sends a [`PROGRESS`] line when its
+//! counters changed (at most twice a second, [`progress_line`]), and [`LIMIT`] once when the
+//! session's `--max-dispatches` replays are all written. The CLI's end of the socket closing (its
 //! `shutdown`, its exit, or its death by SIGKILL) is the signal to stop: the tool undoes what
 //! it turned on, flushes its stream, answers [`DONE`] (when the CLI still listens) and becomes
 //! inert.
@@ -23,6 +24,10 @@ pub const READY: &str = "ready";
 pub const DONE: &str = "done";
 /// The tool's line once the session's `--max-dispatches` replays are written.
 pub const LIMIT: &str = "limit";
+/// The first word of the tool's progress line during a replay session:
+/// `progress REPLAYED PASSES INSIDE_NS` (dispatches replayed, passes run, and nanoseconds the
+/// process's threads spent inside kreplay, since the session began).
+pub const PROGRESS: &str = "progress";
 /// The exported tool function the CLI calls in the target (through ptrace) to start a
 /// session: `int kreplay_attach(const char *socket_path)`.
 pub const ENTRY: &str = "kreplay_attach";
@@ -104,10 +109,43 @@ pub fn socket_name(nspid: u32, nonce: u64) -> String {
     format!("kreplay-ctl-{nspid}-{nonce:x}.sock")
 }
 
+/// The progress line for counters `c` (dispatches replayed, passes, nanoseconds inside).
+pub fn progress_line(c: [u64; 3]) -> String {
+    format!("{PROGRESS} {} {} {}", c[0], c[1], c[2])
+}
+
+/// The counters of a [`progress_line`], or `None` when `line` is not one.
+pub fn parse_progress(line: &str) -> Option<[u64; 3]> {
+    let mut words = line.strip_prefix(PROGRESS)?.strip_prefix(' ')?.split(' ');
+    let mut c = [0u64; 3];
+    for v in &mut c {
+        *v = words.next()?.parse().ok()?;
+    }
+    words.next().is_none().then_some(c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn a_progress_line_reads_back_and_other_lines_are_not_one() {
+        let c = [4, 12, 1_234_567_890];
+        assert_eq!(progress_line(c), "progress 4 12 1234567890");
+        assert_eq!(parse_progress(&progress_line(c)), Some(c));
+        for other in [
+            LIMIT,
+            DONE,
+            "progress",
+            "progress 1 2",
+            "progress 1 2 3 4",
+            "progress 1 x 3",
+            "progressive 1 2 3",
+        ] {
+            assert_eq!(parse_progress(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn settings_round_trip_through_one_message_with_any_bytes_in_values() {

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use kreplay_common::control::{self, DONE, LIMIT, MAX_MESSAGE, READY, entry};
 use kreplay_common::replay_config::ReplaySettings;
+use std::time::Instant;
 
 /// Set while a session runs (its thread exists).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -28,6 +29,8 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 const SETTINGS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a replay session with `--max-dispatches` looks whether its replays are done.
 const LIMIT_CHECK: Duration = Duration::from_millis(50);
+/// How often a replay session sends its progress line when its counts changed.
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
 /// Starts a session with the kreplay listening at `path` (a NUL-terminated path in this
 /// process's mount namespace). Returns at once: [`entry::STARTED`], [`entry::BUSY`] (a session
@@ -96,9 +99,11 @@ fn session(path: &std::path::Path) {
         finish();
         return;
     }
+    let replaying = settings.passes.is_some_and(|p| p > 1);
     wait_for_close(
         &mut sock,
-        settings.max_dispatches.is_some() && settings.passes.is_some_and(|p| p > 1),
+        replaying,
+        replaying && settings.max_dispatches.is_some(),
     );
     finish();
     let _ = send(&sock, DONE);
@@ -153,15 +158,19 @@ fn apply(s: &ReplaySettings) -> Result<(), String> {
     crate::cupti::start().map_err(|e| format!("CUPTI is unusable: {e}"))
 }
 
-/// Blocks until the CLI's end closes (EOF or an error); whatever it sends is ignored. With
-/// `limited` (a replay with `--max-dispatches`), looks every [`LIMIT_CHECK`] whether that many
-/// replays are written, and then tells the CLI once ([`LIMIT`]).
-fn wait_for_close(sock: &mut UnixStream, limited: bool) {
+/// Blocks until the CLI's end closes (EOF or an error); whatever it sends is ignored. While
+/// `replaying`, sends the session's counts every [`PROGRESS_EVERY`] when they changed
+/// ([`control::progress_line`]). With `limited` (a replay with `--max-dispatches`), looks every
+/// [`LIMIT_CHECK`] whether that many replays are written, and then tells the CLI once
+/// ([`LIMIT`]).
+fn wait_for_close(sock: &mut UnixStream, replaying: bool, limited: bool) {
     let mut told = !limited;
-    let check = (!told).then_some(LIMIT_CHECK);
+    let check = replaying.then_some(LIMIT_CHECK);
     if sock.set_read_timeout(check).is_err() {
         return;
     }
+    let base = crate::progress::totals();
+    let (mut sent, mut last_sent) = ([0u64; 3], Instant::now());
     let mut b = [0u8; 64];
     loop {
         match sock.read(&mut b) {
@@ -175,10 +184,21 @@ fn wait_for_close(sock: &mut UnixStream, limited: bool) {
                 ) => {}
             Err(_) => return,
         }
+        if replaying && last_sent.elapsed() >= PROGRESS_EVERY {
+            let now = crate::progress::totals();
+            let c: [u64; 3] = std::array::from_fn(|i| now[i].saturating_sub(base[i]));
+            last_sent = Instant::now();
+            if c != sent {
+                sent = c;
+                if send(sock, &control::progress_line(c)).is_err() {
+                    return;
+                }
+            }
+        }
         if !told && (crate::hsa::attach::limit_reached() || crate::cuda::attached::limit_reached())
         {
             told = true;
-            if send(sock, LIMIT).is_err() || sock.set_read_timeout(None).is_err() {
+            if send(sock, LIMIT).is_err() {
                 return;
             }
         }

@@ -3,7 +3,8 @@
 //! of the file the CLI created and names in [`ENV`] ([`kreplay_common::progress`]), mapped
 //! shared (every process of the application adds to the same words; the CLI maps the file too
 //! and reads them). Without the variable, or when the file cannot be mapped, nothing is
-//! counted.
+//! counted there. The same counts are kept in the process too ([`totals`]): the session of a
+//! kreplay attached to the process reports them over its control channel.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,10 +45,18 @@ fn map() -> Option<usize> {
     (p != libc::MAP_FAILED).then_some(p as usize)
 }
 
+/// This process's counts since it started (dispatches replayed, passes, ns inside kreplay).
+static TOTALS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// This process's counts since it started: dispatches replayed, passes, ns inside kreplay.
+pub fn totals() -> [u64; 3] {
+    std::array::from_fn(|i| TOTALS[i].load(Ordering::Relaxed))
+}
+
 /// Counts one replay that kept its thread `inside_ns` inside kreplay and, when it ran all
 /// its passes, the dispatch and its `passes`.
 pub fn note(passes: Option<u32>, inside_ns: u64) {
-    if let Some(c) = counters() {
+    for c in std::iter::once(&TOTALS).chain(counters()) {
         if let Some(p) = passes {
             c[0].fetch_add(1, Ordering::Relaxed);
             c[1].fetch_add(u64::from(p), Ordering::Relaxed);

@@ -217,9 +217,11 @@ fn a_process_that_exits_while_attached_leaves_its_last_gpu_work_in_the_trace() {
     check_gpu_work(&out, 2);
 }
 
-/// Starts `kreplay replay -p PID ARGS` and returns once its session is open.
+/// Starts `kreplay replay -p PID ARGS` (its debug log on, for the tool's progress lines) and
+/// returns once its session is open.
 fn replay(out: &Path, pid: u32, args: &[&str]) -> (Child, StderrWatch) {
     let mut k = Command::new(kreplay_bin())
+        .env("RUST_LOG", "kreplay_cli::replay=debug")
         .args(["replay", "-o", out.to_str().unwrap(), "-p"])
         .arg(pid.to_string())
         .args(args)
@@ -315,9 +317,22 @@ fn replay_in_a_running_cuda_process_replays_the_named_kernel_n_times_and_changes
     // The next kreplay gets the tool: every launch of its round replayed twice.
     let (k, w) = replay(&out_path("replay-again"), pid, &["--passes", "2"]);
     l.rounds(1);
+    // The tool reports its counts at most every 500 ms, when they changed.
+    std::thread::sleep(Duration::from_millis(1200));
     // SAFETY: a signal to our own child.
     assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
-    let (axpy, _) = replay_ended(k, w);
+    let (axpy, stderr) = replay_ended(k, w);
+    let last = stderr
+        .lines()
+        .rfind(|l| l.contains("replay progress"))
+        .unwrap_or_else(|| panic!("no progress line: {stderr}"));
+    assert!(
+        last.contains(&format!(
+            "replayed={KERNELS_PER_ROUND} passes={}",
+            2 * KERNELS_PER_ROUND
+        )),
+        "{last}"
+    );
     let round = KERNELS_PER_ROUND.to_string();
     assert_eq!(axpy["dispatches"], round, "{axpy:?}");
     assert_eq!(axpy["replayed"], round, "{axpy:?}");

@@ -114,6 +114,9 @@ pub enum Heard {
     Nothing,
     /// The session's `--max-dispatches` replays are written ([`LIMIT`]).
     Limit,
+    /// The replay session's counts: dispatches replayed, passes, ns inside kreplay
+    /// ([`control::PROGRESS`]).
+    Progress([u64; 3]),
     /// The tool closed its end: its session is over.
     Closed,
 }
@@ -169,8 +172,11 @@ impl Session {
             .shutdown(std::net::Shutdown::Write)
             .map_err(io("closing the control channel"))?;
         let mut answer = self.line(DONE_TIMEOUT, "stop")?;
-        // A replay's limit line may still be unread.
-        if answer.as_deref() == Some(LIMIT) {
+        // A replay's limit and progress lines may still be unread.
+        while answer
+            .as_deref()
+            .is_some_and(|l| l == LIMIT || control::parse_progress(l).is_some())
+        {
             answer = self.line(DONE_TIMEOUT, "stop")?;
         }
         match answer.as_deref() {
@@ -192,14 +198,17 @@ impl Session {
     pub fn poll(&mut self, wait: Duration) -> Heard {
         match self.line(wait, "say its replays are done") {
             Ok(Some(l)) if l == LIMIT => Heard::Limit,
-            Ok(Some(l)) => {
-                tracing::debug!(
-                    pid = self.pid,
-                    line = l,
-                    "unexpected line from kreplay-tool"
-                );
-                Heard::Nothing
-            }
+            Ok(Some(l)) => match control::parse_progress(&l) {
+                Some(c) => Heard::Progress(c),
+                None => {
+                    tracing::debug!(
+                        pid = self.pid,
+                        line = l,
+                        "unexpected line from kreplay-tool"
+                    );
+                    Heard::Nothing
+                }
+            },
             // The tool's end closed: its session is over ([`Session::end`] says how).
             Ok(None) => Heard::Closed,
             Err(_) => Heard::Nothing,

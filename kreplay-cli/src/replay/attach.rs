@@ -3,6 +3,7 @@
 //! exit, or the tool saying that the `--max-dispatches` replays are written; the tool's stream
 //! then goes through the same summary as a started command's.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,14 @@ pub fn run(
         (opened.load_pause + opened.entry_pause).as_secs_f64() * 1e3
     );
     let started = Instant::now();
+    // The progress line, redrawn in place on a terminal as the tool reports its counts.
+    let terminal = std::io::stderr().is_terminal();
+    let mut shown = false;
+    let clear = |shown: &mut bool| {
+        if std::mem::take(shown) {
+            eprint!("\r\x1b[K");
+        }
+    };
     loop {
         if quick_exit::first_seen()
             || duration.is_some_and(|d| started.elapsed() >= d)
@@ -53,7 +62,21 @@ pub fn run(
         }
         match session.poll(Duration::from_millis(20)) {
             Heard::Nothing => {}
+            Heard::Progress(c) => {
+                tracing::debug!(
+                    pid,
+                    replayed = c[0],
+                    passes = c[1],
+                    inside_ns = c[2],
+                    "replay progress"
+                );
+                if terminal {
+                    eprint!("\r\x1b[K{}", crate::replay::progress::line(c));
+                    shown = true;
+                }
+            }
             Heard::Limit => {
+                clear(&mut shown);
                 if let Some(n) = settings.max_dispatches {
                     eprintln!("kreplay: process {pid}: {n} dispatches replayed (--max-dispatches)");
                 }
@@ -62,6 +85,7 @@ pub fn run(
             Heard::Closed => break,
         }
     }
+    clear(&mut shown);
     session
         .end()
         .with_context(|| format!("ending the session with process {pid}"))
