@@ -17,11 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kreplay_common::replay_config::ReplaySettings;
-use kreplay_common::stream::{Dispatch, monotonic_ns as now_ns};
+use kreplay_common::stream::monotonic_ns as now_ns;
 
 use super::backend::CudaBackend;
 use super::ffi::*;
-use super::launch::kernel_name;
+use super::launch::{kernel_name, record_dispatch};
 use super::launch_call::Launch;
 use super::state::{CudaTool, cuda_tool};
 use crate::cupti::callbacks::{self, CallbackData, DOMAIN_DRIVER_API, SITE_ENTER};
@@ -316,33 +316,8 @@ impl Job {
         let submit = now_ns();
         let mut marks = Marks::default();
         self.replay(t, device, corr, &mut marks);
-        let l = &self.launch;
-        let (grid, block, stream) = l.geometry();
-        // On this kreplay thread, outside the callback: the driver names the device.
-        super::devices::announce(device, kreplay_common::stream::queue_ids::HANDLE);
-        crate::record::global().record(
-            Dispatch {
-                pid: self.app.0,
-                tid: self.app.1,
-                agent: device,
-                queue: stream,
-                kernel: name,
-                correlation: corr,
-                kernel_object: l.function() as u64,
-                grid,
-                workgroup: block,
-                submit_ns: submit,
-                start_ns: if marks.first_start == 0 {
-                    submit
-                } else {
-                    marks.first_start
-                },
-                end_ns: now_ns(),
-                group_segment: l.shared_mem(),
-                private_segment: 0,
-            }
-            .into(),
-        );
+        // On this kreplay thread, outside the callback.
+        record_dispatch(&self.launch, self.app, device, name, corr, submit, &marks);
         t.engine.replay_recorded(&marks);
     }
 

@@ -106,15 +106,34 @@ unsafe fn replay_launch(
     let mut marks = Marks::default();
     // SAFETY: caller's contract.
     let result = unsafe { replay_or_decline(t, l, device, corr, &mut marks, ran) };
+    let thread = (crate::record::current_pid(), crate::record::current_tid());
+    record_dispatch(l, thread, device, name, corr, submit, &marks);
+    t.engine.replay_recorded(&marks);
+    result
+}
+
+/// Records the dispatch of launch `l` that `thread` (pid, tid) made on `device`, replayed or
+/// run once: taken at `submit`, its first pass started as `marks` say, ended now. The device
+/// is described first, which may ask the driver its name: never call this inside a CUPTI
+/// callback.
+pub(crate) fn record_dispatch(
+    l: &Launch,
+    (pid, tid): (u32, u32),
+    device: u64,
+    kernel: String,
+    corr: u64,
+    submit: u64,
+    marks: &Marks,
+) {
     let (grid, block, stream) = l.geometry();
     crate::cuda::devices::announce(device, kreplay_common::stream::queue_ids::HANDLE);
     crate::record::global().record(
         Dispatch {
-            pid: crate::record::current_pid(),
-            tid: crate::record::current_tid(),
+            pid,
+            tid,
             agent: device,
             queue: stream,
-            kernel: name,
+            kernel,
             correlation: corr,
             kernel_object: l.function() as u64,
             grid,
@@ -131,8 +150,6 @@ unsafe fn replay_launch(
         }
         .into(),
     );
-    t.engine.replay_recorded(&marks);
-    result
 }
 
 /// The replay proper; `marks` gets the first pass's start and the progress to count.
