@@ -1,5 +1,6 @@
 //! Integration-test helpers: locating built binaries, building C test programs, privilege checks.
 
+pub mod attach_session;
 pub mod replay_table;
 pub mod rounds;
 pub mod stderr_watch;

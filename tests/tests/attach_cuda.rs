@@ -6,13 +6,13 @@
 //! leaves the tool stopped (a later attach finds it free); `kreplay replay -p PID` replays a
 //! named kernel mid-loop through the stand-in CUPTI's launch callbacks; the program's output
 //! is the bare run's in every case. The real CUPTI is exercised on the H200 by `tests/gpu/attach.sh`.
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use kreplay_tests::attach_session::{interrupt, replay, replay_ended, stop, trace_gpu as attach};
 use kreplay_tests::rounds::Rounds;
-use kreplay_tests::stderr_watch::StderrWatch;
 use kreplay_tests::trace_json::{end, gpu_groups, slice_at, slices_on, ts};
 use kreplay_tests::{cuda_sim, decode_trace, kreplay_bin, require_root, scratch};
 
@@ -42,29 +42,6 @@ fn out_path(name: &str) -> PathBuf {
     let out = scratch("attach_cuda").join(format!("{name}.pftrace"));
     let _ = std::fs::remove_file(&out);
     out
-}
-
-/// Starts `kreplay trace -p PID --gpu` and returns once it traces.
-fn attach(out: &Path, pid: u32) -> (Child, StderrWatch) {
-    let mut k = Command::new(kreplay_bin())
-        .args(["trace", "--gpu", "-o", out.to_str().unwrap(), "-p"])
-        .arg(pid.to_string())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut watch = StderrWatch::new(&mut k);
-    watch.wait_for("kreplay: tracing pid");
-    (k, watch)
-}
-
-/// Stops kreplay with SIGINT, as Ctrl-C does; returns its stderr.
-fn stop(mut k: Child, watch: StderrWatch) -> String {
-    // SAFETY: a signal to our own child.
-    assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
-    let status = k.wait().unwrap();
-    let stderr = watch.finish();
-    assert!(status.success(), "{stderr}");
-    stderr
 }
 
 /// Checks that the trace holds the GPU work of exactly `rounds` rounds, each kernel and copy
@@ -217,46 +194,6 @@ fn a_process_that_exits_while_attached_leaves_its_last_gpu_work_in_the_trace() {
     check_gpu_work(&out, 2);
 }
 
-/// Starts `kreplay replay -p PID ARGS` (its debug log on, for the tool's progress lines) and
-/// returns once its session is open.
-fn replay(out: &Path, pid: u32, args: &[&str]) -> (Child, StderrWatch) {
-    let mut k = Command::new(kreplay_bin())
-        .env("RUST_LOG", "kreplay_cli::replay=debug")
-        .args(["replay", "-o", out.to_str().unwrap(), "-p"])
-        .arg(pid.to_string())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut watch = StderrWatch::new(&mut k);
-    watch.wait_for(&format!("kreplay: process {pid}: replaying"));
-    (k, watch)
-}
-
-/// Waits (up to 60 s) for `replay -p` to end; returns its table's columns for `axpy_inplace`
-/// and its stderr.
-fn replay_ended(mut k: Child, watch: StderrWatch) -> (HashMap<String, String>, String) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while k.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            k.kill().unwrap();
-            panic!("replay -p did not end: {}", watch.finish());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut stdout = String::new();
-    std::io::Read::read_to_string(&mut k.stdout.take().unwrap(), &mut stdout).unwrap();
-    let status = k.wait().unwrap();
-    let stderr = watch.finish();
-    assert!(status.success(), "{stderr}");
-    let mut cols = kreplay_tests::replay_table::columns(&stdout);
-    let axpy = cols
-        .remove("axpy_inplace")
-        .unwrap_or_else(|| panic!("{stdout}\n{stderr}"));
-    (axpy, stderr)
-}
-
 #[test]
 fn replay_in_a_running_cuda_process_replays_the_named_kernel_n_times_and_changes_nothing() {
     require_root!();
@@ -280,7 +217,7 @@ fn replay_in_a_running_cuda_process_replays_the_named_kernel_n_times_and_changes
     let first = out_path("replay");
     let (k, w) = replay(&first, pid, &args);
     l.rounds(1);
-    let (axpy, stderr) = replay_ended(k, w);
+    let (axpy, stderr) = replay_ended(k, w, "axpy_inplace");
     // The replays' device named by the driver, the workers' stream by its handle (0: the
     // default stream); each snapshot, taken before its dispatch's first pass, on the stream's
     // replay track.
@@ -319,9 +256,8 @@ fn replay_in_a_running_cuda_process_replays_the_named_kernel_n_times_and_changes
     l.rounds(1);
     // The tool reports its counts at most every 500 ms, when they changed.
     std::thread::sleep(Duration::from_millis(1200));
-    // SAFETY: a signal to our own child.
-    assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
-    let (axpy, stderr) = replay_ended(k, w);
+    interrupt(&k);
+    let (axpy, stderr) = replay_ended(k, w, "axpy_inplace");
     let last = stderr
         .lines()
         .rfind(|l| l.contains("replay progress"))

@@ -6,10 +6,10 @@
 //! the next kreplay; the program's output is a bare run's. A program started without the
 //! opt-in is refused in one line and the tool is not loaded into it.
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
+use kreplay_tests::attach_session::{interrupt, replay, replay_ended, stop, trace_gpu as attach};
 use kreplay_tests::rounds::Rounds;
-use kreplay_tests::stderr_watch::StderrWatch;
 use kreplay_tests::trace_json::{gpu_groups, slices_on};
 use kreplay_tests::{
     build_hip_program, decode_trace, kreplay_bin, make_sim, require_root, scratch,
@@ -50,27 +50,6 @@ fn out_path(name: &str) -> PathBuf {
     let out = scratch("attach_hsa").join(format!("{name}.pftrace"));
     let _ = std::fs::remove_file(&out);
     out
-}
-
-fn attach(out: &Path, pid: u32) -> (Child, StderrWatch) {
-    let mut k = Command::new(kreplay_bin())
-        .args(["trace", "--gpu", "-o", out.to_str().unwrap(), "-p"])
-        .arg(pid.to_string())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut watch = StderrWatch::new(&mut k);
-    watch.wait_for("kreplay: tracing pid");
-    (k, watch)
-}
-
-fn stop(mut k: Child, watch: StderrWatch) -> String {
-    // SAFETY: a signal to our own child.
-    assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
-    let status = k.wait().unwrap();
-    let stderr = watch.finish();
-    assert!(status.success(), "{stderr}");
-    stderr
 }
 
 /// The trace holds the kernels and copies of exactly `rounds` rounds, with the GPU's times and
@@ -166,54 +145,6 @@ fn an_hsa_process_started_without_the_opt_in_is_refused_in_one_line_and_left_alo
     r.finish();
 }
 
-/// Starts `kreplay replay -p PID ARGS` and returns once its session is open.
-fn replay(out: &Path, pid: u32, args: &[&str]) -> (Child, StderrWatch) {
-    let mut k = Command::new(kreplay_bin())
-        .args(["replay", "-o", out.to_str().unwrap(), "-p"])
-        .arg(pid.to_string())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut watch = StderrWatch::new(&mut k);
-    watch.wait_for(&format!("kreplay: process {pid}: replaying"));
-    (k, watch)
-}
-
-/// Stops `replay -p` with SIGINT; returns its stdout's table columns of `fill`.
-fn stop_replay(k: Child, watch: StderrWatch) -> std::collections::HashMap<String, String> {
-    // SAFETY: a signal to our own child.
-    assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGINT) }, 0);
-    replay_ended(k, watch).0
-}
-
-/// Waits (up to 60 s) for `replay -p` to end; returns its table columns of `fill` and its
-/// stderr.
-fn replay_ended(
-    mut k: Child,
-    watch: StderrWatch,
-) -> (std::collections::HashMap<String, String>, String) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while k.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            k.kill().unwrap();
-            panic!("replay -p did not end: {}", watch.finish());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let mut stdout = String::new();
-    std::io::Read::read_to_string(&mut k.stdout.take().unwrap(), &mut stdout).unwrap();
-    let status = k.wait().unwrap();
-    let stderr = watch.finish();
-    assert!(status.success(), "{stderr}");
-    let mut cols = kreplay_tests::replay_table::columns(&stdout);
-    let fill = cols
-        .remove("fill")
-        .unwrap_or_else(|| panic!("{stdout}\n{stderr}"));
-    (fill, stderr)
-}
-
 #[test]
 fn replay_in_an_opted_in_hsa_process_replays_the_named_kernel_n_times_and_changes_nothing() {
     require_root!();
@@ -230,7 +161,8 @@ fn replay_in_an_opted_in_hsa_process_replays_the_named_kernel_n_times_and_change
     ];
     let (k, w) = replay(&out_path("replay"), r.pid(), &args);
     r.rounds(2);
-    let fill = stop_replay(k, w);
+    interrupt(&k);
+    let (fill, _) = replay_ended(k, w, "fill");
     // The session ends once the 4th replay is written, during the second round: the round's
     // dispatches after it may or may not be in the trace.
     let seen: usize = fill["dispatches"].parse().unwrap();
@@ -255,7 +187,7 @@ fn replay_in_an_opted_in_hsa_process_replays_the_named_kernel_n_times_and_change
         ],
     );
     r.rounds(1);
-    let (fill, stderr) = replay_ended(k, w);
+    let (fill, stderr) = replay_ended(k, w, "fill");
     assert_eq!(fill["dispatches"], max);
     assert_eq!(fill["replayed"], max);
     assert_eq!(fill["passes"], "2");
@@ -274,7 +206,8 @@ fn replay_in_an_opted_in_hsa_process_replays_the_named_kernel_n_times_and_change
     drop(w);
     let (k, w) = replay(&out_path("replay-again"), r.pid(), &["--passes", "2"]);
     r.rounds(1);
-    let fill = stop_replay(k, w);
+    interrupt(&k);
+    let (fill, _) = replay_ended(k, w, "fill");
     assert_eq!(fill["dispatches"], LAUNCHES.to_string());
     assert_eq!(fill["replayed"], LAUNCHES.to_string());
     assert_eq!(fill["passes"], "2");
