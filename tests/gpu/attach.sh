@@ -31,7 +31,8 @@ median_ms() { awk -v a="$2" -v b="$3" '$1=="step" && $2>=a && $2<b {print $8}' "
 "$PY" -u tests/gpu/train_loop.py "$STEPS" > "$OUT/bare.out" 2> "$OUT/bare.err" || { echo "FAIL bare run"; tail "$OUT/bare.err"; exit 1; }
 
 # 2. The same loop with three kreplays attached one after another.
-"$PY" -u tests/gpu/train_loop.py "$STEPS" > "$OUT/attached.out" 2> "$OUT/attached.err" &
+# SEGV_REPORT: a crash reporter to preload into the loop (tests/gpu/segv_report.c).
+LD_PRELOAD=${SEGV_REPORT:-} "$PY" -u tests/gpu/train_loop.py "$STEPS" > "$OUT/attached.out" 2> "$OUT/attached.err" &
 TP=$!
 wait_steps() { for _ in $(seq 1 3000); do [ "$(steps_done "$OUT/attached.out")" -ge "$1" ] && return 0; kill -0 $TP 2>/dev/null || return 1; sleep 0.05; done; return 1; }
 wait_steps "$WARM" || { echo "FAIL train_loop did not start"; tail "$OUT/attached.err"; exit 1; }

@@ -50,6 +50,11 @@ pub struct Cupti {
     /// `cuptiSubscribe`, `cuptiEnableCallback` and `cuptiUnsubscribe`: the callback API
     /// (`None` where the library lacks one of them).
     pub callbacks: Option<CallbackEntries>,
+    /// `cuptiActivityEnableDriverApi(cbid, enable)`: one driver call's API records on or off
+    /// (CUPTI 12.5 and later).
+    pub enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
+    /// `cuptiActivityEnableRuntimeApi(cbid, enable)`: one runtime call's, likewise.
+    pub enable_runtime_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
 }
 
 /// The callback API's entries (cupti_callbacks.h).
@@ -197,6 +202,15 @@ impl Cupti {
                     })
                 }
             })(),
+            // SAFETY: CUPTI's entries of these names, with the signatures of the fields they go
+            // into (cupti_activity.h); both are absent from CUPTI before 12.5.
+            enable_driver_api: unsafe { lib.get(b"cuptiActivityEnableDriverApi") }
+                .ok()
+                .map(|s| *s),
+            // SAFETY: as above.
+            enable_runtime_api: unsafe { lib.get(b"cuptiActivityEnableRuntimeApi") }
+                .ok()
+                .map(|s| *s),
             path,
             _lib: lib,
         })

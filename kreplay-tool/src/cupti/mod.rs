@@ -8,7 +8,8 @@
 //! (`cuptiActivityRegisterTimestampCallback` with CLOCK_MONOTONIC; without it, an offset
 //! measured from `cuptiGetTimestamp`), asks for system thread ids, and enables concurrent
 //! kernel, memcpy, memset, and runtime and driver API records: the API records give each GPU
-//! record its thread and submit time ([`activity`]). CUPTI hands filled buffers to
+//! record its thread and submit time ([`activity`]); those of calls that launch no GPU work
+//! are turned off ([`quiet`]). CUPTI hands filled buffers to
 //! [`buffer_complete`] on its own thread, which writes `Dispatch` and `GpuCopy` records through
 //! the tool's recorder, each device they name described once before them (a `GpuDevice`: its
 //! ordinal and the driver's `cuDeviceGetName`, read on a thread of the tool's own, never inside
@@ -25,6 +26,7 @@
 pub mod activity;
 pub mod api;
 pub mod callbacks;
+pub mod quiet;
 
 use core::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
@@ -117,12 +119,13 @@ pub fn start() -> Result<(), CuptiError> {
             });
         }
     }
+    let silenced = quiet::silence(&s.cupti);
     *on = true;
     ENABLED_AT.store(
         kreplay_common::stream::monotonic_ns(),
         std::sync::atomic::Ordering::Relaxed,
     );
-    tracing::debug!(path = %s.cupti.path.display(), "CUPTI activity on");
+    tracing::debug!(path = %s.cupti.path.display(), silenced, "CUPTI activity on");
     #[cfg(target_arch = "x86_64")]
     crate::cuda::devices::read_names_in_background();
     crate::record::global();
