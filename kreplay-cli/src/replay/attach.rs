@@ -27,7 +27,7 @@ pub fn run(
 ) -> Result<()> {
     if crate::attach::maps_cuda(pid as i32).unwrap_or(false) {
         eprintln!(
-            "kreplay: warning: replay in a running CUDA process is new: one of three H200 runs ended with the process crashing, cause not found yet (docs/attach.md)"
+            "kreplay: warning: replay in a running CUDA process is new: one of five H200 runs that reached it ended with the process crashing, cause not found yet (docs/attach.md)"
         );
     }
     let (mut session, opened) = crate::attach::open(pid as i32, lib, settings)
