@@ -48,6 +48,7 @@ API(CUresult, cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t))
 API(CUresult, cuLaunchKernel, (H, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, H, void **, void **))
 API(CUresult, cuGraphLaunch, (H, H))
 API(CUresult, cuCtxSynchronize, (void))
+API(CUresult, cuCtxGetCurrent, (H *))
 API(CUresult, cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))
 API(CUresult, cuMemCreate, (unsigned long long *, size_t, const void *, unsigned long long))
 API(CUresult, cuMemMap, (CUdeviceptr, size_t, size_t, unsigned long long, unsigned long long))
@@ -65,6 +66,7 @@ static void load(void) {
   GET(cuModuleGetGlobal_v2, "cuModuleGetGlobal"); GET(cuMemAlloc_v2, "cuMemAlloc"); GET(cuMemFree_v2, "cuMemFree");
   GET(cuMemAllocAsync, "cuMemAllocAsync"); GET(cuMemcpyHtoD_v2, "cuMemcpyHtoD"); GET(cuMemcpyDtoH_v2, "cuMemcpyDtoH");
   GET(cuLaunchKernel, "cuLaunchKernel"); GET(cuGraphLaunch, "cuGraphLaunch"); GET(cuCtxSynchronize, "cuCtxSynchronize");
+  GET(cuCtxGetCurrent, "cuCtxGetCurrent");
   GET(cuMemAddressReserve, "cuMemAddressReserve"); GET(cuMemCreate, "cuMemCreate"); GET(cuMemMap, "cuMemMap");
   GET(cuMemSetAccess, "cuMemSetAccess"); GET(cuModuleUnload, "cuModuleUnload");
 }
@@ -198,6 +200,9 @@ int main(int argc, char **argv) {
       struct { H f; void *params[8]; } g = { fn, { &dy, &dx, &a, &n } };
       CK(C(cuGraphLaunch)(&g, 0));
     } else {
+      // Asks for the current context first, as cudart does before each launch.
+      H ctx;
+      CK(C(cuCtxGetCurrent)(&ctx));
       CK(C(cuLaunchKernel)(fn, N / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
       if (!strcmp(c, "twice")) CK(C(cuLaunchKernel)(fn, N / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
     }

@@ -13,7 +13,8 @@
 // "KRSim CUDA Device").
 // cuInit loads CUDA_INJECTION64_PATH's library once and calls its InitializeInjection, as the
 // real driver does; a stand-in CUPTI (libcupti.c) sees each launch and copy through
-// fakecuda_observe, and each cuLaunchKernel call's entry and exit through fakecuda_api_hook
+// fakecuda_observe (and each cuCtxGetCurrent, a call that launches nothing), and each
+// cuLaunchKernel call's entry and exit through fakecuda_api_hook
 // (CUPTI's driver-API callbacks: the call's parameters as cuLaunchKernel_params lays them out).
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -87,7 +88,7 @@ static const struct { const char *name; Impl run; } known[] = {
 // What the stand-in CUPTI is told of each launch and copy: the call's start, the work's start
 // and end, on the clock it gave.
 typedef struct {
-  int what; /* 0 kernel, 1 copy */
+  int what; /* 0 kernel, 1 copy, 2 cuCtxGetCurrent (no GPU work) */
   const char *name;
   unsigned grid[3], block[3], shm;
   unsigned long long stream;
@@ -153,7 +154,16 @@ CUresult cuDeviceGetName(char *name, int len, int dev) {
   snprintf(name, (size_t)len, "%s", n ? n : "KRSim CUDA Device");
   return OK;
 }
-CUresult cuCtxGetCurrent(void **c) { *c = (void *)0x1; return OK; }
+CUresult cuCtxGetCurrent(void **c) {
+  unsigned long long api = OBS_NOW();
+  *c = (void *)0x1;
+  if (observer) {
+    FakeActivity a = { .what = 2, .api_start = api };
+    a.end = obs_clock();
+    observer(&a);
+  }
+  return OK;
+}
 CUresult cuCtxSynchronize(void) { return OK; }
 CUresult cuCtxSetCurrent(void *c) { return c == (void *)0x1 || !c ? OK : E_INVALID_VALUE; }
 CUresult cuStreamIsCapturing(void *s, unsigned *st) { (void)s; *st = 0; return OK; }

@@ -15,6 +15,9 @@
 // FAKECUPTI_RUNTIME_SPAN_NS=N (each call is reported as a library's own copy of cudart
 // reports it, as cuBLAS's is: a RUNTIME record holding the work's correlation id and spanning N
 // ns more on each side than the driver call it made, and no DRIVER record for that call).
+// Per-call filters (cuptiActivityEnableDriverApi, cuptiActivityEnableRuntimeApi): the driver's
+// cuCtxGetCurrent (304), which launches nothing, makes a DRIVER record unless turned off;
+// FAKECUPTI_REPORT=1 prints at exit how many such calls were made and recorded.
 // The callback API's part kreplay uses (cupti_callbacks.h): one subscriber at a time
 // (cuptiSubscribe, cuptiUnsubscribe), cuptiEnableCallback on the driver domain's cuLaunchKernel
 // (307), the only call the driver reports (fakecuda_api_hook); the subscriber's function gets a
@@ -120,9 +123,22 @@ static void put(const void *rec, size_t n) {
   records++;
 }
 
+static uint8_t driver_off[1024], runtime_off[1024];
+static unsigned long quiet_calls, quiet_records;
+
 static void observe(const FakeActivity *a) {
   pthread_mutex_lock(&mu);
   uint32_t corr = next_corr++;
+  if (a->what == 2) {
+    quiet_calls++;
+    if (enabled[KIND_DRIVER] && !driver_off[304]) {
+      Api r = { KIND_DRIVER, 304, a->api_start, a->end, (uint32_t)getpid(), (uint32_t)gettid(), corr, 0 };
+      put(&r, sizeof r);
+      quiet_records++;
+    }
+    pthread_mutex_unlock(&mu);
+    return;
+  }
   if (a->what == 0 && enabled[KIND_CONCURRENT_KERNEL]) {
     Kernel k;
     memset(&k, 0, sizeof k);
@@ -188,6 +204,20 @@ CUptiResult cuptiActivityDisable(uint32_t kind) {
   enabled[kind] = 0;
   pthread_mutex_unlock(&mu);
   return SUCCESS;
+}
+CUptiResult cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t enable) {
+  if (cbid >= sizeof driver_off) return ERROR_INVALID_PARAMETER;
+  driver_off[cbid] = !enable;
+  return SUCCESS;
+}
+CUptiResult cuptiActivityEnableRuntimeApi(uint32_t cbid, uint8_t enable) {
+  if (cbid >= sizeof runtime_off) return ERROR_INVALID_PARAMETER;
+  runtime_off[cbid] = !enable;
+  return SUCCESS;
+}
+__attribute__((destructor)) static void report(void) {
+  if (getenv("FAKECUPTI_REPORT"))
+    fprintf(stderr, "fakecupti: %lu of %lu cuCtxGetCurrent calls recorded\n", quiet_records, quiet_calls);
 }
 CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, void **record) {
   uint8_t *at;

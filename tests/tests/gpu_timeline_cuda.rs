@@ -3,8 +3,8 @@
 //! driver's injection library: the kernel and copies on their stream's tracks, named as Nsight
 //! Systems names them (`GPU 0: NAME`, `stream 7`), with flows from their calls and times inside
 //! them, CUPTI's clock mapped when its timestamp callback cannot be registered, a device the
-//! driver cannot name named by its ordinal, and an unusable CUPTI said once with the API trace
-//! kept. The real CUPTI is
+//! driver cannot name named by its ordinal, an unusable CUPTI said once with the API trace
+//! kept, and no API record for a call that launches nothing. The real CUPTI is
 //! exercised on the H200 by `tests/gpu/gpu_timeline.sh`.
 use std::path::PathBuf;
 use std::process::Command;
@@ -111,6 +111,18 @@ fn cupti_records_put_the_kernel_and_copies_on_their_stream_with_flows_from_their
     check_timeline(&d, DEVICE_NAME);
     assert!(
         stderr.contains("GPU time per kernel (1 kernels,"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_call_that_launches_nothing_leaves_no_api_record() {
+    require_root!();
+    // The program's one cuCtxGetCurrent, made while the activity is on: the tool turned its
+    // records off (kreplay-tool/src/cupti/quiet.rs).
+    let (_, stderr) = trace("cupti-quiet", &[("FAKECUPTI_REPORT", "1")]);
+    assert!(
+        stderr.contains("fakecupti: 0 of 1 cuCtxGetCurrent calls recorded"),
         "{stderr}"
     );
 }

@@ -151,6 +151,7 @@ pub fn stop() {
             tracing::warn!("kreplay: disabling CUPTI {name} records: {e}");
         }
     }
+    quiet::restore(&s.cupti);
     // SAFETY: a plain CUPTI call; buffers come back through buffer_complete.
     unsafe { (s.cupti.flush_all)(FLUSH_FORCED) };
     let rest = s.joiner.lock().unwrap_or_else(|p| p.into_inner()).finish();

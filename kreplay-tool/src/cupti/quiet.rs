@@ -19,6 +19,16 @@ pub const RUNTIME: [u32; 4] = [10, 11, 17, 317];
 /// Turns the records of [`DRIVER`] and [`RUNTIME`] calls off (after their kinds were enabled).
 /// Returns how many CUPTI accepted; a CUPTI without the entries accepts none.
 pub fn silence(c: &Cupti) -> usize {
+    set_all(c, 0)
+}
+
+/// Turns them on again (when a session stops: CUPTI's settings are the process's, and another
+/// tool may use CUPTI after kreplay).
+pub fn restore(c: &Cupti) {
+    set_all(c, 1);
+}
+
+fn set_all(c: &Cupti, enable: u8) -> usize {
     let mut n = 0;
     for (entry, cbids) in [
         (c.enable_driver_api, &DRIVER[..]),
@@ -27,7 +37,7 @@ pub fn silence(c: &Cupti) -> usize {
         let Some(f) = entry else { continue };
         for &cbid in cbids {
             // SAFETY: a plain CUPTI call with a callback id of its domain.
-            if unsafe { f(cbid, 0) } == 0 {
+            if unsafe { f(cbid, enable) } == 0 {
                 n += 1;
             }
         }
