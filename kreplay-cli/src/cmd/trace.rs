@@ -3,7 +3,7 @@
 use std::{
     io::IsTerminal,
     path::{Path, PathBuf},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result};
@@ -20,8 +20,9 @@ use kreplay_cli::{
     quick_exit,
     trace::{
         attach::Attacher,
+        discover::RuntimeLib,
         finish::{self, EndOptions},
-        gpu_attach, gpu_env,
+        gpu_attach, gpu_env, nvtx,
         plan::{self, Plan, Request},
         record,
         session::Target,
@@ -162,6 +163,55 @@ fn request(args: &TraceArgs) -> Request {
     }
 }
 
+/// The probes loaded and attached, and the target started (a command, paused) or named.
+struct Ready {
+    probes: Probes,
+    cost: Option<ProgramCost>,
+    attacher: Attacher,
+    target: Target,
+    child: Option<Launched>,
+    armed: setup::Armed,
+}
+
+/// Loads the probes, starts a `-- CMD` paused, and attaches the probes for the target.
+fn ready_probes(
+    args: &TraceArgs,
+    plan: &Plan,
+    maps: &[(&'static str, u32)],
+    pid_libs: &[(u32, Vec<RuntimeLib>)],
+    paths: &Paths,
+    gpu_tool: Option<&Path>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Ready> {
+    let t = Instant::now();
+    let mut probes = Probes::load_with(maps, plan.follow)?;
+    let loaded = t.elapsed();
+    let cost = args
+        .bpf_stats
+        .then(|| ProgramCost::start(Programs::Record))
+        .flatten();
+    let mut attacher = Attacher::default();
+    let (target, child) = setup::start_command(plan, &paths.dir, gpu_tool)?;
+    let armed = setup::arm(
+        plan,
+        &target,
+        pid_libs,
+        &mut probes,
+        &mut attacher,
+        &paths.dir,
+        rt,
+    )?;
+    tracing::debug!(?loaded, armed = ?t.elapsed() - loaded, "probes ready");
+    Ok(Ready {
+        probes,
+        cost,
+        attacher,
+        target,
+        child,
+        armed,
+    })
+}
+
 /// Runs `kreplay trace`; returns the exit code.
 pub fn run(args: TraceArgs) -> Result<u8> {
     let plan = Plan::check(request(&args), Path::exists)?;
@@ -185,31 +235,53 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         (EVENTS_MAP, plan.ringbuf_bytes),
         (THREADS_MAP, plan.thread_slots),
     ];
-    let mut probes = Probes::load_with(&maps, plan.follow)?;
-    let cost = args
-        .bpf_stats
-        .then(|| ProgramCost::start(Programs::Record))
-        .flatten();
-    let mut attacher = Attacher::default();
     let paths = Paths::create(output)?;
-    let (target, child) = setup::start_command(&plan, &paths.dir, gpu_tool.as_deref())?;
-    let armed = setup::arm(
-        &plan,
-        &target,
-        &pid_libs,
-        &mut probes,
-        &mut attacher,
-        &paths.dir,
-        &rt,
-    )?;
-    // `-p PID --gpu`: the running processes get kreplay-tool, probed from now on. Before the
-    // kernel names are read ahead (every mapped library's symbols: gigabytes of them in a
-    // PyTorch process), which the GPU timeline need not wait for.
-    let gpu_sessions = match (&target, &gpu_tool) {
-        (Target::Pids(pids), Some(tool)) => {
-            gpu_attach::open_all(pids, tool, &paths.dir, args.quiet)
+    // `-p PID --gpu`: the running processes get kreplay-tool on a thread of its own while the
+    // probes load and attach (most of kreplay's start-up), so the GPU timeline begins as soon
+    // as the tool is in; launches made before the probes are in have GPU slices without a
+    // launch slice. The kernel names are read ahead after both (every mapped library's
+    // symbols: gigabytes of them in a PyTorch process), which the GPU timeline need not wait
+    // for.
+    let gpu_pids = match (&plan.mode, &gpu_tool) {
+        (plan::Mode::Pids(pids), Some(tool)) => Some((pids.as_slice(), tool.as_path())),
+        _ => None,
+    };
+    let (ready, gpu_sessions) = std::thread::scope(|s| {
+        let gpu = gpu_pids.map(|(pids, tool)| {
+            s.spawn(|| gpu_attach::open_all(pids, tool, &paths.dir, args.quiet))
+        });
+        let ready = ready_probes(
+            &args,
+            &plan,
+            &maps,
+            &pid_libs,
+            &paths,
+            gpu_tool.as_deref(),
+            &rt,
+        );
+        let sessions = gpu.map_or_else(Vec::new, |h| {
+            h.join().unwrap_or_else(|_| {
+                eprintln!("kreplay: --gpu: attaching kreplay-tool failed; tracing API calls only");
+                Vec::new()
+            })
+        });
+        (ready, sessions)
+    });
+    let Ready {
+        mut probes,
+        cost,
+        mut attacher,
+        target,
+        child,
+        armed,
+    } = match ready {
+        Ok(r) => r,
+        Err(e) => {
+            // The tools stop and close their streams before the directory goes.
+            gpu_attach::end_all(gpu_sessions, &paths.dir, true);
+            out_file::remove_own(&paths.dir, &nvtx::tool_streams(&paths.dir));
+            return Err(e);
         }
-        _ => Vec::new(),
     };
     let kernels = setup::kernel_names(&target);
     // This thread drains the ring; the traced command was started above, so it keeps its own
