@@ -111,13 +111,20 @@ cut -d' ' -f1-6 "$OUT/bare.out" | grep '^step ' > "$OUT/bare.loss"
 cut -d' ' -f1-6 "$OUT/attached.out" | grep '^step ' > "$OUT/attached.loss"
 check loss_steps "$(wc -l < "$OUT/attached.loss")" "$STEPS"
 if cmp -s "$OUT/bare.loss" "$OUT/attached.loss"; then echo "PASS loss_bits_identical"; else echo "FAIL loss_bits_identical"; diff "$OUT/bare.loss" "$OUT/attached.loss" | head -5; fails=$((fails+1)); fi
+# Each window side by side with the bare run's same steps: the machine's drift over a run
+# (clocks, other tenants) shows in both, what kreplay leaves behind only in the attached one.
+window() {
+  local a b
+  a=$(median_ms "$OUT/attached.out" "$2" "$3"); b=$(median_ms "$OUT/bare.out" "$2" "$3")
+  echo "RESULT step_ms_$1 attached $a bare $b ratio $(awk -v a="$a" -v b="$b" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "none"}') steps $2-$3"
+}
 echo "RESULT step_ms_bare $(median_ms "$OUT/bare.out" "$WARM" "$STEPS")"
-echo "RESULT step_ms_before $(median_ms "$OUT/attached.out" 50 "$a0")"
-echo "RESULT step_ms_while $(median_ms "$OUT/attached.out" "$((a0 + 5))" "$a1")"
-echo "RESULT step_ms_after $(median_ms "$OUT/attached.out" "$((a1 + 5))" "$((a1 + 100))")"
-echo "RESULT step_ms_while_replay $(median_ms "$OUT/attached.out" "$r0" "$r1")"
-echo "RESULT step_ms_after_replay $(median_ms "$OUT/attached.out" "$((r1 + 20))" "$r2")"
-echo "RESULT step_ms_end $(median_ms "$OUT/attached.out" "$c1" "$STEPS")"
+window before 50 "$a0"
+window while "$((a0 + 5))" "$a1"
+window after "$((a1 + 5))" "$((a1 + 100))"
+window while_replay "$r0" "$r1"
+window after_replay "$((r1 + 20))" "$r2"
+window end "$c1" "$STEPS"
 echo "RESULT steps_while_attached $((a1 - a0))"
 rm -rf "$OUT"/killed.pftrace.streams
 echo "failures: $fails"

@@ -25,8 +25,9 @@
 //! runtime launch or copy spends nearly all of its time in that driver call. Any probed call of
 //! the thread within the runtime call's span is part of it, so the middle finds either the
 //! runtime call itself (when its library is probed) or the driver call inside it. API and GPU
-//! records may arrive in different buffers: a GPU record waits [`MAX_AGE`] buffers for its call,
-//! then goes out without it.
+//! records may arrive in different buffers (a thread's API records can come a flush after the
+//! kernels they launched): GPU records go out in the order they came, each once its call is
+//! known or [`MAX_WAIT_NS`] after it came without it.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -43,8 +44,9 @@ pub const KIND_RUNTIME: u32 = 5;
 /// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`.
 pub const KIND_CONCURRENT_KERNEL: u32 = 10;
 
-/// Buffers a GPU record waits for its API record.
-pub const MAX_AGE: u32 = 2;
+/// How long a GPU record waits for its API record after its buffer came: the records of every
+/// thread reach kreplay at each periodic flush (200 ms), so this spans two of them.
+pub const MAX_WAIT_NS: u64 = 500_000_000;
 /// API records remembered for GPU records still to come.
 const MAX_CALLS: usize = 1 << 18;
 
@@ -167,12 +169,17 @@ pub struct Joiner {
     /// Each call's thread and the submit time of what it caused.
     calls: HashMap<u32, (u32, u64)>,
     order: VecDeque<u32>,
-    pending: Vec<(Activity, u32)>,
+    /// GPU records in arrival order, each with the time its buffer came.
+    pending: VecDeque<(Activity, u64)>,
+    /// GPU records given out without their API call.
+    unlinked: u64,
 }
 
 impl Joiner {
-    /// Takes the records of one completed buffer; returns the GPU records ready to write.
-    pub fn buffer(&mut self, acts: impl IntoIterator<Item = Activity>) -> Vec<Record> {
+    /// Takes the records of one completed buffer, handed over at `now` (ns); returns the GPU
+    /// records ready to write, in the order they arrived: each once its call is known, or
+    /// [`MAX_WAIT_NS`] after it came without it; one still waiting holds back those behind it.
+    pub fn buffer(&mut self, acts: impl IntoIterator<Item = Activity>, now: u64) -> Vec<Record> {
         for a in acts {
             match a {
                 Activity::Api {
@@ -196,41 +203,51 @@ impl Joiner {
                         self.calls.remove(&old);
                     }
                 }
-                gpu => self.pending.push((gpu, 0)),
+                gpu => self.pending.push_back((gpu, now)),
             }
         }
         let mut out = Vec::new();
-        let mut keep = Vec::new();
-        for (a, age) in self.pending.drain(..) {
-            let corr = match &a {
-                Activity::Kernel(d) => d.correlation as u32,
-                Activity::Copy(c) => c.correlation as u32,
-                Activity::Api { .. } => continue,
-            };
-            match self.calls.get(&corr) {
-                Some(&call) => out.push(linked(a, Some(call))),
-                None if age + 1 >= MAX_AGE => out.push(linked(a, None)),
-                None => keep.push((a, age + 1)),
+        while let Some((a, came)) = self.pending.front() {
+            let call = self.calls.get(&correlation(a)).copied();
+            if call.is_none() && now.saturating_sub(*came) < MAX_WAIT_NS {
+                break;
             }
+            let (a, _) = self.pending.pop_front().expect("front exists");
+            out.push(self.linked(a, call));
         }
-        self.pending = keep;
         out
     }
 
     /// Every GPU record still waiting, with its call when known (the last flush).
     pub fn finish(&mut self) -> Vec<Record> {
-        let calls = &self.calls;
-        self.pending
-            .drain(..)
-            .map(|(a, _)| {
-                let corr = match &a {
-                    Activity::Kernel(d) => d.correlation as u32,
-                    Activity::Copy(c) => c.correlation as u32,
-                    Activity::Api { .. } => 0,
-                };
-                linked(a, calls.get(&corr).copied())
+        let rest: Vec<Activity> = self.pending.drain(..).map(|(a, _)| a).collect();
+        rest.into_iter()
+            .map(|a| {
+                let call = self.calls.get(&correlation(&a)).copied();
+                self.linked(a, call)
             })
             .collect()
+    }
+
+    /// GPU records given out so far without their API call.
+    pub fn unlinked(&self) -> u64 {
+        self.unlinked
+    }
+
+    fn linked(&mut self, a: Activity, call: Option<(u32, u64)>) -> Record {
+        if call.is_none() {
+            self.unlinked += 1;
+        }
+        linked(a, call)
+    }
+}
+
+/// The correlation id of a GPU record (0 for an API record, which never waits).
+fn correlation(a: &Activity) -> u32 {
+    match a {
+        Activity::Kernel(d) => d.correlation as u32,
+        Activity::Copy(c) => c.correlation as u32,
+        Activity::Api { correlation, .. } => *correlation,
     }
 }
 
@@ -337,8 +354,8 @@ mod tests {
         );
         let mut j = Joiner::default();
         // The kernel's buffer comes before its call's: it waits.
-        assert_eq!(j.buffer([k, c]), []);
-        let out = j.buffer([a]);
+        assert_eq!(j.buffer([k, c], 0), []);
+        let out = j.buffer([a], 1);
         assert_eq!(
             out[0],
             Dispatch {
@@ -359,9 +376,12 @@ mod tests {
             }
             .into()
         );
-        // The copy's call never came: it goes out after MAX_AGE buffers, unlinked.
+        // The copy's call has not come: it waits, until MAX_WAIT_NS after its buffer came.
+        assert_eq!(out.len(), 1);
+        assert_eq!(j.buffer([], MAX_WAIT_NS - 1), []);
+        assert_eq!(j.unlinked(), 0);
         assert_eq!(
-            out[1..],
+            j.buffer([], MAX_WAIT_NS),
             [GpuCopy {
                 pid: 9,
                 tid: 0,
@@ -376,6 +396,7 @@ mod tests {
             }
             .into()]
         );
+        assert_eq!(j.unlinked(), 1);
         assert_eq!(j.finish(), []);
         let unknown = rec(99, 16, &[]);
         // SAFETY: a 16-byte record.
@@ -425,14 +446,35 @@ mod tests {
     #[test]
     fn a_driver_calls_work_is_submitted_at_its_start_a_runtime_calls_at_its_middle() {
         let mut j = Joiner::default();
-        let out = j.buffer([
-            api(60, 7, 1000, 2000, false),
-            api(61, 7, 1100, 1200, true),
-            api(70, 8, 1600, 1701, false),
-            kernel(60),
-            kernel(61),
-            kernel(70),
-        ]);
+        let out = j.buffer(
+            [
+                api(60, 7, 1000, 2000, false),
+                api(61, 7, 1100, 1200, true),
+                api(70, 8, 1600, 1701, false),
+                kernel(60),
+                kernel(61),
+                kernel(70),
+            ],
+            0,
+        );
         assert_eq!(submits(&out), [(7, 1500), (7, 1100), (8, 1650)]);
+    }
+
+    #[test]
+    fn a_call_whose_record_comes_buffers_later_still_links_and_order_is_kept() {
+        let mut j = Joiner::default();
+        // Kernels 80 and 81 come first; only 81's call is in the same buffer.
+        assert_eq!(
+            j.buffer([kernel(80), kernel(81), api(81, 7, 4000, 4100, true)], 0),
+            []
+        );
+        // Buffers of other threads go by; 81 stays behind 80, which waits.
+        assert_eq!(j.buffer([api(90, 9, 100, 200, true)], 1_000), []);
+        assert_eq!(j.buffer([], 300_000_000), []);
+        // 80's call comes three buffers later, within MAX_WAIT_NS: both go out, in order.
+        let out = j.buffer([api(80, 8, 3000, 3100, true)], 400_000_000);
+        assert_eq!(submits(&out), [(8, 3000), (7, 4000)]);
+        assert_eq!(j.unlinked(), 0);
+        assert_eq!(j.finish(), []);
     }
 }

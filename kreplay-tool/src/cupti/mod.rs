@@ -154,7 +154,13 @@ pub fn stop() {
     quiet::restore(&s.cupti);
     // SAFETY: a plain CUPTI call; buffers come back through buffer_complete.
     unsafe { (s.cupti.flush_all)(FLUSH_FORCED) };
-    let rest = s.joiner.lock().unwrap_or_else(|p| p.into_inner()).finish();
+    let mut joiner = s.joiner.lock().unwrap_or_else(|p| p.into_inner());
+    let rest = joiner.finish();
+    tracing::debug!(
+        unlinked = joiner.unlinked(),
+        "GPU records whose API call CUPTI did not report in time, so far"
+    );
+    drop(joiner);
     record_all(rest);
     *on = false;
 }
@@ -280,7 +286,7 @@ unsafe extern "C" fn buffer_complete(
             .joiner
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .buffer(acts);
+            .buffer(acts, kreplay_common::stream::monotonic_ns());
         record_all(out);
     }));
     if !buf.is_null() {
