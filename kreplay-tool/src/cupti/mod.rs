@@ -154,15 +154,19 @@ pub fn stop() {
     quiet::restore(&s.cupti);
     // SAFETY: a plain CUPTI call; buffers come back through buffer_complete.
     unsafe { (s.cupti.flush_all)(FLUSH_FORCED) };
+    record_all(finish_joins(s));
+    *on = false;
+}
+
+/// Every GPU record still waiting for its call; logs how many went out without theirs.
+fn finish_joins(s: &State) -> Vec<Record> {
     let mut joiner = s.joiner.lock().unwrap_or_else(|p| p.into_inner());
     let rest = joiner.finish();
     tracing::debug!(
         unlinked = joiner.unlinked(),
         "GPU records whose API call CUPTI did not report in time, so far"
     );
-    drop(joiner);
-    record_all(rest);
-    *on = false;
+    rest
 }
 
 /// The CUPTI this process uses, loaded (and its activity buffer callbacks registered) once.
@@ -232,8 +236,7 @@ extern "C" fn exit_flush() {
         if let Some(s) = STATE.get() {
             // SAFETY: a plain CUPTI call; buffers come back through buffer_complete.
             unsafe { (s.cupti.flush_all)(FLUSH_FORCED) };
-            let rest = s.joiner.lock().unwrap_or_else(|p| p.into_inner()).finish();
-            record_all(rest);
+            record_all(finish_joins(s));
         }
     });
 }

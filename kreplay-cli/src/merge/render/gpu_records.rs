@@ -22,7 +22,19 @@ impl<W: Write> Renderer<W> {
             .or_else(|| self.hold.flow_from_launch(dpid, d.tid, d.submit_ns));
         match flow {
             Some(_) => self.stats.flows += 1,
-            None => self.stats.unmatched_dispatches += 1,
+            None => {
+                self.stats.unmatched_dispatches += 1;
+                // tid 0: the tool never learnt the launching thread.
+                tracing::debug!(
+                    pid = dpid,
+                    tid = d.tid,
+                    correlation = d.correlation,
+                    submit_ns = d.submit_ns,
+                    merged_at = now,
+                    kernel = %d.kernel,
+                    "a dispatch with no launch call held on its thread at its submit time"
+                );
+            }
         }
         let names = &self.process_names;
         let pname = |pid: u32| process_label(names, pid);
