@@ -25,6 +25,8 @@ use std::time::Instant;
 
 /// Set while a session runs (its thread exists).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// How long the first CUDA session waits for a launch callback while priming CUPTI's callbacks.
+const PRIME_WAIT: Duration = Duration::from_millis(100);
 /// How long the CLI has to send its settings once connected.
 const SETTINGS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a replay session with `--max-dispatches` looks whether its replays are done.
@@ -151,6 +153,12 @@ fn apply(s: &ReplaySettings) -> Result<(), String> {
     if hsa {
         return crate::hsa::attach::start(s);
     }
+    // CUPTI 13 on the H200 crashed the process (a fault inside libcupti, in cuLaunchKernel's
+    // callback) when its first callback subscriber, a replay session's, came after an activity
+    // session: in 5 of 7 runs of a trace then a replay. A subscriber before the first activity
+    // never did (2 runs with a replay first, 5 with this priming). So the first session of a
+    // process subscribes until one launch callback has run (or 100 ms), before anything else.
+    crate::cupti::callbacks::prime(PRIME_WAIT);
     if s.passes.is_some_and(|p| p > 1) {
         // As under `kreplay replay -- CMD`: the replay's own records, no CUPTI activity.
         return crate::cuda::attached::start(s);

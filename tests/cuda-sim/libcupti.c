@@ -18,6 +18,9 @@
 // Per-call filters (cuptiActivityEnableDriverApi, cuptiActivityEnableRuntimeApi): the driver's
 // cuCtxGetCurrent (304), which launches nothing, makes a DRIVER record unless turned off;
 // FAKECUPTI_REPORT=1 prints at exit how many such calls were made and recorded.
+// FAKECUPTI_ORDER_FILE=path: the first cuptiActivityEnable writes there how many
+// cuptiSubscribe calls came before it (the real CUPTI 13 crashed a process whose first
+// subscriber came after its activity records had been on: docs/attach.md).
 // The callback API's part kreplay uses (cupti_callbacks.h): one subscriber at a time
 // (cuptiSubscribe, cuptiUnsubscribe), cuptiEnableCallback on the driver domain's cuLaunchKernel
 // (307), the only call the driver reports (fakecuda_api_hook); the subscriber's function gets a
@@ -189,9 +192,20 @@ CUptiResult cuptiActivityRegisterTimestampCallback(uint64_t (*f)(void)) {
 }
 CUptiResult cuptiSetThreadIdType(uint32_t type) { return type <= 1 ? SUCCESS : ERROR_INVALID_PARAMETER; }
 CUptiResult cuptiGetTimestamp(uint64_t *t) { *t = now(); return SUCCESS; }
+static unsigned long subscribes;
 CUptiResult cuptiActivityEnable(uint32_t kind) {
   if (getenv("FAKECUPTI_BUSY")) return ERROR_MULTIPLE_SUBSCRIBERS;
   if (kind >= 64) return ERROR_INVALID_PARAMETER;
+  static int told;
+  const char *order = getenv("FAKECUPTI_ORDER_FILE");
+  if (order && !__atomic_exchange_n(&told, 1, __ATOMIC_SEQ_CST)) {
+    FILE *f = fopen(order, "w");
+    if (f) {
+      fprintf(f, "first cuptiActivityEnable after %lu cuptiSubscribe\n",
+              __atomic_load_n(&subscribes, __ATOMIC_SEQ_CST));
+      fclose(f);
+    }
+  }
   enabled[kind] = 1;
   void (*obs)(void (*)(const FakeActivity *), unsigned long long (*)(void)) =
       (void (*)(void (*)(const FakeActivity *), unsigned long long (*)(void)))dlsym(RTLD_DEFAULT, "fakecuda_observe");
@@ -285,6 +299,7 @@ CUptiResult cuptiSubscribe(void **subscriber, CallbackFunc fn, void *userdata) {
   pthread_mutex_lock(&mu);
   if (subscribed || getenv("FAKECUPTI_BUSY")) { pthread_mutex_unlock(&mu); return ERROR_MULTIPLE_SUBSCRIBERS; }
   subscribed = 1;
+  __atomic_add_fetch(&subscribes, 1, __ATOMIC_SEQ_CST);
   sub.fn = fn, sub.userdata = userdata, sub.launch_on = 0;
   *subscriber = &sub;
   pthread_mutex_unlock(&mu);

@@ -23,11 +23,17 @@ const COPIES_PER_ROUND: usize = 6;
 
 /// The `loop` program, started.
 fn start_loop() -> Rounds {
+    start_loop_with(&[])
+}
+
+/// The `loop` program, started with `env` added.
+fn start_loop_with(env: &[(&str, &Path)]) -> Rounds {
     let sim = cuda_sim("attach-cuda");
     let mut c = Command::new(&sim.linked);
     c.arg("loop")
         .env("LD_LIBRARY_PATH", &sim.dir)
-        .env_remove("CUDA_INJECTION64_PATH");
+        .env_remove("CUDA_INJECTION64_PATH")
+        .envs(env.iter().copied());
     Rounds::start(c)
 }
 
@@ -117,6 +123,29 @@ fn attached_mid_loop_then_again_the_trace_holds_exactly_the_rounds_run_meanwhile
     assert_eq!(l.finish(), want);
     check_gpu_work(&first, 2);
     check_gpu_work(&second, 1);
+}
+
+#[test]
+fn the_first_session_subscribes_to_cuptis_callbacks_before_it_turns_activity_on() {
+    require_root!();
+    // The real CUPTI 13 crashed processes whose first callback subscriber (a replay session's)
+    // came after an activity session; the tool subscribes once, first.
+    let order = scratch("attach_cuda").join("cupti-order");
+    let _ = std::fs::remove_file(&order);
+    let want = bare(3);
+    let mut l = start_loop_with(&[("FAKECUPTI_ORDER_FILE", &order)]);
+    l.rounds(1);
+    let out = out_path("order");
+    let (k, w) = attach(&out, l.pid());
+    l.rounds(1);
+    stop(k, w);
+    l.rounds(1);
+    assert_eq!(l.finish(), want);
+    assert_eq!(
+        std::fs::read_to_string(&order).unwrap(),
+        "first cuptiActivityEnable after 1 cuptiSubscribe\n"
+    );
+    check_gpu_work(&out, 1);
 }
 
 #[test]
@@ -242,7 +271,7 @@ fn replay_in_a_running_cuda_process_replays_the_named_kernel_n_times_and_changes
         "{stderr}"
     );
     assert!(
-        stderr.starts_with("kreplay: warning: replay in a running CUDA process is new: "),
+        stderr.starts_with("kreplay: warning: CUPTI 13 has crashed processes whose first CUPTI callback subscriber came after"),
         "{stderr}"
     );
     // Killed with SIGKILL mid-session: the tool stops replaying on its own.

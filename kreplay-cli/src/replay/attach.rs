@@ -27,7 +27,7 @@ pub fn run(
 ) -> Result<()> {
     if crate::attach::maps_cuda(pid as i32).unwrap_or(false) {
         eprintln!(
-            "kreplay: warning: replay in a running CUDA process is new: one of five H200 runs that reached it ended with the process crashing, cause not found yet (docs/attach.md)"
+            "kreplay: warning: CUPTI 13 has crashed processes whose first CUPTI callback subscriber came after CUPTI's activity records had been on; kreplay subscribes first in its own first session, but a profiler that ran earlier in this process (torch.profiler, Nsight Systems) may have left that state (docs/attach.md)"
         );
     }
     let (mut session, opened) = crate::attach::open(pid as i32, lib, settings)

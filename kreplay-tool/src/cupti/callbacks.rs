@@ -99,6 +99,30 @@ pub fn unsubscribe() {
     }
 }
 
+/// Launch callbacks seen by [`prime`]'s subscription.
+static PRIMED_CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+unsafe extern "C" fn count_call(_: *mut c_void, _: u32, _: u32, _: *const c_void) {
+    PRIMED_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Subscribes to the launch callbacks until one has run (or `wait` is up), then unsubscribes;
+/// once per process, before CUPTI's activity records are first enabled in it
+/// ([`crate::attach`] says why). A failure (another subscriber) is left to the session.
+pub fn prime(wait: std::time::Duration) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if subscribe(count_call).is_err() {
+            return;
+        }
+        let t = std::time::Instant::now();
+        while PRIMED_CALLS.load(std::sync::atomic::Ordering::Relaxed) == 0 && t.elapsed() < wait {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        unsubscribe();
+    });
+}
+
 fn entries(c: &super::api::Cupti) -> Result<CallbackEntries, CuptiError> {
     c.callbacks.ok_or_else(|| CuptiError::Symbol {
         path: c.path.display().to_string(),
