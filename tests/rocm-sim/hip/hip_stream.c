@@ -7,7 +7,7 @@
 
 #include "hip_internal.h"
 
-#define KRHIP_MAX_CACHED 64
+#define KRHIP_MAX_CACHED 1024
 
 static hipError_t stream_create(int device, unsigned flags, bool is_null, hipStream_t* out) {
   hipStream_t s = calloc(1, sizeof(*s));

@@ -73,7 +73,13 @@ static void* copy_main(void* unused) {
         pthread_mutex_unlock(&g_c_mu);
         if (empty) break;
       }
-      sim_signal_wait_any_change(2000000ull);
+      /* Nothing ready: with jobs queued, their dependencies are signals, so any change may
+       * free one; with none, only a new job (a kick) can. */
+      pthread_mutex_lock(&g_c_mu);
+      bool queued = g_c_head != NULL;
+      pthread_mutex_unlock(&g_c_mu);
+      if (queued) sim_signal_wait_any_change(2000000ull);
+      else sim_signal_wait_idle(2000000ull);
       continue;
     }
     uint64_t start = sim_now_ns();
@@ -101,7 +107,7 @@ void sim_copy_engine_start(void) {
 void sim_copy_engine_stop(void) {
   if (!atomic_load(&g_c_running)) return;
   atomic_store(&g_c_stop, true);
-  sim_signal_notify();
+  sim_signal_kick();
   pthread_join(g_c_thread, NULL);
   atomic_store(&g_c_running, false);
 }
@@ -132,7 +138,7 @@ hsa_status_t sim_hsa_amd_memory_async_copy(void* dst, hsa_agent_t dst_agent, con
   g_c_tail = j;
   pthread_mutex_unlock(&g_c_mu);
   /* Wake the engine (it waits on the shared signal condvar). */
-  sim_signal_notify();
+  sim_signal_kick();
   return HSA_STATUS_SUCCESS;
 }
 

@@ -1,6 +1,10 @@
 /* dispatch.c - the "compute units": KRSIM_WORKERS threads that run kernel workgroups.
  * Each dispatch becomes a job; workers claim workgroups from the oldest unfinished job, so
- * with more than one worker the workgroups of a kernel (and of unordered kernels) race. */
+ * with more than one worker the workgroups of a kernel (and of unordered kernels) race.
+ * KRSIM_INLINE_DISPATCH=1 instead runs each dispatch's workgroups, one after another, on the
+ * thread of the queue that launched it: no hand-off per dispatch, so a launch loop measures
+ * what sits around the runtime (a tool) rather than the simulator's own thread switches;
+ * kernels of different queues then run at the same time. */
 #include "sim.h"
 
 typedef struct sim_job {
@@ -99,6 +103,24 @@ void sim_workers_stop(void) {
   g_w_count = 0;
 }
 
+/* Runs job j's workgroups on this thread, then finishes it. */
+static void run_inline(sim_job* j) {
+  atomic_store(&j->start_ns, sim_now_ns());
+  for (uint64_t idx = 0; idx < j->total; idx++) {
+    krsim_dispatch d;
+    memset(&d, 0, sizeof d);
+    memcpy(d.grid, j->grid, sizeof d.grid);
+    memcpy(d.workgroup, j->wg, sizeof d.workgroup);
+    d.dims = j->dims;
+    d.group_id[0] = (uint32_t)(idx % j->ngroups[0]);
+    d.group_id[1] = (uint32_t)((idx / j->ngroups[0]) % j->ngroups[1]);
+    d.group_id[2] = (uint32_t)(idx / ((uint64_t)j->ngroups[0] * j->ngroups[1]));
+    d.group_segment = group_segment(j->group_size);
+    j->fn(&d, j->kernarg);
+  }
+  finish_job(j);
+}
+
 int sim_dispatch_launch(const hsa_kernel_dispatch_packet_t* pkt,
                         void (*done)(void* ctx, uint64_t start_ns, uint64_t end_ns), void* ctx) {
   const sim_kernel_desc* kd = (const sim_kernel_desc*)(uintptr_t)pkt->kernel_object;
@@ -122,6 +144,10 @@ int sim_dispatch_launch(const hsa_kernel_dispatch_packet_t* pkt,
   j->group_size = pkt->group_segment_size;
   j->on_done = done;
   j->ctx = ctx;
+  if (g_faults.inline_dispatch) {
+    run_inline(j);
+    return 0;
+  }
   pthread_mutex_lock(&g_w_mu);
   if (g_w_tail) g_w_tail->link = j;
   else g_w_head = j;

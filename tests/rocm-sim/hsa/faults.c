@@ -36,6 +36,7 @@ void sim_faults_load(void) {
   if (workers < 1) workers = 1;
   if (workers > 256) workers = 256;
   g_faults.workers = (int)workers;
+  g_faults.inline_dispatch = env_u64("KRSIM_INLINE_DISPATCH", 0) != 0;
   uint64_t mb = env_u64("KRSIM_DEVICE_MEM_MB", 4096);
   if (mb < 16) mb = 16;
   g_faults.device_mem_mb = mb;

@@ -16,6 +16,7 @@
 static pthread_mutex_t g_sig_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_sig_cv;
 static _Atomic int g_sig_waiters;
+static _Atomic int g_idle_waiters; /* sim_signal_wait_idle: woken by kicks and watched signals */
 static pthread_once_t g_sig_once = PTHREAD_ONCE_INIT;
 
 static void sig_init_cv(void) {
@@ -26,18 +27,28 @@ static void sig_init_cv(void) {
   pthread_condattr_destroy(&at);
 }
 
-void sim_signal_notify(void) {
-  if (atomic_load(&g_sig_waiters) == 0) return;
+static void broadcast(void) {
+  pthread_once(&g_sig_once, sig_init_cv);
   pthread_mutex_lock(&g_sig_mu);
   pthread_cond_broadcast(&g_sig_cv);
   pthread_mutex_unlock(&g_sig_mu);
+}
+
+void sim_signal_notify(void) {
+  if (atomic_load(&g_sig_waiters) != 0) broadcast();
+}
+
+void sim_signal_kick(void) {
+  if (atomic_load(&g_sig_waiters) != 0 || atomic_load(&g_idle_waiters) != 0) broadcast();
 }
 
 void sim_signal_changed(sim_signal* s) {
   atomic_fetch_add(&s->seq, 1);
   if (atomic_load(&s->waiters) != 0)
     syscall(SYS_futex, (uint32_t*)&s->seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
-  sim_signal_notify();
+  if (atomic_load(&g_sig_waiters) != 0 ||
+      (atomic_load(&s->watched) != 0 && atomic_load(&g_idle_waiters) != 0))
+    broadcast();
 }
 
 void sim_signal_sub(sim_signal* s, int64_t v) {
@@ -86,6 +97,16 @@ void sim_signal_wait_any_change(uint64_t timeout_ns) {
   atomic_fetch_add(&g_sig_waiters, 1);
   pthread_cond_timedwait(&g_sig_cv, &g_sig_mu, &dl);
   atomic_fetch_sub(&g_sig_waiters, 1);
+  pthread_mutex_unlock(&g_sig_mu);
+}
+
+void sim_signal_wait_idle(uint64_t timeout_ns) {
+  pthread_once(&g_sig_once, sig_init_cv);
+  struct timespec dl = deadline_after(timeout_ns);
+  pthread_mutex_lock(&g_sig_mu);
+  atomic_fetch_add(&g_idle_waiters, 1);
+  pthread_cond_timedwait(&g_sig_cv, &g_sig_mu, &dl);
+  atomic_fetch_sub(&g_idle_waiters, 1);
   pthread_mutex_unlock(&g_sig_mu);
 }
 
@@ -288,52 +309,78 @@ typedef struct sim_handler {
   hsa_amd_signal_handler handler;
   void (*func)(void*);
   void* arg;
+  int64_t value_seen; /* the value that satisfied it, passed to the handler */
   struct sim_handler* next;
 } sim_handler;
 
 static pthread_mutex_t g_h_mu = PTHREAD_MUTEX_INITIALIZER;
-static sim_handler* g_handlers;
+static sim_handler *g_handlers, *g_h_tail; /* in registration order */
 static pthread_t g_h_thread;
 static _Atomic bool g_h_running, g_h_stop;
+
+static void unwatch(const sim_handler* h) {
+  /* The object is never freed (signals are recycled), so a late decrement is harmless. */
+  sim_signal* s = h->func ? NULL : (sim_signal*)(uintptr_t)h->sig.handle;
+  if (s) atomic_fetch_sub(&s->watched, 1);
+}
+
+static void append_locked(sim_handler* h) {
+  h->next = NULL;
+  if (g_h_tail) g_h_tail->next = h;
+  else g_handlers = h;
+  g_h_tail = h;
+}
+
+/* One pass: unlinks every handler whose signal satisfies its condition (and every async
+ * function), runs them in registration order, and puts back those that ask to stay. Returns
+ * how many ran. */
+static int run_ready(void) {
+  sim_handler *ready = NULL, **rtail = &ready;
+  pthread_mutex_lock(&g_h_mu);
+  sim_handler** pp = &g_handlers;
+  sim_handler* last = NULL;
+  while (*pp) {
+    sim_handler* h = *pp;
+    sim_signal* s = h->func ? NULL : sim_signal_from(h->sig);
+    int64_t v = s ? atomic_load(&s->value) : 0;
+    if (h->func || (s && sim_signal_satisfied(v, h->cond, h->value))) {
+      *pp = h->next;
+      h->next = NULL;
+      h->value_seen = v;
+      *rtail = h;
+      rtail = &h->next;
+      continue;
+    }
+    last = h;
+    pp = &h->next;
+  }
+  g_h_tail = last;
+  pthread_mutex_unlock(&g_h_mu);
+  int n = 0;
+  while (ready) {
+    sim_handler* h = ready;
+    ready = h->next;
+    n++;
+    bool keep = false;
+    if (h->func) h->func(h->arg);
+    else keep = h->handler(h->value_seen, h->arg);
+    if (keep && sim_signal_from(h->sig)) {
+      pthread_mutex_lock(&g_h_mu);
+      append_locked(h);
+      pthread_mutex_unlock(&g_h_mu);
+    } else {
+      unwatch(h);
+      free(h);
+    }
+  }
+  return n;
+}
 
 static void* handler_main(void* unused) {
   (void)unused;
   sim_mark_runtime_thread();
-  while (!atomic_load(&g_h_stop)) {
-    bool fired = false;
-    pthread_mutex_lock(&g_h_mu);
-    sim_handler** pp = &g_handlers;
-    sim_handler* run = NULL;
-    int64_t run_value = 0;
-    while (*pp) {
-      sim_handler* h = *pp;
-      sim_signal* s = h->func ? NULL : sim_signal_from(h->sig);
-      int64_t v = s ? atomic_load(&s->value) : 0;
-      if (h->func || (s && sim_signal_satisfied(v, h->cond, h->value))) {
-        *pp = h->next;
-        run = h;
-        run_value = v;
-        break;
-      }
-      pp = &h->next;
-    }
-    pthread_mutex_unlock(&g_h_mu);
-    if (run) {
-      fired = true;
-      bool keep = false;
-      if (run->func) run->func(run->arg);
-      else keep = run->handler(run_value, run->arg);
-      if (keep && sim_signal_from(run->sig)) {
-        pthread_mutex_lock(&g_h_mu);
-        run->next = g_handlers;
-        g_handlers = run;
-        pthread_mutex_unlock(&g_h_mu);
-      } else {
-        free(run);
-      }
-    }
-    if (!fired) sim_signal_wait_any_change(5000000ull);
-  }
+  while (!atomic_load(&g_h_stop))
+    if (run_ready() == 0) sim_signal_wait_idle(5000000ull);
   return NULL;
 }
 
@@ -345,29 +392,26 @@ void sim_handlers_start(void) {
 void sim_handlers_stop(void) {
   if (!atomic_load(&g_h_running)) return;
   atomic_store(&g_h_stop, true);
-  sim_signal_notify();
+  sim_signal_kick();
   pthread_join(g_h_thread, NULL);
   atomic_store(&g_h_running, false);
   pthread_mutex_lock(&g_h_mu);
   while (g_handlers) {
     sim_handler* h = g_handlers;
     g_handlers = h->next;
+    unwatch(h);
     free(h);
   }
+  g_h_tail = NULL;
   pthread_mutex_unlock(&g_h_mu);
 }
 
 static hsa_status_t add_handler(sim_handler* h) {
+  if (!h->func) atomic_fetch_add(&((sim_signal*)(uintptr_t)h->sig.handle)->watched, 1);
   pthread_mutex_lock(&g_h_mu);
-  /* Append so handlers run in registration order. */
-  sim_handler** pp = &g_handlers;
-  while (*pp) pp = &(*pp)->next;
-  h->next = NULL;
-  *pp = h;
+  append_locked(h);
   pthread_mutex_unlock(&g_h_mu);
-  pthread_mutex_lock(&g_sig_mu);
-  pthread_cond_broadcast(&g_sig_cv);
-  pthread_mutex_unlock(&g_sig_mu);
+  sim_signal_kick();
   return HSA_STATUS_SUCCESS;
 }
 

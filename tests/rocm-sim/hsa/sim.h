@@ -120,6 +120,7 @@ typedef struct sim_signal {
   _Atomic uint64_t start_ns, end_ns; /* profiling: last dispatch or copy */
   _Atomic uint32_t seq;     /* bumped on every change; futex word for waiters */
   _Atomic uint32_t waiters; /* threads blocked on seq */
+  _Atomic uint32_t watched; /* async handlers registered on it */
 } sim_signal;
 
 sim_signal* sim_signal_from(hsa_signal_t s);
@@ -129,6 +130,11 @@ int64_t sim_signal_wait(sim_signal* s, hsa_signal_condition_t c, int64_t cmp, ui
                         bool* satisfied);
 /* Wakes global waiters (sim_signal_wait_any_change). */
 void sim_signal_notify(void);
+/* Wakes every global waiter, idle ones too (new work, stopping). */
+void sim_signal_kick(void);
+/* Waits for new work: a kick, or a change of a signal an async handler watches; at most
+ * timeout_ns. A thread with nothing to do waits here, not for every signal change. */
+void sim_signal_wait_idle(uint64_t timeout_ns);
 /* After changing s->value: wakes s's waiters and the global waiters. */
 void sim_signal_changed(sim_signal* s);
 /* Subtracts v (release) and wakes waiters. */
@@ -172,6 +178,7 @@ typedef struct sim_faults {
   uint64_t fail_host_alloc_above; /* 0 = off */
   uint64_t kernel_latency_us, copy_latency_us;
   int gpus, workers;
+  bool inline_dispatch; /* KRSIM_INLINE_DISPATCH=1 */
   uint64_t device_mem_mb;
   bool fault_runtime_threads_only; /* KRSIM_FAULT_SCOPE=runtime */
 } sim_faults;
