@@ -47,6 +47,20 @@ static void finish_job(sim_job* j) {
   free(j);
 }
 
+/* Runs workgroup idx (in x-fastest order) of job j on this thread. */
+static void run_group(sim_job* j, uint64_t idx) {
+  krsim_dispatch d;
+  memset(&d, 0, sizeof d);
+  memcpy(d.grid, j->grid, sizeof d.grid);
+  memcpy(d.workgroup, j->wg, sizeof d.workgroup);
+  d.dims = j->dims;
+  d.group_id[0] = (uint32_t)(idx % j->ngroups[0]);
+  d.group_id[1] = (uint32_t)((idx / j->ngroups[0]) % j->ngroups[1]);
+  d.group_id[2] = (uint32_t)(idx / ((uint64_t)j->ngroups[0] * j->ngroups[1]));
+  d.group_segment = group_segment(j->group_size);
+  j->fn(&d, j->kernarg);
+}
+
 static void* worker_main(void* unused) {
   (void)unused;
   sim_mark_runtime_thread();
@@ -65,16 +79,7 @@ static void* worker_main(void* unused) {
     pthread_mutex_unlock(&g_w_mu);
     uint64_t zero = 0;
     atomic_compare_exchange_strong(&j->start_ns, &zero, sim_now_ns());
-    krsim_dispatch d;
-    memset(&d, 0, sizeof d);
-    memcpy(d.grid, j->grid, sizeof d.grid);
-    memcpy(d.workgroup, j->wg, sizeof d.workgroup);
-    d.dims = j->dims;
-    d.group_id[0] = (uint32_t)(idx % j->ngroups[0]);
-    d.group_id[1] = (uint32_t)((idx / j->ngroups[0]) % j->ngroups[1]);
-    d.group_id[2] = (uint32_t)(idx / ((uint64_t)j->ngroups[0] * j->ngroups[1]));
-    d.group_segment = group_segment(j->group_size);
-    j->fn(&d, j->kernarg);
+    run_group(j, idx);
     if (atomic_fetch_add(&j->done, 1) + 1 == j->total) finish_job(j);
     pthread_mutex_lock(&g_w_mu);
   }
@@ -106,18 +111,7 @@ void sim_workers_stop(void) {
 /* Runs job j's workgroups on this thread, then finishes it. */
 static void run_inline(sim_job* j) {
   atomic_store(&j->start_ns, sim_now_ns());
-  for (uint64_t idx = 0; idx < j->total; idx++) {
-    krsim_dispatch d;
-    memset(&d, 0, sizeof d);
-    memcpy(d.grid, j->grid, sizeof d.grid);
-    memcpy(d.workgroup, j->wg, sizeof d.workgroup);
-    d.dims = j->dims;
-    d.group_id[0] = (uint32_t)(idx % j->ngroups[0]);
-    d.group_id[1] = (uint32_t)((idx / j->ngroups[0]) % j->ngroups[1]);
-    d.group_id[2] = (uint32_t)(idx / ((uint64_t)j->ngroups[0] * j->ngroups[1]));
-    d.group_segment = group_segment(j->group_size);
-    j->fn(&d, j->kernarg);
-  }
+  for (uint64_t idx = 0; idx < j->total; idx++) run_group(j, idx);
   finish_job(j);
 }
 

@@ -89,26 +89,21 @@ static struct timespec deadline_after(uint64_t ns) {
   return ts;
 }
 
-/* Waits for any signal change, at most timeout_ns. */
-void sim_signal_wait_any_change(uint64_t timeout_ns) {
+/* Sleeps on the global condvar, at most timeout_ns, counted in `waiters` meanwhile. */
+static void wait_global(_Atomic int* waiters, uint64_t timeout_ns) {
   pthread_once(&g_sig_once, sig_init_cv);
   struct timespec dl = deadline_after(timeout_ns);
   pthread_mutex_lock(&g_sig_mu);
-  atomic_fetch_add(&g_sig_waiters, 1);
+  atomic_fetch_add(waiters, 1);
   pthread_cond_timedwait(&g_sig_cv, &g_sig_mu, &dl);
-  atomic_fetch_sub(&g_sig_waiters, 1);
+  atomic_fetch_sub(waiters, 1);
   pthread_mutex_unlock(&g_sig_mu);
 }
 
-void sim_signal_wait_idle(uint64_t timeout_ns) {
-  pthread_once(&g_sig_once, sig_init_cv);
-  struct timespec dl = deadline_after(timeout_ns);
-  pthread_mutex_lock(&g_sig_mu);
-  atomic_fetch_add(&g_idle_waiters, 1);
-  pthread_cond_timedwait(&g_sig_cv, &g_sig_mu, &dl);
-  atomic_fetch_sub(&g_idle_waiters, 1);
-  pthread_mutex_unlock(&g_sig_mu);
-}
+/* Waits for any signal change, at most timeout_ns. */
+void sim_signal_wait_any_change(uint64_t timeout_ns) { wait_global(&g_sig_waiters, timeout_ns); }
+
+void sim_signal_wait_idle(uint64_t timeout_ns) { wait_global(&g_idle_waiters, timeout_ns); }
 
 int64_t sim_signal_wait(sim_signal* s, hsa_signal_condition_t c, int64_t cmp, uint64_t timeout_ns,
                         bool* satisfied) {
