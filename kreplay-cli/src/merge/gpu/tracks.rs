@@ -18,6 +18,7 @@ use std::io::Write;
 
 use kreplay_common::stream::{GpuDevice, UNKNOWN_ORDINAL, gpu_runtime, queue_ids};
 
+use super::super::FastMap;
 use super::Gpu;
 use crate::perfetto::{TraceWriter, Track, WriterError, name_hash};
 
@@ -120,13 +121,15 @@ impl Gpu {
         device: Track,
         queue: u64,
     ) -> Result<Track, WriterError> {
-        if let Some(&t) = self.queues.get(&(pid, agent, queue)) {
-            return Ok(t);
-        }
-        let name = queue_name(self.description(pid, agent), queue);
-        let t = w.child_track(device, queue, &name)?;
-        self.queues.insert((pid, agent, queue), t);
-        Ok(t)
+        let desc = &self.descriptions;
+        child_once(
+            &mut self.queues,
+            (pid, agent, queue),
+            w,
+            device,
+            queue,
+            || queue_name(desc.get(&(pid, agent)), queue),
+        )
     }
 
     /// The copy track of `engine` of `agent`, made on first use.
@@ -138,13 +141,16 @@ impl Gpu {
         device: Track,
         engine: u64,
     ) -> Result<Track, WriterError> {
-        if let Some(&t) = self.copy_tracks.get(&(pid, agent, engine)) {
-            return Ok(t);
-        }
-        let name = copy_track_name(self.description(pid, agent), engine);
-        let t = w.child_track(device, copy_key(engine), &name)?;
-        self.copy_tracks.insert((pid, agent, engine), t);
-        Ok(t)
+        let desc = &self.descriptions;
+        let key = (pid, agent, engine);
+        child_once(
+            &mut self.copy_tracks,
+            key,
+            w,
+            device,
+            copy_key(engine),
+            || copy_track_name(desc.get(&(pid, agent)), engine),
+        )
     }
 
     /// The replay track of `queue` of `agent` (track group `device`), made on first use.
@@ -156,15 +162,30 @@ impl Gpu {
         device: Track,
         queue: u64,
     ) -> Result<Track, WriterError> {
+        let desc = &self.descriptions;
         let key = (pid, device.uuid(), queue);
-        if let Some(&t) = self.replay_tracks.get(&key) {
-            return Ok(t);
-        }
-        let name = replay_track_name(self.description(pid, agent), queue);
-        let t = w.child_track(device, !queue, &name)?;
-        self.replay_tracks.insert(key, t);
-        Ok(t)
+        child_once(&mut self.replay_tracks, key, w, device, !queue, || {
+            replay_track_name(desc.get(&(pid, agent)), queue)
+        })
     }
+}
+
+/// The track `map` holds for `key`; on first use a child of `device` under `track_key`, named
+/// by `name`, which is then kept there.
+fn child_once<W: Write, K: std::hash::Hash + Eq>(
+    map: &mut FastMap<K, Track>,
+    key: K,
+    w: &mut TraceWriter<W>,
+    device: Track,
+    track_key: u64,
+    name: impl FnOnce() -> String,
+) -> Result<Track, WriterError> {
+    if let Some(&t) = map.get(&key) {
+        return Ok(t);
+    }
+    let t = w.child_track(device, track_key, &name())?;
+    map.insert(key, t);
+    Ok(t)
 }
 
 #[cfg(test)]
