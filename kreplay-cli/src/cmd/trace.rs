@@ -236,20 +236,25 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         (THREADS_MAP, plan.thread_slots),
     ];
     let paths = Paths::create(output)?;
-    // `-p PID --gpu`: the running processes get kreplay-tool on a thread of its own while the
-    // probes load and attach (most of kreplay's start-up), so the GPU timeline begins as soon
-    // as the tool is in; launches made before the probes are in have GPU slices without a
-    // launch slice. The kernel names are read ahead after both (every mapped library's
-    // symbols: gigabytes of them in a PyTorch process), which the GPU timeline need not wait
-    // for.
+    // While the probes load and attach (most of kreplay's start-up), on threads of their own:
+    // `-p PID --gpu` gives the running processes kreplay-tool, so the GPU timeline begins as
+    // soon as the tool is in (launches made before the probes are in have GPU slices without
+    // a launch slice); and the `-p` processes' kernel names are read ahead (every mapped
+    // library's symbols: gigabytes of them in a PyTorch process), so the rings are drained
+    // from the moment the probes are in, not after that read.
     let gpu_pids = match (&plan.mode, &gpu_tool) {
         (plan::Mode::Pids(pids), Some(tool)) => Some((pids.as_slice(), tool.as_path())),
         _ => None,
     };
-    let (ready, gpu_sessions) = std::thread::scope(|s| {
+    let named = match &plan.mode {
+        plan::Mode::Pids(pids) => Target::Pids(pids.clone()),
+        _ => Target::All,
+    };
+    let (ready, gpu_sessions, kernels) = std::thread::scope(|s| {
         let gpu = gpu_pids.map(|(pids, tool)| {
             s.spawn(|| gpu_attach::open_all(pids, tool, &paths.dir, args.quiet))
         });
+        let names = s.spawn(|| setup::kernel_names(&named));
         let ready = ready_probes(
             &args,
             &plan,
@@ -265,7 +270,9 @@ pub fn run(args: TraceArgs) -> Result<u8> {
                 Vec::new()
             })
         });
-        (ready, sessions)
+        // Unread names are read when a launch needs them.
+        let kernels = names.join().unwrap_or_default();
+        (ready, sessions, kernels)
     });
     let Ready {
         mut probes,
@@ -283,7 +290,6 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             return Err(e);
         }
     };
-    let kernels = setup::kernel_names(&target);
     // This thread drains the ring; the traced command was started above, so it keeps its own
     // priority.
     kreplay_cli::probes::priority::raise_reader_thread();

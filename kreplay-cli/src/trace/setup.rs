@@ -316,7 +316,7 @@ impl Armed {
     }
 }
 
-/// The `-p` targets' mappings as of the attach, read before the status line says tracing has
+/// The `-p` targets' mappings, read while the probes attach, before the status line says tracing has
 /// begun (a target told to go on that line may run and exit at once): a launch drained after
 /// its process exited still finds the file its kernel's address lies in.
 pub fn kernel_names(target: &Target) -> KernelNames {
