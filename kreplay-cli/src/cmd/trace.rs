@@ -246,15 +246,15 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         (plan::Mode::Pids(pids), Some(tool)) => Some((pids.as_slice(), tool.as_path())),
         _ => None,
     };
-    let named = match &plan.mode {
-        plan::Mode::Pids(pids) => Target::Pids(pids.clone()),
-        _ => Target::All,
+    let named: &[u32] = match &plan.mode {
+        plan::Mode::Pids(pids) => pids,
+        _ => &[],
     };
     let (ready, gpu_sessions, kernels) = std::thread::scope(|s| {
         let gpu = gpu_pids.map(|(pids, tool)| {
             s.spawn(|| gpu_attach::open_all(pids, tool, &paths.dir, args.quiet))
         });
-        let names = s.spawn(|| setup::kernel_names(&named));
+        let names = s.spawn(|| setup::kernel_names(named));
         let ready = ready_probes(
             &args,
             &plan,

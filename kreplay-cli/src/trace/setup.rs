@@ -316,18 +316,17 @@ impl Armed {
     }
 }
 
-/// The `-p` targets' mappings, read while the probes attach, before the status line says tracing has
-/// begun (a target told to go on that line may run and exit at once): a launch drained after
-/// its process exited still finds the file its kernel's address lies in.
-pub fn kernel_names(target: &Target) -> KernelNames {
+/// The mappings of the `-p` processes `pids`, and the names in the files they map that register
+/// kernels, read while the probes attach, before the status line says tracing has begun (a
+/// target told to go on that line may run and exit at once): a launch drained after its process
+/// exited still finds the file its kernel's address lies in.
+pub fn kernel_names(pids: &[u32]) -> KernelNames {
     let mut kernels = KernelNames::default();
-    if let Target::Pids(pids) = target {
-        for &pid in pids {
-            kernels.remember(pid);
-            // Read now, with the attach, rather than while the rings wait.
-            let files = kernels.warm(pid);
-            tracing::debug!(pid, files, "kernel names read ahead");
-        }
+    for &pid in pids {
+        kernels.remember(pid);
+        // Read now, with the attach, rather than while the rings wait.
+        let files = kernels.warm(pid);
+        tracing::debug!(pid, files, "kernel names read ahead");
     }
     kernels
 }

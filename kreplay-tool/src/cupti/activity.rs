@@ -242,7 +242,7 @@ impl Joiner {
     }
 }
 
-/// The correlation id of a GPU record (0 for an API record, which never waits).
+/// The correlation id of a record (API records never wait, so only GPU records ask).
 fn correlation(a: &Activity) -> u32 {
     match a {
         Activity::Kernel(d) => d.correlation as u32,
