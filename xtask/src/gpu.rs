@@ -6,7 +6,8 @@
 //! Nsight Compute (`tests/gpu/replay_cost.sh`, `tests/gpu/replay_vs_ncu.sh`), and the GPU
 //! timeline beside torch.profiler (`tests/gpu/gpu_timeline.sh`), and the GPU timeline attached
 //! to a running training loop (`tests/gpu/attach.sh`), and the GPU timeline's track names
-//! (`tests/gpu/track_names.sh`).
+//! (`tests/gpu/track_names.sh`), and a replay after a trace in one running process
+//! (`tests/gpu/trace_then_replay.sh`).
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -84,6 +85,7 @@ pub fn run(build_only: bool) -> Result<()> {
         "tests/gpu/gpu_timeline.sh",
         "tests/gpu/attach.sh",
         "tests/gpu/track_names.sh",
+        "tests/gpu/trace_then_replay.sh",
     ] {
         let st = cmd("bash").arg(script).status()?;
         if !st.success() {
