@@ -179,3 +179,14 @@ fn an_unusable_cupti_is_said_once_and_the_api_trace_stays() {
         .count();
     assert_eq!(launches, 1);
 }
+
+#[test]
+fn with_the_tools_debug_log_on_the_exit_flush_logs_nothing_and_loses_nothing() {
+    require_root!();
+    // The main thread's thread-locals, the log subscriber's among them, are gone when the
+    // exit flush runs: a log event there panicked and abandoned the GPU records still held.
+    let (d, stderr) = trace("cupti-debug", &[("KREPLAY_LOG", "kreplay_tool=debug")]);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("CUPTI activity on"), "{stderr}");
+    check_timeline(&d, DEVICE_NAME);
+}

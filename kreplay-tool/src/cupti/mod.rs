@@ -158,10 +158,15 @@ pub fn stop() {
     *on = false;
 }
 
-/// Every GPU record still waiting for its call; logs how many went out without theirs.
+/// Every GPU record still waiting for its call; logs how many went out without theirs (but not
+/// in the exit flush, where a log event would panic on the subscriber's destroyed
+/// thread-locals and abandon the flush).
 fn finish_joins(s: &State) -> Vec<Record> {
     let mut joiner = s.joiner.lock().unwrap_or_else(|p| p.into_inner());
     let rest = joiner.finish();
+    if crate::record::exiting() {
+        return rest;
+    }
     tracing::debug!(
         unlinked = joiner.unlinked(),
         "GPU records whose API call CUPTI did not report in time, so far"
@@ -232,6 +237,8 @@ fn measure_clock(c: &Cupti) -> Result<crate::hsa::timeline::SystemClock, CuptiEr
 }
 
 extern "C" fn exit_flush() {
+    // From here on nothing logs through `tracing` (record::exiting).
+    crate::record::enter_teardown();
     let _ = std::panic::catch_unwind(|| {
         if let Some(s) = STATE.get() {
             // SAFETY: a plain CUPTI call; buffers come back through buffer_complete.
@@ -325,7 +332,7 @@ fn record_all(out: Vec<Record>) {
 /// began: the delay between turning the timeline on and the first GPU record.
 fn log_first_buffer(acts: &[Activity]) {
     let enabled = ENABLED_AT.swap(0, std::sync::atomic::Ordering::Relaxed);
-    if enabled == 0 {
+    if enabled == 0 || crate::record::exiting() {
         return;
     }
     let ms = |t: u64| t.saturating_sub(enabled) as f64 / 1e6;

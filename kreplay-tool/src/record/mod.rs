@@ -26,7 +26,7 @@ pub use config::{ENV_OUTPUT_DIR, ENV_PER_THREAD, ENV_PER_THREAD_CAP, RecorderCon
 pub use devices::describe_device_once;
 pub use recorder::{DROPS_PER_THREAD, DROPS_SHARED, FlushStats, Recorder, RecorderStats};
 pub use sink::{
-    StreamSink, current_pid, enter_teardown, flush_global, global, install_exit_flush,
+    StreamSink, current_pid, enter_teardown, exiting, flush_global, global, install_exit_flush,
     pause_global_flusher, resume_global_flusher, set_output_dir, start_global_flusher,
 };
 pub use thread_buffer::current_tid;

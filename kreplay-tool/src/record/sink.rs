@@ -186,8 +186,8 @@ pub fn install_exit_flush() -> bool {
 /// handlers run, and a log event would panic and abandon the flush).
 static EXITING: AtomicBool = AtomicBool::new(false);
 
-/// Whether the process is in its exit flush (or the tool is unloading).
-pub(super) fn exiting() -> bool {
+/// Whether the process is in its exit flush (or the tool is unloading): log nothing then.
+pub fn exiting() -> bool {
     EXITING.load(Ordering::Relaxed)
 }
 
