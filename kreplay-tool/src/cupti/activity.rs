@@ -24,7 +24,9 @@
 //! driver's `cuLaunchKernelEx`), and CUPTI gives no record of the driver call it made, but a
 //! runtime launch or copy spends nearly all of its time in that driver call. Any probed call of
 //! the thread within the runtime call's span is part of it, so the middle finds either the
-//! runtime call itself (when its library is probed) or the driver call inside it. API and GPU
+//! runtime call itself (when its library is probed) or the driver call inside it. RUNTIME
+//! records are needed even so: with them off, CUPTI 13 still gives the work the runtime call's
+//! correlation id, which then matches no record (the driver call inside has its own). API and GPU
 //! records may arrive in different buffers (a thread's API records can come a flush after the
 //! kernels they launched): GPU records go out in the order they came, each once its call is
 //! known or [`MAX_WAIT_NS`] after it came without it.
