@@ -10,7 +10,8 @@
 // layered on the driver, fails with 999 and copies nothing; the program's own copies neither
 // count nor fail), FAKECUDA_FAIL_HOST_ALLOC_ABOVE=BYTES (cuMemAllocHost of more fails),
 // FAKECUDA_DEVICE_NAME (what cuDeviceGetName says of the one device, ordinal 0; default
-// "KRSim CUDA Device").
+// "KRSim CUDA Device"), FAKECUDA_KERNEL_US=N (every kernel takes at least N µs),
+// FAKECUDA_FAIL_EVENT_RECORD=1 (cuEventRecord fails).
 // cuInit loads CUDA_INJECTION64_PATH's library once and calls its InitializeInjection, as the
 // real driver does; a stand-in CUPTI (libcupti.c) sees each launch and copy through
 // fakecuda_observe (and each cuCtxGetCurrent, a call that launches nothing), and each
@@ -25,10 +26,17 @@
 #include <link.h>
 #include <stdatomic.h>
 #include <dlfcn.h>
+#include <time.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 enum { OK = 0, E_INVALID_VALUE = 1, E_OOM = 2, E_NOT_FOUND = 500, E_INVALID_HANDLE = 400 };
+
+static unsigned long long mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
 
 #define MAX_ALLOCS 4096
 static struct { CUdeviceptr p; size_t n; int live; } allocs[MAX_ALLOCS];
@@ -343,6 +351,12 @@ static CUresult launch(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned 
   f->grid = gx; f->block = bx;
   unsigned long long start = OBS_NOW();
   f->run(f, params);
+  const char *lat = getenv("FAKECUDA_KERNEL_US");
+  if (lat) {
+    // The kernel's duration on the "GPU": it runs inside the launch call.
+    unsigned long long until = mono_ns() + strtoull(lat, 0, 10) * 1000ull;
+    while (mono_ns() < until) {}
+  }
   if (observer) {
     FakeActivity a = { .what = 0, .name = f->name, .grid = { gx, gy, gz }, .block = { bx, by, bz },
                        .shm = shm, .stream = (unsigned long long)stream, .api_start = api, .start = start };
@@ -351,6 +365,27 @@ static CUresult launch(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned 
   }
   return OK;
 }
+// Events: a timestamp taken when recorded (the kernels before it on the stream have run:
+// they run inside their launch call). FAKECUDA_FAIL_EVENT_RECORD=1 makes cuEventRecord fail
+// with CUDA_ERROR_INVALID_HANDLE.
+typedef struct { unsigned long long ns; int recorded; } Event;
+CUresult cuEventCreate(Event **e, unsigned flags) {
+  (void)flags;
+  *e = calloc(1, sizeof **e);
+  return *e ? OK : E_OOM;
+}
+CUresult cuEventRecord(Event *e, void *stream) {
+  (void)stream;
+  if (!e || getenv("FAKECUDA_FAIL_EVENT_RECORD")) return E_INVALID_HANDLE;
+  e->ns = mono_ns(), e->recorded = 1;
+  return OK;
+}
+CUresult cuEventElapsedTime(float *ms, Event *a, Event *b) {
+  if (!a || !b || !a->recorded || !b->recorded) return E_INVALID_HANDLE;
+  *ms = (float)((double)(b->ns - a->ns) / 1e6);
+  return OK;
+}
+CUresult cuEventDestroy_v2(Event *e) { free(e); return OK; }
 // A "graph" of one kernel node: what the test program captures.
 typedef struct { Func *f; void *params[8]; } Graph;
 // Through cuLaunchKernel's symbol, so a tracer sees the graph launch's kernel as a nested launch.
@@ -373,6 +408,8 @@ static const Entry table[] = {
   { "cuGetProcAddress", cuGetProcAddress_v2 }, { "cuMemAddressReserve", cuMemAddressReserve },
   { "cuMemAddressFree", cuMemAddressFree }, { "cuMemCreate", cuMemCreate }, { "cuMemRelease", cuMemRelease },
   { "cuMemMap", cuMemMap }, { "cuMemUnmap", cuMemUnmap }, { "cuMemSetAccess", cuMemSetAccess },
+  { "cuEventCreate", cuEventCreate }, { "cuEventRecord", cuEventRecord },
+  { "cuEventElapsedTime", cuEventElapsedTime }, { "cuEventDestroy", cuEventDestroy_v2 },
 };
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status) {
   (void)ver; (void)flags;

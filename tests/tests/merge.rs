@@ -178,6 +178,7 @@ fn write_run(dir: &Path) {
             end_ns: 3300,
             pid: 0,
             tid: 0,
+            gpu_ns: 0,
         }
         .into(),
         Restore {
@@ -205,6 +206,7 @@ fn write_run(dir: &Path) {
             end_ns: 4900,
             pid: 0,
             tid: 0,
+            gpu_ns: 0,
         }
         .into(),
         Nondeterministic {
@@ -246,6 +248,7 @@ fn write_run(dir: &Path) {
             end_ns: 7100,
             pid: 0,
             tid: 0,
+            gpu_ns: 0,
         }
         .into(),
         // Submitted by a thread kreplay did not probe: no launch slice, no flow.

@@ -81,6 +81,7 @@ fn tool_records(tid: u32) -> Vec<Record> {
             end_ns: 300,
             pid: PID,
             tid,
+            gpu_ns: 0,
         }
         .into(),
         Restore {
@@ -108,6 +109,7 @@ fn tool_records(tid: u32) -> Vec<Record> {
             end_ns: 500,
             pid: PID,
             tid,
+            gpu_ns: 0,
         }
         .into(),
     ]

@@ -249,6 +249,21 @@ fn with_probes_one_replay_run_yields_one_trace_with_the_driver_calls_and_the_pas
         3,
         "{gpu:?}"
     );
+    // Each pass slice (the host's span) carries the GPU's own time of it, which fits inside.
+    let passes: Vec<&serde_json::Value> = d["slices"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|s| s.as_array().unwrap())
+        .filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("pass ")))
+        .collect();
+    assert_eq!(passes.len(), 3);
+    for p in passes {
+        let gpu_us = p["args"]["gpu_us"]["double"].as_f64().expect("gpu_us");
+        let span_us =
+            (kreplay_tests::trace_json::end(p) - kreplay_tests::trace_json::ts(p)) as f64 / 1e3;
+        assert!(gpu_us > 0.0 && gpu_us <= span_us, "{p}");
+    }
 }
 
 #[test]
@@ -266,4 +281,47 @@ fn device_memory_kept_between_replays_is_given_back_when_the_program_needs_it() 
         assert_eq!(app, plain, "{program:?}");
         assert_eq!(rows["axpy_inplace"]["replayed"], "1", "{rows:?}");
     }
+}
+
+#[test]
+fn each_pass_is_timed_on_the_gpu_by_events_and_goes_untimed_when_they_fail() {
+    let (_, linked, _) = built();
+    let json = scratch("cuda-sim").join("timed.json");
+    let flags = ["--passes", "5", "--json", json.to_str().unwrap()];
+    let kernel_row = || -> serde_json::Value {
+        let text = std::fs::read_to_string(&json).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.contains("\"kind\":\"kernel\"") && l.contains("axpy_inplace"))
+            .unwrap();
+        serde_json::from_str(line).unwrap()
+    };
+    // Every kernel takes at least 2 ms on the stand-in's "GPU".
+    let slow = [("FAKECUDA_KERNEL_US", "2000")];
+    let (app, rows) = split(&run(linked, &["inplace"], Some(&flags), &slow));
+    assert_eq!(app, "y_sum 40952.0\n");
+    assert_eq!(rows["axpy_inplace"]["time"], "gpu", "{rows:?}");
+    let k = kernel_row();
+    let (gpu, host) = (&k["pass_gpu_ns"], &k["pass_ns"]);
+    assert_eq!(gpu["passes"], 5, "{k}");
+    let ns = |v: &serde_json::Value, f: &str| v[f].as_u64().unwrap();
+    // The events bracket the kernel alone; the host's span also holds the launch and the wait.
+    assert!(ns(gpu, "min") >= 2_000_000, "{k}");
+    assert!(ns(gpu, "max") <= ns(host, "max"), "{k}");
+    assert!(ns(gpu, "median") <= ns(host, "median"), "{k}");
+    // The table shows the GPU's times (µs, one decimal).
+    assert_eq!(
+        rows["axpy_inplace"]["median_us"],
+        format!("{:.1}", ns(gpu, "median") as f64 / 1e3)
+    );
+
+    // Events that cannot be recorded: the passes still run, timed by the host.
+    let failing = [("FAKECUDA_FAIL_EVENT_RECORD", "1")];
+    let (app, rows) = split(&run(linked, &["inplace"], Some(&flags), &failing));
+    assert_eq!(app, "y_sum 40952.0\n");
+    let r = &rows["axpy_inplace"];
+    assert_eq!((r["passes"].as_str(), r["time"].as_str()), ("5", "host"));
+    let k = kernel_row();
+    assert_eq!(k["pass_gpu_ns"], serde_json::Value::Null, "{k}");
+    assert_eq!(k["pass_ns"]["median"].as_u64().map(|v| v > 0), Some(true));
 }

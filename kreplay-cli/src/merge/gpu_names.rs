@@ -24,6 +24,7 @@ pub struct GpuNames {
     pub(super) queue: AnnotationName,
     pub(super) direction: AnnotationName,
     pub(super) gbps: AnnotationName,
+    pub(super) gpu_us: AnnotationName,
     /// The chunked-restore fields of snapshot and restore slices.
     pub chunk: super::replay_args::ChunkNames,
 }
@@ -49,6 +50,7 @@ impl GpuNames {
             queue: w.annotation_name("queue"),
             direction: w.annotation_name("direction"),
             gbps: w.annotation_name("GB/s"),
+            gpu_us: w.annotation_name("gpu_us"),
             chunk: super::replay_args::ChunkNames::new(w),
         }
     }
@@ -92,9 +94,10 @@ impl GpuNames {
         v
     }
 
-    /// `pass` and `correlation` of a replay pass.
-    pub fn pass_args(&self, pass: u32, correlation: u64) -> [Annotation<'static>; 2] {
-        [
+    /// `pass` and `correlation` of a replay pass, and `gpu_us`, the GPU's own time of it, where
+    /// it was measured.
+    pub fn pass_args(&self, pass: u32, correlation: u64, gpu_ns: u64) -> Vec<Annotation<'static>> {
+        let mut a = vec![
             Annotation {
                 name: self.pass,
                 value: Value::Uint(u64::from(pass)),
@@ -103,7 +106,14 @@ impl GpuNames {
                 name: self.correlation,
                 value: Value::Uint(correlation),
             },
-        ]
+        ];
+        if gpu_ns > 0 {
+            a.push(Annotation {
+                name: self.gpu_us,
+                value: Value::Double(gpu_ns as f64 / 1e3),
+            });
+        }
+        a
     }
 
     /// `pass`, `bytes` and `correlation` of a replay step.

@@ -25,7 +25,7 @@ impl<W: Write> Renderer<W> {
                 self.own
                     .add_window(r.pid, r.tid, r.start_ns, r.end_ns, late);
                 let name = format!("pass {}", r.pass);
-                let ann = self.gpu.names.pass_args(r.pass, r.correlation);
+                let ann = self.gpu.names.pass_args(r.pass, r.correlation, r.gpu_ns);
                 // One name per pass number: written in the slice, not interned.
                 self.child(&Child {
                     pid,

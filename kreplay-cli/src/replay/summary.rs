@@ -33,8 +33,11 @@ pub struct KernelRow {
     pub passes_per_dispatch: Option<(u32, u32)>,
     /// Passes run (all replayed dispatches).
     pub passes: u64,
-    /// Pass durations in ns.
+    /// Pass durations in ns, as the host saw them: from before the launch to the end of the
+    /// wait.
     pub pass_ns: Durations,
+    /// The GPU's own time of the passes the backend timed (CUDA events), in ns.
+    pub gpu_ns: Durations,
     /// Snapshot durations in ns (their count is the snapshots taken).
     pub snapshot_ns: Durations,
     /// Snapshot bytes (sum).
@@ -63,6 +66,13 @@ pub struct KernelRow {
 }
 
 impl KernelRow {
+    /// The pass times to show: the GPU's when every pass was timed on the GPU, else the
+    /// host's; with which of the two it is (true: the GPU's).
+    pub fn shown_pass_ns(&self) -> (&Durations, bool) {
+        let gpu = self.gpu_ns.count() > 0 && self.gpu_ns.count() == self.pass_ns.count();
+        (if gpu { &self.gpu_ns } else { &self.pass_ns }, gpu)
+    }
+
     /// Snapshot bytes per snapshot (the mean; 0 without snapshots).
     pub fn snapshot_bytes_each(&self) -> u64 {
         self.snapshot_bytes
@@ -75,6 +85,7 @@ impl KernelRow {
     fn merge(&mut self, p: &KernelRow) {
         self.passes += p.passes;
         self.pass_ns.merge(&p.pass_ns);
+        self.gpu_ns.merge(&p.gpu_ns);
         self.snapshot_ns.merge(&p.snapshot_ns);
         self.snapshot_bytes += p.snapshot_bytes;
         self.restore_ns.merge(&p.restore_ns);
@@ -210,6 +221,9 @@ impl Summary {
                 e.passes += 1;
                 e.part.passes += 1;
                 e.part.pass_ns.add(p.end_ns.saturating_sub(p.start_ns));
+                if p.gpu_ns > 0 {
+                    e.part.gpu_ns.add(p.gpu_ns);
+                }
                 self.flush(key(p.correlation));
             }
             Record::Snapshot(s) => {

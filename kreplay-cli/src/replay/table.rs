@@ -127,7 +127,7 @@ pub fn render(rows: &BTreeMap<String, KernelRow>) -> String {
     let w = NAME_WIDTH;
     let _ = writeln!(
         s,
-        "{:<w$} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10} {:>11} {:>14} {:>10} {:>6} {:>6}  declines",
+        "{:<w$} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10} {:>4} {:>11} {:>14} {:>10} {:>6} {:>6}  declines",
         "kernel",
         "dispatches",
         "replayed",
@@ -135,6 +135,7 @@ pub fn render(rows: &BTreeMap<String, KernelRow>) -> String {
         "min_us",
         "median_us",
         "max_us",
+        "time",
         "snapshot_us",
         "snapshot_bytes",
         "restore_us",
@@ -142,16 +143,22 @@ pub fn render(rows: &BTreeMap<String, KernelRow>) -> String {
         "nondet"
     );
     for (label, k) in labels(rows).iter().zip(rows.values()) {
+        let (pass_ns, on_gpu) = k.shown_pass_ns();
         let _ = writeln!(
             s,
-            "{:<w$} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10} {:>11} {:>14} {:>10} {:>6} {:>6}  {}",
+            "{:<w$} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10} {:>4} {:>11} {:>14} {:>10} {:>6} {:>6}  {}",
             label,
             k.dispatches,
             k.replayed,
             passes_label(k),
-            us(k.pass_ns.min()),
-            us(k.pass_ns.median()),
-            us(k.pass_ns.max()),
+            us(pass_ns.min()),
+            us(pass_ns.median()),
+            us(pass_ns.max()),
+            match (k.pass_ns.count(), on_gpu) {
+                (0, _) => "-",
+                (_, true) => "gpu",
+                (_, false) => "host",
+            },
             us(k.snapshot_ns.median()),
             k.snapshot_bytes_each(),
             us(k.restore_ns.median()),
@@ -311,6 +318,18 @@ pub fn json(rows: &BTreeMap<String, KernelRow>, t: &RunTotals) -> String {
             k.failed_restores,
             k.nondeterministic,
         );
+        if k.gpu_ns.count() > 0 {
+            let _ = write!(
+                s,
+                ",\"pass_gpu_ns\":{{\"passes\":{},\"min\":{},\"median\":{},\"max\":{}}}",
+                k.gpu_ns.count(),
+                k.gpu_ns.min(),
+                k.gpu_ns.median(),
+                k.gpu_ns.max()
+            );
+        } else {
+            s.push_str(",\"pass_gpu_ns\":null");
+        }
         let _ = write!(
             s,
             ",\"bytes_hashed\":{},\"bytes_checked\":{},\"bytes_restored\":{},\"dirty_chunks\":{},\"check_ns\":{},\"modes\":[",

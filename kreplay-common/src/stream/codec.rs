@@ -182,6 +182,8 @@ pub fn encode_version(rec: &Record, version: u16, out: &mut Vec<u8>) {
             // Version 2.
             e.u32(r.pid);
             e.u32(r.tid);
+            // Version 8.
+            e.u64(r.gpu_ns);
             tag::REPLAY_PASS
         }
         Record::Snapshot(r) => {
@@ -364,6 +366,7 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
             let (correlation, pass) = (d.u64()?, d.u32()?);
             let [start_ns, end_ns] = d.u64s()?;
             let (pid, tid) = v2_thread(d, version)?;
+            let gpu_ns = if version >= 8 { d.u64()? } else { 0 };
             ReplayPass {
                 correlation,
                 pass,
@@ -371,6 +374,7 @@ fn decode_body(tag: u8, d: &mut Dec<'_>, version: u16) -> Option<Option<Record>>
                 end_ns,
                 pid,
                 tid,
+                gpu_ns,
             }
             .into()
         }

@@ -17,8 +17,9 @@ pub const MAGIC: [u8; 8] = *b"KRPLSTRM";
 /// 6: `Dispatch` carries its group and private segment sizes; GPU copies and memsets
 /// (`GpuCopy`, tag 17).
 /// 7: GPU descriptions (`GpuDevice`, tag 18): runtime, ordinal, name, what queue ids hold.
-pub const FORMAT_VERSION: u16 = 7;
-/// Bytes of a version-1 to -7 header; a newer header may be longer (its length field says).
+/// 8: `ReplayPass` carries the GPU's own time of the pass (`gpu_ns`).
+pub const FORMAT_VERSION: u16 = 8;
+/// Bytes of a version-1 to -8 header; a newer header may be longer (its length field says).
 pub const HEADER_LEN: usize = 40;
 /// `clock_id` value for CLOCK_MONOTONIC (Linux's clockid 1), the clock of every timestamp.
 pub const CLOCK_MONOTONIC_ID: u16 = 1;

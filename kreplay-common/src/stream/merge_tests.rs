@@ -123,6 +123,7 @@ fn a_tool_window_merges_before_a_call_entered_at_the_same_nanosecond() {
         end_ns: 200,
         pid: 9,
         tid: 9,
+        gpu_ns: 0,
     };
     let window = ToolWindow {
         pid: 9,

@@ -97,6 +97,9 @@ pub struct ReplayPass {
     pub pid: u32,
     /// Thread that submitted the pass and waited for it (0 in version-1 streams).
     pub tid: u32,
+    /// The GPU's own time for the pass's kernel (CUDA events around it), in ns; 0 when the
+    /// backend does not measure it (and in streams before version 8).
+    pub gpu_ns: u64,
 }
 
 /// The memory snapshot taken before a replayed dispatch.

@@ -82,6 +82,7 @@ fn one_of_each() -> Vec<Record> {
             end_ns: 50,
             pid: 77,
             tid: 79,
+            gpu_ns: 7,
         }
         .into(),
         Snapshot {
@@ -374,13 +375,13 @@ fn unknown_tags_and_appended_fields_are_skipped() {
 #[test]
 fn header_errors_name_the_file() {
     let mut bytes = StreamHeader::new(StreamKind::Tool, 1).encode().to_vec();
-    bytes[8] = 9; // version 9
+    bytes[8] = 10; // version 10
     let err = StreamReader::new(Cursor::new(&bytes), Path::new("v.krs"))
         .err()
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "v.krs: stream format version 9, this reader understands up to 7"
+        "v.krs: stream format version 10, this reader understands up to 8"
     );
     let err = StreamReader::new(Cursor::new(b"NOTASTREAM__"), Path::new("m.krs"))
         .err()

@@ -1,7 +1,8 @@
 //! Tests of the format versions: a version-1 stream (no pid/tid on the tool's records) still
 //! reads, a version-2 body without them is malformed, a version-2 `Restore` reads with no
 //! failed regions and a version-3 one must carry them, a newer version is refused by name,
-//! a version-6 stream (no GPU descriptions) still reads.
+//! a version-6 stream (no GPU descriptions) still reads, a version-7 pass reads with its GPU
+//! time unknown and a version-8 one must carry it.
 
 use std::io::Cursor;
 use std::path::Path;
@@ -49,6 +50,10 @@ fn snapshot(pid: u32, tid: u32) -> Snapshot {
 }
 
 fn pass(pid: u32, tid: u32) -> ReplayPass {
+    timed_pass(pid, tid, 0)
+}
+
+fn timed_pass(pid: u32, tid: u32, gpu_ns: u64) -> ReplayPass {
     ReplayPass {
         correlation: 9,
         pass: 1,
@@ -56,6 +61,7 @@ fn pass(pid: u32, tid: u32) -> ReplayPass {
         end_ns: 400,
         pid,
         tid,
+        gpu_ns,
     }
 }
 
@@ -87,9 +93,10 @@ fn read(bytes: &[u8]) -> (Vec<Record>, Option<StreamDamage>) {
 
 #[test]
 fn a_version_1_stream_reads_with_the_thread_of_the_tools_records_unknown() {
-    // Version 1's last Snapshot and ReplayPass bodies: everything but the 8 pid/tid bytes.
+    // Version 1's last Snapshot and ReplayPass bodies: everything but the 8 pid/tid bytes (and
+    // the pass's 8-byte GPU time of version 8).
     let mut payload = encoded_without_tail(&snapshot(5, 6).into(), 8);
-    payload.extend(encoded_without_tail(&pass(5, 6).into(), 8));
+    payload.extend(encoded_without_tail(&pass(5, 6).into(), 16));
     let bytes = stream_bytes(1, &payload);
     let (recs, damage) = read(&bytes);
     assert_eq!(damage, None);
@@ -147,7 +154,7 @@ fn a_stream_of_a_newer_version_is_refused_with_both_versions_named() {
         .expect("refused");
     assert_eq!(
         err.to_string(),
-        "new.krs: stream format version 8, this reader understands up to 7"
+        "new.krs: stream format version 9, this reader understands up to 8"
     );
 }
 
@@ -302,5 +309,24 @@ fn a_version_6_stream_without_gpu_descriptions_reads_as_written() {
     assert_eq!(
         read(&stream_bytes(6, &v6)),
         (vec![dispatch(4096, 64).into(), copy.into()], None)
+    );
+}
+
+#[test]
+fn a_version_7_pass_reads_with_its_gpu_time_unknown_and_a_version_8_one_must_carry_it() {
+    // Version 7's ReplayPass body: everything but version 8's 8-byte GPU time.
+    let v7 = encoded_without_tail(&timed_pass(5, 6, 23_456).into(), 8);
+    assert_eq!(read(&stream_bytes(7, &v7)), (vec![pass(5, 6).into()], None));
+    let (recs, damage) = read(&stream_bytes(8, &v7));
+    assert_eq!(recs, []);
+    assert_eq!(
+        damage.expect("damage reported").kind,
+        DamageKind::BadRecord { at: 0 }
+    );
+    let mut v8 = Vec::new();
+    codec::encode(&timed_pass(5, 6, 23_456).into(), &mut v8);
+    assert_eq!(
+        read(&stream_bytes(FORMAT_VERSION, &v8)),
+        (vec![timed_pass(5, 6, 23_456).into()], None)
     );
 }

@@ -1,7 +1,8 @@
 //! The engine's [`Backend`] on the CUDA driver: pinned host buffers (`cuMemAllocHost_v2`),
 //! synchronous copies, `cuPointerGetAttributes`, module variables resolved by name
 //! (`cuModuleGetGlobal_v2`/`cuLibraryGetGlobal`) and a submit that launches and waits for the
-//! context (`cuCtxSynchronize`: also right for per-thread default streams).
+//! context (`cuCtxSynchronize`: also right for per-thread default streams), timing the kernel
+//! on the GPU with events where it can ([`super::pass_timer`]).
 
 use core::ffi::{c_uint, c_void};
 use std::cell::Cell;
@@ -9,6 +10,7 @@ use std::ffi::CString;
 
 use super::ffi::*;
 use super::launch_call::Launch;
+use super::pass_timer::PassTimer;
 use super::state::{CudaTool, ModuleKind};
 use crate::engine::backend::{Backend, BackendError, HostBuf, ModuleVar, PointerInfo};
 
@@ -19,6 +21,7 @@ const MAX_VARIABLE: usize = 1 << 30;
 pub struct CudaBackend<'t> {
     t: &'t CudaTool,
     last_launch: Cell<Option<BackendError>>,
+    timer: PassTimer,
 }
 
 /// `Ok` when `r` is `CUDA_SUCCESS`, else the error naming `call`.
@@ -36,6 +39,7 @@ impl<'t> CudaBackend<'t> {
         CudaBackend {
             t,
             last_launch: Cell::new(None),
+            timer: PassTimer::new(t.driver.events),
         }
     }
 
@@ -276,6 +280,17 @@ impl Backend for CudaBackend<'_> {
         let r = unsafe { d.submit() };
         self.launched(r)?;
         self.synchronize()
+    }
+
+    fn submit_wait_timed(&self, d: &Launch) -> Result<Option<u64>, BackendError> {
+        let (_, _, stream) = d.geometry();
+        let timed = self.timer.start(stream);
+        // SAFETY: as in submit_wait.
+        let r = unsafe { d.submit() };
+        self.launched(r)?;
+        let timed = timed && self.timer.stop(stream);
+        self.synchronize()?;
+        Ok(if timed { self.timer.elapsed_ns() } else { None })
     }
 
     fn device_alloc(&self, len: usize) -> Option<u64> {

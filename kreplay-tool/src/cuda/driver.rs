@@ -50,6 +50,8 @@ pub struct Driver {
     /// The entries that capture kreplay's own launches into a graph, where the driver has
     /// them all.
     pub graphs: Option<GraphEntries>,
+    /// The event entries that time a replay pass on the GPU, where the driver has them all.
+    pub events: Option<EventEntries>,
     /// `cuMemcpyDtoH_v2`.
     pub memcpy_dtoh: MemcpyDtoHFn,
     /// `cuMemcpyHtoD_v2`.
@@ -108,6 +110,19 @@ pub struct GraphEntries {
     pub exec_destroy: GraphExecDestroyFn,
     /// `cuGraphDestroy`.
     pub destroy: GraphDestroyFn,
+}
+
+/// The driver's events, as kreplay times a replay pass with them.
+#[derive(Clone, Copy)]
+pub struct EventEntries {
+    /// `cuEventCreate`.
+    pub create: EventCreateFn,
+    /// `cuEventRecord`.
+    pub record: EventRecordFn,
+    /// `cuEventElapsedTime`.
+    pub elapsed: EventElapsedTimeFn,
+    /// `cuEventDestroy_v2`.
+    pub destroy: EventDestroyFn,
 }
 
 /// Opens libcuda.so.1 (kept open by the returned library) and finds its `cuGetProcAddress_v2`,
@@ -210,6 +225,14 @@ impl Driver {
                     upload: maybe!(c"cuGraphUpload", ABI_VERSION, GraphUploadFn)?,
                     exec_destroy: maybe!(c"cuGraphExecDestroy", ABI_VERSION, GraphExecDestroyFn)?,
                     destroy: maybe!(c"cuGraphDestroy", ABI_VERSION, GraphDestroyFn)?,
+                })
+            })(),
+            events: (|| {
+                Some(EventEntries {
+                    create: maybe!(c"cuEventCreate", ABI_VERSION, EventCreateFn)?,
+                    record: maybe!(c"cuEventRecord", ABI_VERSION, EventRecordFn)?,
+                    elapsed: maybe!(c"cuEventElapsedTime", ABI_VERSION, EventElapsedTimeFn)?,
+                    destroy: maybe!(c"cuEventDestroy", ABI_VERSION, EventDestroyFn)?,
                 })
             })(),
             memcpy_dtoh: need!(c"cuMemcpyDtoH", MemcpyDtoHFn),

@@ -145,6 +145,16 @@ pub type MemHostGetDevicePointerFn =
     unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CUresult;
 /// `cuStreamQuery`.
 pub type StreamQueryFn = unsafe extern "C" fn(CUstream) -> CUresult;
+/// `CUevent`.
+pub type CUevent = *mut c_void;
+/// `cuEventCreate` (event, `CUevent_flags`).
+pub type EventCreateFn = unsafe extern "C" fn(*mut CUevent, c_uint) -> CUresult;
+/// `cuEventRecord`.
+pub type EventRecordFn = unsafe extern "C" fn(CUevent, CUstream) -> CUresult;
+/// `cuEventElapsedTime` (milliseconds between two completed events).
+pub type EventElapsedTimeFn = unsafe extern "C" fn(*mut f32, CUevent, CUevent) -> CUresult;
+/// `cuEventDestroy_v2`.
+pub type EventDestroyFn = unsafe extern "C" fn(CUevent) -> CUresult;
 /// `cuStreamCreate`.
 pub type StreamCreateFn = unsafe extern "C" fn(*mut CUstream, c_uint) -> CUresult;
 /// `cuStreamDestroy_v2`.

@@ -113,6 +113,11 @@ pub trait Backend: DeviceChunks + OnePassRestore {
     fn module_variables(&self, agent: u64) -> Result<Vec<ModuleVar>, BackendError>;
     /// Submits `d` once (with the engine's own completion signal) and waits for it.
     fn submit_wait(&self, d: &Self::Dispatch) -> Result<(), BackendError>;
+    /// [`Backend::submit_wait`], also measuring the GPU's own time of the dispatch (ns) where
+    /// the backend can; `Ok(None)` where it cannot (the default), and the dispatch ran.
+    fn submit_wait_timed(&self, d: &Self::Dispatch) -> Result<Option<u64>, BackendError> {
+        self.submit_wait(d).map(|()| None)
+    }
 
     // Optional capabilities. The defaults say "unsupported"; the engine then falls back to
     // host memory and host-side hashing. A backend that implements them lets snapshots live

@@ -55,11 +55,14 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         let mut limited = false;
         for pass in 0..req.passes {
             let start = now_ns();
-            if let Err(e) = backend.submit_wait(req.dispatch) {
-                let why = format!("pass {pass} failed: {e}");
-                return self.put_back(pass, why, emit);
-            }
-            emit(self.pass_record(pass, start));
+            let gpu_ns = match backend.submit_wait_timed(req.dispatch) {
+                Ok(t) => t,
+                Err(e) => {
+                    let why = format!("pass {pass} failed: {e}");
+                    return self.put_back(pass, why, emit);
+                }
+            };
+            emit(self.pass_record(pass, start, gpu_ns));
             let hash_passes = self.hash_passes;
             // On the host-hash path the restore's own read also hashes what the pass wrote.
             let fused = hash_passes
@@ -288,8 +291,9 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         }
     }
 
-    /// The record of pass `pass`, started at `start_ns`.
-    fn pass_record(&self, pass: u32, start_ns: u64) -> Record {
+    /// The record of pass `pass`, started at `start_ns`, whose kernel the GPU ran in `gpu_ns`
+    /// (when the backend measured it).
+    fn pass_record(&self, pass: u32, start_ns: u64, gpu_ns: Option<u64>) -> Record {
         let (pid, tid) = self.thread;
         ReplayPass {
             correlation: self.req.correlation,
@@ -298,6 +302,7 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
             end_ns: now_ns(),
             pid,
             tid,
+            gpu_ns: gpu_ns.unwrap_or(0),
         }
         .into()
     }
@@ -319,10 +324,11 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
             return self.put_back(pass, why, emit);
         }
         let start = now_ns();
-        if let Err(e) = self.backend.submit_wait(self.req.dispatch) {
-            return self.put_back(pass, format!("pass {pass} failed: {e}"), emit);
-        }
-        emit(self.pass_record(pass, start));
+        let gpu_ns = match self.backend.submit_wait_timed(self.req.dispatch) {
+            Ok(t) => t,
+            Err(e) => return self.put_back(pass, format!("pass {pass} failed: {e}"), emit),
+        };
+        emit(self.pass_record(pass, start, gpu_ns));
         Outcome::Replayed {
             passes: pass + 1,
             nondeterministic: self.report,

@@ -451,3 +451,25 @@ fn restore_after_leaves_the_snapshot_so_the_launch_that_follows_computes_its_one
         assert_eq!(fake.read(COUNTER, 4), 1u32.to_le_bytes());
     }
 }
+
+#[test]
+fn each_pass_carries_the_gpu_time_the_backend_measured_and_none_without_timers() {
+    let gpu_times = |base: u64| {
+        let (fake, inv) = setup();
+        fake.gpu_ns_base.store(base, Ordering::SeqCst);
+        let (out, recs) = run(&fake, &inv, &saxpy(), 3);
+        assert!(
+            matches!(out, Outcome::Replayed { passes: 3, .. }),
+            "{out:?}"
+        );
+        recs.iter()
+            .filter_map(|r| match r {
+                Record::ReplayPass(p) => Some((p.pass, p.gpu_ns)),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    // The fake times its nth submission at base + n: the three passes are submissions 1-3.
+    assert_eq!(gpu_times(5000), [(0, 5001), (1, 5002), (2, 5003)]);
+    assert_eq!(gpu_times(0), [(0, 0), (1, 0), (2, 0)]);
+}

@@ -92,6 +92,7 @@ fn described_devices_name_their_tracks_by_their_runtime() {
             end_ns: 1750,
             pid: PID,
             tid: MAIN,
+            gpu_ns: 0,
         }
         .into(),
         kernel(0x5a00, 0x7700, 4, 1900),

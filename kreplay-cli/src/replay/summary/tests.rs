@@ -43,6 +43,21 @@ fn pass(corr: u64, pass: u32, ns: u64) -> Record {
         end_ns: 1000 + ns,
         pid: 1,
         tid: 1,
+        gpu_ns: 0,
+    }
+    .into()
+}
+
+/// Pass `pass` of dispatch `corr`: `host_ns` on the host, `gpu_ns` on the GPU (0: untimed).
+fn timed_pass(corr: u64, pass: u32, host_ns: u64, gpu_ns: u64) -> Record {
+    ReplayPass {
+        correlation: corr,
+        pass,
+        start_ns: 1000,
+        end_ns: 1000 + host_ns,
+        pid: 1,
+        tid: 1,
+        gpu_ns,
     }
     .into()
 }
@@ -264,6 +279,7 @@ fn the_table_shows_passes_per_dispatch_times_per_pass_and_grouped_declines() {
             "min_us",
             "median_us",
             "max_us",
+            "time",
             "snapshot_us",
             "snapshot_bytes",
             "restore_us",
@@ -282,6 +298,7 @@ fn the_table_shows_passes_per_dispatch_times_per_pass_and_grouped_declines() {
             "1.0",
             "3.0",
             "4.0",
+            "host",
             "7.0",
             "2097152",
             "6.0",
@@ -304,9 +321,9 @@ fn the_table_shows_passes_per_dispatch_times_per_pass_and_grouped_declines() {
         ]
     );
     assert_eq!(
-        lines[2][..13],
+        lines[2][..14],
         [
-            "fill", "3", "0", "-", "0.0", "0.0", "0.0", "0.0", "0", "0.0", "0", "0", "2x"
+            "fill", "3", "0", "-", "0.0", "0.0", "0.0", "-", "0.0", "0", "0.0", "0", "0", "2x"
         ]
     );
     // The restore table: saxpy only.
@@ -374,7 +391,7 @@ fn json_lines_carry_full_names_totals_and_grouped_declines() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3);
     assert!(lines[0].starts_with(
-        "{\"schema\":\"kreplay-replay/1\",\"kind\":\"kernel\",\"kernel\":\"saxpy(float, float const*, float*, unsigned long)\",\"mangled\":\"_Z5saxpyfPKfPfm\",\"dispatches\":2,\"replayed\":2,\"passes\":4,\"passes_per_dispatch\":{\"min\":1,\"max\":3},\"pass_ns\":{\"min\":1000,\"median\":3000,\"max\":4000},\"snapshots\":2,\"snapshot_ns_median\":7000,\"snapshot_bytes\":4194304,\"restores\":4,\"restore_ns_median\":6000,\"failed_restores\":1,\"nondeterministic\":1,"
+        "{\"schema\":\"kreplay-replay/1\",\"kind\":\"kernel\",\"kernel\":\"saxpy(float, float const*, float*, unsigned long)\",\"mangled\":\"_Z5saxpyfPKfPfm\",\"dispatches\":2,\"replayed\":2,\"passes\":4,\"passes_per_dispatch\":{\"min\":1,\"max\":3},\"pass_ns\":{\"min\":1000,\"median\":3000,\"max\":4000},\"snapshots\":2,\"snapshot_ns_median\":7000,\"snapshot_bytes\":4194304,\"restores\":4,\"restore_ns_median\":6000,\"failed_restores\":1,\"nondeterministic\":1,\"pass_gpu_ns\":null,"
     ), "{}", lines[0]);
     assert!(lines[1].contains(
         "\"declines\":[{\"cause\":\"snapshot incomplete: device allocation of N bytes for region 0x… failed\",\"count\":2,\"example\":\"snapshot incomplete: device allocation of 16384 bytes for region 0x7f7e8a21e000 failed\"}]}"
@@ -513,4 +530,65 @@ fn kernels_of_several_processes_get_a_row_each_and_one_process_keeps_plain_names
     one.push(0, &dispatch(1, "saxpy"));
     one.push(1, &dispatch(1, "saxpy"));
     assert_eq!(one.finish().keys().collect::<Vec<_>>(), ["saxpy"]);
+}
+
+#[test]
+fn pass_times_are_the_gpus_where_every_pass_was_timed_there_and_the_hosts_otherwise() {
+    let recs = [
+        // gemm: both dispatches' passes timed on the GPU (12-14 µs there, 30-33 µs on the host).
+        timed_pass(1, 0, 30_000, 12_000),
+        timed_pass(1, 1, 31_000, 14_000),
+        dispatch(1, "gemm"),
+        timed_pass(2, 0, 33_000, 13_000),
+        dispatch(2, "gemm"),
+        // fill: one pass untimed (an event failed): the host's times, and the GPU's in JSON.
+        timed_pass(3, 0, 20_000, 5_000),
+        timed_pass(3, 1, 21_000, 0),
+        dispatch(3, "fill"),
+        // copy: no pass timed (a backend without timers).
+        timed_pass(4, 0, 9_000, 0),
+        dispatch(4, "copy"),
+    ];
+    let rows = summarize(&recs);
+    let text = render(&rows);
+    let row = |name: &str| -> Vec<String> {
+        let l = text.lines().find(|l| l.starts_with(name)).unwrap();
+        l.split_whitespace()
+            .skip(4)
+            .take(4)
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(row("gemm"), ["12.0", "13.0", "14.0", "gpu"], "{text}");
+    assert_eq!(row("fill"), ["20.0", "21.0", "21.0", "host"], "{text}");
+    assert_eq!(row("copy"), ["9.0", "9.0", "9.0", "host"], "{text}");
+    let t = RunTotals {
+        wall_ns: 1,
+        inside_ns: 1,
+        kernel_filter: None,
+        max_dispatches: None,
+        passes: 2,
+    };
+    let j = json(&rows, &t);
+    let line = |name: &str| {
+        j.lines()
+            .find(|l| l.contains(&format!("\"kernel\":\"{name}\"")))
+            .unwrap()
+    };
+    assert!(
+        line("gemm").contains("\"pass_ns\":{\"min\":30000,\"median\":31000,\"max\":33000}"),
+        "{j}"
+    );
+    assert!(
+        line("gemm").contains(
+            "\"pass_gpu_ns\":{\"passes\":3,\"min\":12000,\"median\":13000,\"max\":14000}"
+        ),
+        "{j}"
+    );
+    assert!(
+        line("fill")
+            .contains("\"pass_gpu_ns\":{\"passes\":1,\"min\":5000,\"median\":5000,\"max\":5000}"),
+        "{j}"
+    );
+    assert!(line("copy").contains("\"pass_gpu_ns\":null"), "{j}");
 }

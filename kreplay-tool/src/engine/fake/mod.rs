@@ -35,6 +35,9 @@ pub struct FakeBackend {
     /// Fail every host-to-device copy from the nth on (1-based; 0 never).
     pub fail_h2d_from: AtomicU64,
     submits: AtomicU64,
+    /// The GPU time `submit_wait_timed` reports for the nth submission: this value plus n
+    /// (0: it measures none, as a backend without timers).
+    pub gpu_ns_base: AtomicU64,
     /// The nth `submit_wait` runs the dispatch, then reports a failure, as a kernel that
     /// faulted after writing would (1-based; 0 never).
     pub fail_submit_nth: AtomicU64,
@@ -321,6 +324,12 @@ impl Backend for FakeBackend {
             });
         }
         Ok(())
+    }
+
+    fn submit_wait_timed(&self, d: &Self::Dispatch) -> Result<Option<u64>, BackendError> {
+        self.submit_wait(d)?;
+        let base = self.gpu_ns_base.load(Ordering::SeqCst);
+        Ok((base > 0).then(|| base + self.submits.load(Ordering::SeqCst)))
     }
 
     fn device_alloc(&self, len: usize) -> Option<u64> {
