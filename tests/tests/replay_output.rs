@@ -121,3 +121,51 @@ fn replay_with_probes_run_without_privileges_names_the_missing_ones_and_runs_not
     );
     assert!(!marker.exists(), "the command must not run");
 }
+
+#[test]
+fn each_pass_on_rocm_is_timed_by_the_gpus_own_start_and_end_of_it() {
+    make_sim(&[]);
+    let dir = scratch("replay-output");
+    let (trace, json) = (dir.join("timed.pftrace"), dir.join("timed.json"));
+    // Every kernel runs 3 ms on the simulated GPU; its profiling record says when.
+    let out = Command::new(kreplay_bin())
+        .args(["replay", "--passes", "4", "--json"])
+        .arg(&json)
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(workload("saxpy"))
+        .args(["1", "4096", "2"])
+        .env("KRSIM_KERNEL_LATENCY_US", "3000")
+        .output()
+        .expect("run kreplay replay");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("kernel "))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("saxpy"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!((col("passes"), col("time")), ("4", "gpu"), "{stdout}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let k: serde_json::Value =
+        serde_json::from_str(text.lines().find(|l| l.contains("\"saxpy")).unwrap()).unwrap();
+    let ns = |f: &str, g: &str| k[f][g].as_u64().unwrap();
+    // Two dispatches of four passes, each at least the 3 ms the GPU took, and no longer than
+    // the host's span of it.
+    assert_eq!(k["pass_gpu_ns"]["passes"], 8, "{k}");
+    assert!(ns("pass_gpu_ns", "min") >= 3_000_000, "{k}");
+    assert!(ns("pass_gpu_ns", "max") <= ns("pass_ns", "max"), "{k}");
+}

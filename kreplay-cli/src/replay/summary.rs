@@ -36,7 +36,7 @@ pub struct KernelRow {
     /// Pass durations in ns, as the host saw them: from before the launch to the end of the
     /// wait.
     pub pass_ns: Durations,
-    /// The GPU's own time of the passes the backend timed (CUDA events), in ns.
+    /// The GPU's own time of the passes the backend timed (CUDA events, HSA profiling), in ns.
     pub gpu_ns: Durations,
     /// Snapshot durations in ns (their count is the snapshots taken).
     pub snapshot_ns: Durations,

@@ -97,8 +97,8 @@ pub struct ReplayPass {
     pub pid: u32,
     /// Thread that submitted the pass and waited for it (0 in version-1 streams).
     pub tid: u32,
-    /// The GPU's own time for the pass's kernel (CUDA events around it), in ns; 0 when the
-    /// backend does not measure it (and in streams before version 8).
+    /// The GPU's own time for the pass's kernel (CUDA events around it, HSA profiling), in ns;
+    /// 0 when it was not measured (and in streams before version 8).
     pub gpu_ns: u64,
 }
 

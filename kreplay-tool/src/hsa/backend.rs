@@ -2,7 +2,8 @@
 //! through `hsa_memory_copy`, host buffers from the CPU agent's fine-grained (pinned) pool,
 //! classification through `hsa_amd_pointer_info`, module variables through the AMD loader's
 //! `iterate_executables` + `hsa_executable_iterate_agent_symbols`, and one dispatch at a time
-//! submitted through the interceptor's writer with kreplay's own completion signal.
+//! submitted through the interceptor's writer with kreplay's own completion signal, whose
+//! profiling record (on a queue the GPU timeline profiles) gives the GPU's time of a pass.
 
 use core::ffi::c_void;
 use std::collections::HashMap;
@@ -28,6 +29,11 @@ pub struct HsaDispatch {
     pub packet: hsa_kernel_dispatch_packet_t,
     /// The interceptor's writer (valid only inside the handler that received it).
     pub writer: hsa_amd_queue_intercept_packet_writer,
+    /// The agent whose queue it is.
+    pub agent: u64,
+    /// The GPU timeline's clock when its queue profiles dispatches: a pass is then timed by
+    /// the GPU's start and end of it.
+    pub timeline: Option<super::timeline::Timeline>,
 }
 
 /// HSA implementation of the engine's backend.
@@ -492,6 +498,22 @@ impl Backend for HsaBackend {
     }
 
     fn submit_wait(&self, d: &HsaDispatch) -> Result<(), BackendError> {
+        self.submit_timed(d, None).map(|_| ())
+    }
+
+    fn submit_wait_timed(&self, d: &HsaDispatch) -> Result<Option<u64>, BackendError> {
+        self.submit_timed(d, d.timeline.as_ref())
+    }
+}
+
+impl HsaBackend {
+    /// Submits `d` with one of kreplay's signals and waits for it; with `timeline`, the GPU's
+    /// time of it (ns) from the signal's profiling record (`None` when the runtime has none).
+    fn submit_timed(
+        &self,
+        d: &HsaDispatch,
+        timeline: Option<&super::timeline::Timeline>,
+    ) -> Result<Option<u64>, BackendError> {
         let writer = d.writer.ok_or(BackendError::Missing("intercept writer"))?;
         let sig = self
             .take_signal()
@@ -506,11 +528,13 @@ impl Backend for HsaBackend {
                 1,
             )
         };
-        let r = self.wait_signal(sig);
-        if r.is_ok() {
-            self.give_signal(sig);
-        }
-        r
+        self.wait_signal(sig)?;
+        let gpu_ns = timeline
+            .and_then(|tl| tl.dispatch_times(&self.next, d.agent, sig))
+            .map(|(start, end)| end.saturating_sub(start))
+            .filter(|&ns| ns > 0);
+        self.give_signal(sig);
+        Ok(gpu_ns)
     }
 }
 

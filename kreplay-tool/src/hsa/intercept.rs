@@ -426,7 +426,12 @@ fn replay_one(
         return;
     };
     let submit = now_ns();
-    let d = HsaDispatch { packet: p, writer };
+    let d = HsaDispatch {
+        packet: p,
+        writer,
+        agent: ctx.agent,
+        timeline: t.timeline().copied(),
+    };
     let mut marks = Marks::default();
     let outcome = t.engine.replay_closed(
         &t.backend,

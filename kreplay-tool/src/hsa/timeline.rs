@@ -66,6 +66,7 @@ fn ticks_to_ns(ticks: u64, freq: u64) -> u64 {
 }
 
 /// Observe mode's state: the clock mapping, and the entries it calls.
+#[derive(Clone, Copy, Debug)]
 pub struct Timeline {
     /// The system domain on the trace's clock.
     pub clock: SystemClock,
