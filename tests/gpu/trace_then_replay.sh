@@ -19,7 +19,7 @@ for r in $(seq "$RUNS"); do
   LD_PRELOAD=${SEGV_REPORT:-} "$PY" -u tests/gpu/launch_windows.py 60 20000 > "$OUT/loop.out" 2> "$OUT/loop.err" &
   TP=$!
   upto 8 $TP && "$K" trace --gpu -p $TP --duration 2s --no-summary -o "$OUT/t.pftrace" 2> "$OUT/t.err"
-  upto 30 $TP && timeout 60 "$K" replay -p $TP --kernel add --passes 2 --max-dispatches 50 -o "$OUT/r.pftrace" > /dev/null 2> "$OUT/r.err"
+  upto 30 $TP && timeout 60 "$K" replay -p $TP --kernel add --passes 2 --max-dispatches 50 -o "$OUT/r.pftrace" > "$OUT/r.out" 2> "$OUT/r.err"
   wait $TP; rc=$?
   replayed=$(grep -o '[0-9]* dispatches replayed' "$OUT/r.err" | head -1 | cut -d' ' -f1)
   echo "run $r: loop exit $rc, replayed ${replayed:-0}, $(grep -m1 'segv_report: signal' "$OUT/loop.err")"

@@ -3,7 +3,8 @@
 //! probe-overhead loops with the simulated runtime (`sim/`) — and, on a machine with an NVIDIA
 //! GPU, runs `tests/gpu/run.sh`, `tests/gpu/replay.sh`, `tests/gpu/restore_matrix.sh`,
 //! `tests/gpu/probe_overhead.sh`, and the replay-cost runs on a PyTorch training step beside
-//! Nsight Compute (`tests/gpu/replay_cost.sh`, `tests/gpu/replay_vs_ncu.sh`), and the GPU
+//! Nsight Compute (`tests/gpu/replay_cost.sh`, `tests/gpu/replay_vs_ncu.sh`), the kernel times
+//! replay reports beside Nsight Compute's (`tests/gpu/replay_time_vs_ncu.sh`), and the GPU
 //! timeline beside torch.profiler (`tests/gpu/gpu_timeline.sh`), and the GPU timeline attached
 //! to a running training loop (`tests/gpu/attach.sh`), and the GPU timeline's track names
 //! (`tests/gpu/track_names.sh`), and a replay after a trace in one running process
@@ -82,6 +83,7 @@ pub fn run(build_only: bool) -> Result<()> {
         "tests/gpu/probe_overhead.sh",
         "tests/gpu/replay_cost.sh",
         "tests/gpu/replay_vs_ncu.sh",
+        "tests/gpu/replay_time_vs_ncu.sh",
         "tests/gpu/gpu_timeline.sh",
         "tests/gpu/attach.sh",
         "tests/gpu/track_names.sh",
