@@ -1,7 +1,10 @@
 //! The GPU's own time of a replay pass on CUDA: two driver events recorded on the launch's
 //! stream, one before the kernel and one after it, read with `cuEventElapsedTime` once the pass
 //! has been waited for (the context synchronized, so both have completed). The host's span of a
-//! pass also holds the launch call and the wait's wake-up; the events' does not. Where the
+//! pass also holds the launch call and the wait's wake-up; the events' does not. The stream is
+//! idle when the start event is recorded, so the GPU passes it while the host is still in the
+//! launch call: the events' span still holds that call's latency (about 5 µs on an H200,
+//! `docs/gpu/h200-replay-time.md`). Where the
 //! driver lacks the entries, or one of them fails, the passes go untimed (the replay table then
 //! shows the host's span) and the replay itself goes on.
 
