@@ -5,7 +5,8 @@
 //! `tests/gpu/probe_overhead.sh`, and the replay-cost runs on a PyTorch training step beside
 //! Nsight Compute (`tests/gpu/replay_cost.sh`, `tests/gpu/replay_vs_ncu.sh`), the kernel times
 //! replay reports beside Nsight Compute's (`tests/gpu/replay_time_vs_ncu.sh`), and the GPU
-//! timeline beside torch.profiler (`tests/gpu/gpu_timeline.sh`), and the GPU timeline attached
+//! timeline beside torch.profiler (`tests/gpu/gpu_timeline.sh`, and its cost per training step,
+//! interleaved rounds: `tests/gpu/step_cost.sh`), and the GPU timeline attached
 //! to a running training loop (`tests/gpu/attach.sh`), and the GPU timeline's track names
 //! (`tests/gpu/track_names.sh`), and a replay after a trace in one running process
 //! (`tests/gpu/trace_then_replay.sh`).
@@ -85,6 +86,7 @@ pub fn run(build_only: bool) -> Result<()> {
         "tests/gpu/replay_vs_ncu.sh",
         "tests/gpu/replay_time_vs_ncu.sh",
         "tests/gpu/gpu_timeline.sh",
+        "tests/gpu/step_cost.sh",
         "tests/gpu/attach.sh",
         "tests/gpu/track_names.sh",
         "tests/gpu/trace_then_replay.sh",
