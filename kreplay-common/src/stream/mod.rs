@@ -7,7 +7,7 @@
 //! file   = header chunk*
 //! header = magic "KRPLSTRM" (8) | version u16 | header_len u16 | kind u16 | clock_id u16
 //!        | pid u32 | created_monotonic_ns u64 | created_realtime_ns u64 | crc32 u32
-//!          (40 bytes in versions 1 to 7; crc32 covers the header_len - 4 bytes before it)
+//!          (40 bytes in versions 1 to 8; crc32 covers the header_len - 4 bytes before it)
 //! chunk  = payload_len u32 | crc32(payload) u32 | seq u64 | payload
 //!          (seq counts chunks from 0; payload_len <= MAX_CHUNK_PAYLOAD)
 //! payload = record*
