@@ -195,9 +195,16 @@ impl Session {
         let rate = (records - self.last_records) as f64 / since.as_secs_f64().max(1e-9);
         self.last_records = records;
         self.last_status = now;
+        // Nothing yet: say why the count stays at 0 (a Python program may spend many seconds
+        // importing before its first GPU call).
+        let events = if records == 0 {
+            "0 events (no GPU runtime call seen yet)".to_owned()
+        } else {
+            format!("{records} events  {rate:.0} events/s")
+        };
         Some(Status {
             text: format!(
-                "kreplay: {:>6.1}s  {records} events  {rate:.0} events/s  {} dropped  {} threads",
+                "kreplay: {:>6.1}s  {events}  {} dropped  {} threads",
                 now.duration_since(self.started).as_secs_f64(),
                 c.lost(),
                 rec.threads()

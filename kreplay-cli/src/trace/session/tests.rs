@@ -221,6 +221,17 @@ fn the_status_line_is_every_tick_on_a_terminal_and_every_five_seconds_otherwise(
         Rec::default(),
     );
     let mut tty = Session::new(Target::All, Some(true), t0);
+    // Before the first call: why the count is 0.
+    let (_, st) = tty
+        .on(Wake::Tick, t0 + ms(250), &mut p, &mut r, &yes)
+        .unwrap();
+    assert_eq!(
+        st.map(|s| s.text),
+        Some(
+            "kreplay:    0.2s  0 events (no GPU runtime call seen yet)  2 dropped  3 threads"
+                .into()
+        )
+    );
     r.records = 1000;
     let (_, st) = tty
         .on(Wake::Tick, t0 + ms(500), &mut p, &mut r, &yes)
@@ -228,7 +239,8 @@ fn the_status_line_is_every_tick_on_a_terminal_and_every_five_seconds_otherwise(
     assert_eq!(
         st,
         Some(Status {
-            text: "kreplay:    0.5s  1000 events  2000 events/s  2 dropped  3 threads".into(),
+            // 1000 records in the 0.25 s since the last line.
+            text: "kreplay:    0.5s  1000 events  4000 events/s  2 dropped  3 threads".into(),
             in_place: true,
         })
     );
