@@ -4,9 +4,9 @@
 //! pass also holds the launch call and the wait's wake-up; the events' does not. The stream is
 //! idle when the start event is recorded, so the GPU passes it while the host is still in the
 //! launch call: the events' span still holds that call's latency (about 5 µs on an H200,
-//! `docs/gpu/h200-replay-time.md`). Where the
-//! driver lacks the entries, or one of them fails, the passes go untimed (the replay table then
-//! shows the host's span) and the replay itself goes on.
+//! `docs/gpu/h200-replay-time.md`). Where the driver lacks the entries, or one of them fails,
+//! the passes go untimed (the replay table then shows the host's span) and the replay itself
+//! goes on.
 
 use core::cell::Cell;
 

@@ -54,15 +54,9 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         // Whether a restore was limited to the snapshot's write set.
         let mut limited = false;
         for pass in 0..req.passes {
-            let start = now_ns();
-            let gpu_ns = match backend.submit_wait_timed(req.dispatch) {
-                Ok(t) => t,
-                Err(e) => {
-                    let why = format!("pass {pass} failed: {e}");
-                    return self.put_back(pass, why, emit);
-                }
-            };
-            emit(self.pass_record(pass, start, gpu_ns));
+            if let Err(failed) = self.run_pass(pass, emit) {
+                return failed;
+            }
             let hash_passes = self.hash_passes;
             // On the host-hash path the restore's own read also hashes what the pass wrote.
             let fused = hash_passes
@@ -291,20 +285,29 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
         }
     }
 
-    /// The record of pass `pass`, started at `start_ns`, whose kernel the GPU ran in `gpu_ns`
-    /// (when the backend measured it).
-    fn pass_record(&self, pass: u32, start_ns: u64, gpu_ns: Option<u64>) -> Record {
+    /// Runs the dispatch as pass `pass` and emits its record (with the GPU's time of it, where
+    /// the backend measured it); a failed pass ends in [`Self::put_back`], whose outcome is the
+    /// error.
+    fn run_pass(&self, pass: u32, emit: &mut dyn FnMut(Record)) -> Result<(), Outcome> {
+        let start_ns = now_ns();
+        let gpu_ns = match self.backend.submit_wait_timed(self.req.dispatch) {
+            Ok(t) => t,
+            Err(e) => return Err(self.put_back(pass, format!("pass {pass} failed: {e}"), emit)),
+        };
         let (pid, tid) = self.thread;
-        ReplayPass {
-            correlation: self.req.correlation,
-            pass,
-            start_ns,
-            end_ns: now_ns(),
-            pid,
-            tid,
-            gpu_ns: gpu_ns.unwrap_or(0),
-        }
-        .into()
+        emit(
+            ReplayPass {
+                correlation: self.req.correlation,
+                pass,
+                start_ns,
+                end_ns: now_ns(),
+                pid,
+                tid,
+                gpu_ns: gpu_ns.unwrap_or(0),
+            }
+            .into(),
+        );
+        Ok(())
     }
 
     fn restore_record(&self, pass: u32, start_ns: u64, st: &RestoreStats) -> Record {
@@ -323,12 +326,9 @@ impl<'s, B: Backend> Passes<'_, 's, B> {
             let why = format!("the full restore before pass {pass} failed");
             return self.put_back(pass, why, emit);
         }
-        let start = now_ns();
-        let gpu_ns = match self.backend.submit_wait_timed(self.req.dispatch) {
-            Ok(t) => t,
-            Err(e) => return self.put_back(pass, format!("pass {pass} failed: {e}"), emit),
-        };
-        emit(self.pass_record(pass, start, gpu_ns));
+        if let Err(failed) = self.run_pass(pass, emit) {
+            return failed;
+        }
         Outcome::Replayed {
             passes: pass + 1,
             nondeterministic: self.report,
