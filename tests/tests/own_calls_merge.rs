@@ -308,9 +308,10 @@ fn a_window_further_out_of_order_than_the_merge_reorders_is_warned_about() {
     let dir = scratch("own-calls-merge").join("late");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    // 1100 records (more than the merge's 1024-record reorder window) between the window's
-    // start and the window record.
-    let mut tool: Vec<Record> = (0..1100)
+    // More records than the merge's reorder window of a tool stream between the window's start
+    // and the window record.
+    let n = kreplay_common::stream::TOOL_WINDOW as u64 + 76;
+    let mut tool: Vec<Record> = (0..n)
         .map(|i| {
             kreplay_common::stream::Decline {
                 correlation: 2 + i,

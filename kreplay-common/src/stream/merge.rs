@@ -25,6 +25,11 @@ use super::record::Record;
 
 /// Records held per stream to restore timestamp order.
 pub const DEFAULT_WINDOW: usize = 1024;
+/// Records held per tool stream ([`super::StreamKind::Tool`]). CUPTI hands a process's GPU and
+/// API records over in buffers of its own choosing, one application thread's after another's,
+/// so the tool writes them up to about a buffer out of order (a 4 MiB buffer holds some 20000
+/// records): 2^17 records cover several buffers, at about 25 MiB for the process's stream.
+pub const TOOL_WINDOW: usize = 1 << 17;
 
 /// How far ahead of the window's front its keys are prefetched: two 64-byte lines of 16-byte
 /// keys.
@@ -49,11 +54,14 @@ struct Input<R: Read> {
     lent: Option<u32>,
     exhausted: bool,
     last_out: u64,
+    /// Records held to reorder.
+    window: usize,
 }
 
 impl<R: Read> Input<R> {
-    fn new(reader: StreamReader<R>) -> Self {
+    fn new(reader: StreamReader<R>, window: usize) -> Self {
         Self {
+            window,
             reader,
             keys: VecDeque::new(),
             slots: Vec::new(),
@@ -64,8 +72,8 @@ impl<R: Read> Input<R> {
         }
     }
 
-    fn fill(&mut self, limit: usize) {
-        while !self.exhausted && self.keys.len() < limit {
+    fn fill(&mut self) {
+        while !self.exhausted && self.keys.len() < self.window {
             let Some(record) = self.reader.next() else {
                 self.exhausted = true;
                 break;
@@ -81,14 +89,12 @@ impl<R: Read> Input<R> {
                     (self.slots.len() - 1) as u32
                 }
             };
-            // After every key at or before it: the first from the back that is not after it
-            // (most often the back itself).
+            // After every key at or before it: most often the back itself; else a binary search
+            // (a tool stream's window is long, and a buffer's records come far from the back).
             let at = match self.keys.back() {
-                Some(&(t, r, _)) if (t, r) > (ts, rank) => self
-                    .keys
-                    .iter()
-                    .rposition(|&(t, r, _)| (t, r) <= (ts, rank))
-                    .map_or(0, |i| i + 1),
+                Some(&(t, r, _)) if (t, r) > (ts, rank) => {
+                    self.keys.partition_point(|&(t, r, _)| (t, r) <= (ts, rank))
+                }
                 _ => self.keys.len(),
             };
             if at == self.keys.len() {
@@ -105,7 +111,7 @@ impl<R: Read> Input<R> {
 
     /// Takes the window's first record, leaving it in its slot (returned, with whether it is
     /// late) until the stream's next turn, and refills the window.
-    fn take(&mut self, limit: usize) -> Option<(u32, bool)> {
+    fn take(&mut self) -> Option<(u32, bool)> {
         if let Some(old) = self.lent.take() {
             self.slots[old as usize] = None;
             self.free.push(old);
@@ -122,7 +128,7 @@ impl<R: Read> Input<R> {
         }
         let late = ts < self.last_out;
         self.last_out = self.last_out.max(ts);
-        self.fill(limit);
+        self.fill();
         Some((slot, late))
     }
 }
@@ -173,7 +179,6 @@ pub struct MergedStreams<R: Read> {
     /// words, since a heap writes an entry and reads it back at once and a read of a field
     /// written narrower (a `u8` and padding) stalls the CPU's store forwarding.
     heads: BinaryHeap<Reverse<(u64, u64)>>,
-    window: usize,
 }
 
 impl MergedStreams<File> {
@@ -189,31 +194,42 @@ impl MergedStreams<File> {
 }
 
 impl<R: Read> MergedStreams<R> {
-    /// Merges `readers` (each positioned at its first record) with the default window.
+    /// Merges `readers` (each positioned at its first record) with the default windows:
+    /// [`TOOL_WINDOW`] for tool streams, [`DEFAULT_WINDOW`] for the others.
     pub fn new(readers: Vec<StreamReader<R>>) -> Self {
-        Self::with_window(readers, DEFAULT_WINDOW)
+        Self::with_windows(readers, DEFAULT_WINDOW, TOOL_WINDOW)
     }
 
     /// Merges `readers`, holding up to `window` (at least 1) records per stream to reorder.
     pub fn with_window(readers: Vec<StreamReader<R>>, window: usize) -> Self {
-        let window = window.max(1);
+        Self::with_windows(readers, window, window)
+    }
+
+    /// Merges `readers`, holding up to `tool_window` records of a tool stream and `window` of
+    /// any other (each at least 1) to reorder.
+    pub fn with_windows(readers: Vec<StreamReader<R>>, window: usize, tool_window: usize) -> Self {
         assert!(
             readers.len() <= u32::MAX as usize,
             "fewer than 2^32 streams"
         );
-        let mut inputs: Vec<Input<R>> = readers.into_iter().map(Input::new).collect();
+        let mut inputs: Vec<Input<R>> = readers
+            .into_iter()
+            .map(|r| {
+                let w = match r.header().kind {
+                    super::StreamKind::Tool => tool_window,
+                    _ => window,
+                };
+                Input::new(r, w.max(1))
+            })
+            .collect();
         let mut heads = BinaryHeap::with_capacity(inputs.len());
         for (i, input) in inputs.iter_mut().enumerate() {
-            input.fill(window);
+            input.fill();
             if let Some((ts, rank)) = input.head_key() {
                 heads.push(Reverse(head(ts, rank, i)));
             }
         }
-        Self {
-            inputs,
-            heads,
-            window,
-        }
+        Self { inputs, heads }
     }
 
     /// Number of inputs.
@@ -267,7 +283,7 @@ impl<R: Read> MergedStreams<R> {
         let Reverse((_, tie)) = *top;
         let i = (tie & u64::from(u32::MAX)) as usize;
         let input = &mut self.inputs[i];
-        let Some((slot, late)) = input.take(self.window) else {
+        let Some((slot, late)) = input.take() else {
             PeekMut::pop(top);
             return None;
         };

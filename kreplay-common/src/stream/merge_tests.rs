@@ -179,3 +179,32 @@ fn lent_records_come_in_the_same_order_as_owned_ones_with_the_same_lateness() {
     }
     assert_eq!(late, [(0, 10), (1, 1)]);
 }
+
+#[test]
+fn a_tool_stream_written_a_cupti_buffer_out_of_order_merges_in_order_and_nothing_is_late() {
+    // As CUPTI hands buffers over: one thread's 5000 records (times 100000..), then another
+    // thread's 5000 earlier ones (times 0..), five times the default window behind.
+    let one = |kind, times: std::ops::Range<u64>| {
+        let mut w = StreamWriter::new(Vec::new(), &StreamHeader::new(kind, 9)).unwrap();
+        for t in times.clone().map(|t| 100_000 + t).chain(times) {
+            let mut rec = api_call(0);
+            if let Record::ApiCall(c) = &mut rec {
+                (c.enter_ns, c.exit_ns) = (t, t);
+            }
+            w.push(&rec).unwrap();
+        }
+        let bytes = w.into_inner().unwrap();
+        let r = StreamReader::new(Cursor::new(bytes), Path::new("t.krs")).unwrap();
+        MergedStreams::new(vec![r])
+            .map(|m| (m.record.timestamp(), m.late))
+            .collect::<Vec<_>>()
+    };
+    let tool = one(StreamKind::Tool, 0..5000);
+    assert_eq!(tool.len(), 10_000);
+    assert!(tool.windows(2).all(|p| p[0].0 < p[1].0), "in time order");
+    assert!(tool.iter().all(|&(_, late)| !late));
+    // A probe stream keeps the short window: every earlier record comes late (and all come).
+    let probes = one(StreamKind::Probes, 0..5000);
+    assert_eq!(probes.len(), 10_000);
+    assert_eq!(probes.iter().filter(|&&(_, late)| late).count(), 5000);
+}

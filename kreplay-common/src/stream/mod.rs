@@ -81,7 +81,7 @@ pub use gpu::{UNKNOWN_ORDINAL, copy_kind, gpu_runtime, queue_ids};
 pub use header::{
     CLOCK_MONOTONIC_ID, FORMAT_VERSION, HEADER_LEN, MAGIC, StreamHeader, StreamKind, monotonic_ns,
 };
-pub use merge::{DEFAULT_WINDOW, Merged, MergedRef, MergedStreams};
+pub use merge::{DEFAULT_WINDOW, Merged, MergedRef, MergedStreams, TOOL_WINDOW};
 pub use reader::StreamReader;
 pub use record::{
     Annotation, ApiCall, Correlation, Decline, Dispatch, Drops, GpuCopy, GpuDevice, KernelName,
