@@ -225,6 +225,17 @@ CUptiResult cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t enable) {
   return SUCCESS;
 }
 // No runtime call the sim reports launches nothing: a valid id is accepted and changes nothing.
+// The callback names of the ids this CUPTI reports (cupti_driver_cbid.h, cupti_runtime_cbid.h,
+// as the real cuptiGetCallbackName spells them: runtime names keep their version suffix).
+CUptiResult cuptiGetCallbackName(uint32_t domain, uint32_t cbid, const char **name) {
+  if (!name) return ERROR_INVALID_PARAMETER;
+  const char *n = 0;
+  if (domain == 1) n = cbid == 307 ? "cuLaunchKernel" : cbid == 279 ? "cuMemcpyHtoD_v2" : cbid == 304 ? "cuCtxGetCurrent" : 0;
+  if (domain == 2) n = cbid == 211 ? "cudaLaunchKernel_v7000" : cbid == 31 ? "cudaMemcpy_v3020" : 0;
+  if (!n) return ERROR_INVALID_PARAMETER;
+  *name = n;
+  return SUCCESS;
+}
 CUptiResult cuptiActivityEnableRuntimeApi(uint32_t cbid, uint8_t enable) {
   (void)enable;
   return cbid < 1024 ? SUCCESS : ERROR_INVALID_PARAMETER;

@@ -14,15 +14,32 @@ use kreplay_tests::{cuda_sim, decode_trace, kreplay_bin, require_root, scratch};
 use serde_json::Value;
 
 fn trace(name: &str, env: &[(&str, &str)]) -> (Value, String) {
+    let (d, stderr, stdout) = run_trace(name, &[], "inplace", env);
+    assert!(
+        stdout.contains("y_sum 40952.0"),
+        "the program's result is unchanged"
+    );
+    (d, stderr)
+}
+
+/// `kreplay trace --gpu FLAGS -- app_linked MODE` with `env`: the decoded trace, kreplay's
+/// stderr and the program's stdout.
+fn run_trace(
+    name: &str,
+    flags: &[&str],
+    mode: &str,
+    env: &[(&str, &str)],
+) -> (Value, String, String) {
     let sim = cuda_sim("gpu-timeline-cuda");
     let out: PathBuf = scratch("gpu_timeline_cuda").join(format!("{name}.pftrace"));
     let _ = std::fs::remove_file(&out);
     let mut c = Command::new(kreplay_bin());
     c.args(["trace", "--gpu", "-q", "-o"])
         .arg(&out)
+        .args(flags)
         .arg("--")
         .arg(&sim.linked)
-        .arg("inplace")
+        .arg(mode)
         .env("LD_LIBRARY_PATH", &sim.dir)
         .env_remove("CUDA_INJECTION64_PATH");
     for (k, v) in env {
@@ -31,13 +48,21 @@ fn trace(name: &str, env: &[(&str, &str)]) -> (Value, String) {
     let r = c.output().expect("run kreplay trace");
     let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
     assert!(r.status.success(), "{stderr}");
-    assert!(
-        String::from_utf8_lossy(&r.stdout).contains("y_sum 40952.0"),
-        "the program's result is unchanged"
-    );
     let d = decode_trace(&out);
     assert_eq!(d["errors"], serde_json::json!([]), "{stderr}");
-    (d, stderr)
+    (d, stderr, String::from_utf8_lossy(&r.stdout).into_owned())
+}
+
+/// The slices named `name` on the processes' thread tracks.
+fn api_slices<'a>(d: &'a Value, name: &str) -> Vec<&'a Value> {
+    d["tracks"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, t)| t["kind"] == "thread")
+        .flat_map(|(u, _)| d["slices"][u].as_array().into_iter().flatten())
+        .filter(|s| s["name"] == name)
+        .collect()
 }
 
 /// What the stand-in driver's `cuDeviceGetName` says of device 0 by default.
@@ -169,15 +194,7 @@ fn an_unusable_cupti_is_said_once_and_the_api_trace_stays() {
         "{stderr}"
     );
     assert!(gpu_groups(&d).is_empty());
-    let launches = d["tracks"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(_, t)| t["kind"] == "thread")
-        .flat_map(|(u, _)| d["slices"][u].as_array().cloned().unwrap_or_default())
-        .filter(|s| s["name"] == "cuLaunchKernel")
-        .count();
-    assert_eq!(launches, 1);
+    assert_eq!(api_slices(&d, "cuLaunchKernel").len(), 1);
 }
 
 #[test]
@@ -189,4 +206,111 @@ fn with_the_tools_debug_log_on_the_exit_flush_logs_nothing_and_loses_nothing() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stderr.contains("CUPTI activity on"), "{stderr}");
     check_timeline(&d, DEVICE_NAME);
+}
+
+#[test]
+fn with_cupti_launches_the_launch_calls_come_from_cupti_and_no_probe_records_them() {
+    require_root!();
+    let sim = cuda_sim("gpu-timeline-cuda");
+    let plain = Command::new(&sim.linked)
+        .arg("twice")
+        .env("LD_LIBRARY_PATH", &sim.dir)
+        .env_remove("CUDA_INJECTION64_PATH")
+        .output()
+        .expect("run the program");
+    let plain = String::from_utf8_lossy(&plain.stdout).into_owned();
+    assert!(plain.contains("y_sum "), "{plain}");
+    let (d, stderr, stdout) = run_trace("cupti-launches", &["--cupti-launches"], "twice", &[]);
+    assert_eq!(stdout, plain, "the program's result is unchanged");
+    // Two launches, each once: from CUPTI's record (its stream id, 7, where the probe would
+    // have read the CUstream handle, 0), with the kernel's name and geometry.
+    let launches = api_slices(&d, "cuLaunchKernel");
+    assert_eq!(launches.len(), 2, "{stderr}");
+    let kernels = slices_on(&d, "stream 7");
+    let kernels: Vec<&Value> = kernels
+        .iter()
+        .filter(|(t, _)| *t == "stream 7")
+        .map(|(_, s)| *s)
+        .collect();
+    assert_eq!(kernels.len(), 2);
+    for call in &launches {
+        let a = &call["args"];
+        assert_eq!(a["kernel"]["string"], "axpy_inplace", "{call}");
+        assert_eq!(a["grid"]["string"], "16x1x1", "{call}");
+        assert_eq!(a["block"]["string"], "256x1x1", "{call}");
+        assert_eq!(a["stream"]["pointer"], 7, "{call}");
+        assert_eq!(a["ret"]["int"], 0, "{call}");
+    }
+    // Each launch has the one flow to its kernel, which runs inside it (the stand-in runs
+    // the work inside the call).
+    let flows = d["flows"].as_object().unwrap();
+    let mut linked = 0;
+    for f in flows.values() {
+        let (call, gpu) = (slice_at(&d, &f["from"][0]), slice_at(&d, &f["to"][0]));
+        if call["name"] != "cuLaunchKernel" {
+            continue;
+        }
+        linked += 1;
+        assert_eq!(gpu["name"], "axpy_inplace");
+        assert!(
+            ts(call) <= ts(gpu) && end(gpu) <= end(call),
+            "{call} / {gpu}"
+        );
+    }
+    assert_eq!(linked, 2, "{flows:?}");
+    // And the three copies' flows, from the probed copy calls.
+    assert_eq!(flows.len(), 5, "{flows:?}");
+    // The end-of-trace summary counts them, per API and per kernel.
+    let row = |name: &str| {
+        stderr
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned())
+    };
+    assert_eq!(row("cuLaunchKernel").as_deref(), Some("2"), "{stderr}");
+    assert_eq!(row("axpy_inplace").as_deref(), Some("2"), "{stderr}");
+    assert_eq!(row("cuMemcpyHtoD_v2").as_deref(), Some("2"), "{stderr}");
+    // The other calls are the probes' still.
+    assert_eq!(api_slices(&d, "cuMemcpyHtoD_v2").len(), 2);
+    assert_eq!(api_slices(&d, "cuCtxSynchronize").len(), 1);
+
+    // With CUPTI unusable the launch calls are not traced (no probe is on them), and that is
+    // said; the rest of the API trace stays.
+    let (d, stderr, stdout) = run_trace(
+        "cupti-launches-busy",
+        &["--cupti-launches"],
+        "twice",
+        &[("FAKECUPTI_BUSY", "1")],
+    );
+    assert_eq!(stdout, plain);
+    assert!(
+        stderr.contains("kernel launch calls are not traced (--cupti-launches)"),
+        "{stderr}"
+    );
+    assert_eq!(api_slices(&d, "cuLaunchKernel").len(), 0);
+    assert_eq!(api_slices(&d, "cuMemcpyHtoD_v2").len(), 2);
+}
+
+#[test]
+fn cupti_launches_is_refused_without_a_started_command() {
+    let r = Command::new(kreplay_bin())
+        .args(["trace", "--gpu", "--cupti-launches", "-p", "1"])
+        .output()
+        .expect("run kreplay");
+    assert_eq!(r.status.code(), Some(1), "{r:?}");
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains(
+            "--cupti-launches applies to a command started with --gpu (kreplay trace --gpu --cupti-launches -- CMD)"
+        ),
+        "{r:?}"
+    );
+    let r = Command::new(kreplay_bin())
+        .args(["trace", "--cupti-launches", "--", "true"])
+        .output()
+        .expect("run kreplay");
+    assert_eq!(r.status.code(), Some(2), "{r:?}");
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("--gpu"),
+        "{r:?}"
+    );
 }

@@ -9,8 +9,8 @@ use std::{
 use kreplay_common::{
     api::id_of,
     stream::{
-        ApiCall, Correlation, Decline, Dispatch, Nondeterministic, ProcessName, Record, ReplayPass,
-        Restore, Snapshot, StreamHeader, StreamKind, StreamWriter, ThreadName,
+        ApiCall, Correlation, Decline, Dispatch, KernelName, Nondeterministic, ProcessName, Record,
+        ReplayPass, Restore, Snapshot, StreamHeader, StreamKind, StreamWriter, ThreadName,
     },
 };
 use kreplay_tests::{decode_trace, kreplay_bin, scratch};
@@ -526,5 +526,44 @@ fn tool_and_probe_streams_merge_into_one_trace_with_flows() {
             ("hipLaunchKernel".into(), 9000, "untimed".into(), 9050),
             ("hipModuleLaunchKernel".into(), 2100, "gemm".into(), 3500),
         ]
+    );
+}
+
+#[test]
+fn a_tools_launch_call_names_its_kernel_demangled() {
+    // What `--cupti-launches` writes: the kernel's name as CUPTI gives it (mangled) under a
+    // handle of the tool's, and a cudaLaunchKernel naming that handle.
+    let dir = fresh_dir("tool-kernel-name");
+    let handle = 0xc000_0000_0000_0001;
+    let mut launch = call(7, "cudaLaunchKernel", 1000, 2000);
+    if let Record::ApiCall(c) = &mut launch {
+        c.args[0] = handle;
+    }
+    let tool = dir.join("tool-9.krs");
+    write_stream(
+        &tool,
+        StreamKind::Tool,
+        &[
+            KernelName {
+                pid: PID,
+                ts_ns: 1000,
+                handle,
+                name: "_Z4axpyPfS_fi".into(),
+            }
+            .into(),
+            launch,
+        ],
+        8,
+    );
+    let out = dir.join("t.pftrace");
+    let o = merge(&[&tool], &out);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let d = decode_trace(&out);
+    let t = track(&d, "thread", "thread 7", None);
+    assert_eq!(t.len(), 1, "{:?}", d["tracks"]);
+    let s = slice(&d, &t[0], "cudaLaunchKernel", 1000);
+    assert_eq!(
+        s["args"]["kernel"]["string"],
+        "axpy(float*, float*, float, int)"
     );
 }

@@ -132,6 +132,13 @@ pub struct TraceArgs {
     /// API calls only, no GPU timeline (the default).
     #[arg(long)]
     no_gpu: bool,
+    /// With --gpu -- CMD on CUDA: kernel launch calls (cudaLaunchKernel, cuLaunchKernel, graph
+    /// launches) are recorded from CUPTI's API records by kreplay-tool, not by uprobes, which
+    /// cost each launch two traps. Their slices then carry CUPTI's stream id, not the CUstream
+    /// handle; if CUPTI is unusable in a process, its launch calls are not traced
+    /// (docs/gpu-timeline.md, "Cost").
+    #[arg(long, requires = "gpu")]
+    cupti_launches: bool,
     /// Command to start with the probes attached before its first instruction (after `--`).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -149,12 +156,19 @@ fn env_pair(v: &str) -> Result<(String, String), String> {
 }
 
 /// The checked request of these arguments.
-fn request(args: &TraceArgs) -> Request {
+fn request(args: &TraceArgs, cupti_launches: bool) -> Request {
+    let mut env = args.env.clone();
+    if cupti_launches {
+        env.push((
+            kreplay_common::replay_config::CUPTI_LAUNCHES.to_owned(),
+            "1".to_owned(),
+        ));
+    }
     Request {
         pids: args.pids.clone(),
         all: args.all,
         command: args.command.clone(),
-        env: args.env.clone(),
+        env,
         libs: args.libs.clone(),
         ringbuf_bytes: args.ringbuf_bytes,
         thread_slots: args.thread_slots,
@@ -190,7 +204,16 @@ fn ready_probes(
         .bpf_stats
         .then(|| ProgramCost::start(Programs::Record))
         .flatten();
-    let mut attacher = Attacher::default();
+    // `--cupti-launches` put its variable in the command's environment (with --gpu: the tool
+    // that records the launches is injected).
+    let cupti_launches = gpu_tool.is_some()
+        && matches!(&plan.mode, plan::Mode::Command { env, .. }
+            if env.iter().any(|(k, _)| k == kreplay_common::replay_config::CUPTI_LAUNCHES));
+    let mut attacher = if cupti_launches {
+        Attacher::without_cuda_launches()
+    } else {
+        Attacher::default()
+    };
     let (target, child) = setup::start_command(plan, &paths.dir, gpu_tool)?;
     let armed = setup::arm(
         plan,
@@ -214,7 +237,11 @@ fn ready_probes(
 
 /// Runs `kreplay trace`; returns the exit code.
 pub fn run(args: TraceArgs) -> Result<u8> {
-    let plan = Plan::check(request(&args), Path::exists)?;
+    let injection_set = args.env.iter().any(|(k, _)| k == gpu_env::CUDA_INJECTION)
+        || std::env::var_os(gpu_env::CUDA_INJECTION).is_some();
+    let cupti_launches =
+        gpu_env::cupti_launches(args.cupti_launches, !args.command.is_empty(), injection_set)?;
+    let plan = Plan::check(request(&args, cupti_launches), Path::exists)?;
     let gpu_tool = gpu_env::tool_for(args.gpu, !args.command.is_empty() || !args.pids.is_empty())?;
     let pid_libs = targets::pid_libraries(&plan, &HostLibraries)?;
     let output = args.output.clone().unwrap_or_else(plan::default_output);
@@ -310,6 +337,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let end = EndOptions {
         keep_streams: args.keep_streams,
         no_summary: args.no_summary,
+        summary_from_streams: cupti_launches,
     };
     // The tools' streams are complete before the finish lists them.
     gpu_attach::end_all(gpu_sessions, &paths.dir, args.quiet);

@@ -119,16 +119,31 @@ impl MergeReport {
 /// it and renamed over it once complete, so an old `output` survives a failed or interrupted
 /// merge ([`output::PendingFile`]); an `output` that is one of the inputs is refused.
 pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
-    merge_with(inputs, output, false)
+    merge_with(inputs, output, Summarize::No)
 }
 
 /// [`merge`], also summarizing the application's probed calls per API in
 /// [`MergeReport::app_summary`] (what `kreplay replay --probes` prints).
 pub fn merge_summarizing(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
-    merge_with(inputs, output, true)
+    merge_with(inputs, output, Summarize::Calls)
 }
 
-fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<MergeReport> {
+/// [`merge_summarizing`], the summary also counting launches per kernel: for a trace whose
+/// launch calls are kreplay-tool's (`--cupti-launches`), one record per launch, so no nested
+/// launch call is counted twice.
+pub fn merge_summarizing_launches(inputs: &[PathBuf], output: &Path) -> Result<MergeReport> {
+    merge_with(inputs, output, Summarize::CallsAndLaunches)
+}
+
+/// What a merge summarizes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Summarize {
+    No,
+    Calls,
+    CallsAndLaunches,
+}
+
+fn merge_with(inputs: &[PathBuf], output: &Path, summarize: Summarize) -> Result<MergeReport> {
     output::refuse_input_as_output(inputs, output)?;
     let (pending, file) = PendingFile::create(output)
         .with_context(|| format!("cannot write trace to {}", output.display()))?;
@@ -138,8 +153,13 @@ fn merge_with(inputs: &[PathBuf], output: &Path, summarize: bool) -> Result<Merg
     };
     let writer = TraceWriter::with_options(TraceFile::new(file), opts);
     let mut renderer = render::Renderer::new(writer);
-    if summarize {
-        renderer.summarize_app();
+    match summarize {
+        Summarize::No => {}
+        Summarize::Calls => renderer.summarize_app(),
+        Summarize::CallsAndLaunches => {
+            renderer.summarize_app();
+            renderer.count_launches();
+        }
     }
     let mut merged = MergedStreams::open(inputs)?;
     let pids: Vec<u32> = (0..merged.len()).map(|i| merged.header(i).pid).collect();

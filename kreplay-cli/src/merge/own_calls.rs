@@ -82,7 +82,7 @@ impl OwnCalls {
                 true
             }
             ApiKind::Free if spec.ptr_arg != NO_ARG => {
-                let ptr = arg(c, spec.ptr_arg);
+                let ptr = c.word(spec.ptr_arg);
                 // A failed free leaves the memory allocated.
                 let ours = if self.allocs.is_empty() {
                     false
@@ -135,16 +135,6 @@ impl OwnCalls {
         // The last stretch starting at or before the call's entry is the only candidate.
         let i = v.partition_point(|&(s, _)| s <= c.enter_ns);
         i > 0 && c.exit_ns.max(c.enter_ns) <= v[i - 1].1
-    }
-}
-
-/// Argument word `i` of a call (the first six registers, then the extra words).
-fn arg(c: &ApiCall, i: u8) -> u64 {
-    let i = i as usize;
-    if i < 6 {
-        c.args[i]
-    } else {
-        c.extra.get(i - 6).copied().unwrap_or(0)
     }
 }
 

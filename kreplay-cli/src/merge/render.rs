@@ -84,6 +84,8 @@ pub struct Renderer<W: Write> {
     pub(super) own: OwnCalls,
     /// The per-API summary of the application's calls (kreplay's own left out), when asked.
     app_summary: Option<Summary>,
+    /// Whether that summary counts launches per kernel.
+    count_launches: bool,
     marker_track: Option<Track>,
     pub(super) gpu: Gpu,
     pub(super) hold: Holdback,
@@ -144,6 +146,7 @@ impl<W: Write> Renderer<W> {
             live: LiveBytes::default(),
             own: OwnCalls::default(),
             app_summary: None,
+            count_launches: false,
             marker_track: None,
             gpu,
             hold: Holdback::default(),
@@ -175,8 +178,9 @@ impl<W: Write> Renderer<W> {
                 self.thread_names.insert((pid, t.tid), t.name.clone());
             }
             Record::KernelName(k) => {
-                self.kernel_names
-                    .insert((k.pid, k.handle), Rc::from(k.name.as_str()));
+                // The CLI's names are demangled already; kreplay-tool's (CUPTI's) are not.
+                let name = crate::trace::kernels::demangle(&k.name);
+                self.kernel_names.insert((k.pid, k.handle), Rc::from(name));
             }
             Record::ApiCall(c) => {
                 let seq = if late {
@@ -200,6 +204,12 @@ impl<W: Write> Renderer<W> {
                     self.live.account(c);
                     if let Some(s) = &mut self.app_summary {
                         s.add(&call_record(c));
+                        if launch && self.count_launches {
+                            let kernel = spec.filter(|s| s.kernel_arg != NO_ARG).and_then(|s| {
+                                self.kernel_names.get(&(c.pid, c.word(s.kernel_arg)))
+                            });
+                            s.add_launch(kernel.map(|k| &**k));
+                        }
                     }
                 }
                 if self.hold.offer_gpu_call(seq, c, launch, copy, own) == Offer::WriteNow {
@@ -429,14 +439,7 @@ impl<W: Write> Renderer<W> {
             }
         };
         let n = &self.names;
-        let arg = |i: u8| -> u64 {
-            let i = i as usize;
-            if i < 6 {
-                c.args[i]
-            } else {
-                c.extra.get(i - 6).copied().unwrap_or(0)
-            }
-        };
+        let arg = |i: u8| c.word(i);
         let kernel = (spec.kernel_arg != NO_ARG)
             .then(|| {
                 self.kernel_names
@@ -566,6 +569,12 @@ impl<W: Write> Renderer<W> {
     /// out); off by default (it costs a histogram update per call).
     pub fn summarize_app(&mut self) {
         self.app_summary.get_or_insert_with(Summary::default);
+    }
+
+    /// The per-API summary also counts launches per kernel name (after
+    /// [`Renderer::summarize_app`]).
+    pub fn count_launches(&mut self) {
+        self.count_launches = true;
     }
 
     /// Takes the per-API summary kept since [`Renderer::summarize_app`] (empty without it).

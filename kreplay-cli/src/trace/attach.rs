@@ -31,6 +31,16 @@ pub struct Attacher {
     /// The processes the last rescans looked at, and when every process was last looked at.
     seen: HashSet<u32>,
     last_full: Option<std::time::Instant>,
+    /// CUDA's launch APIs are left alone: kreplay-tool writes those calls from CUPTI
+    /// (`--cupti-launches`).
+    cuda_launches_from_tool: bool,
+}
+
+/// Whether `spec` is a CUDA (driver or runtime) launch: what `--cupti-launches` leaves to the
+/// tool.
+pub fn is_cuda_launch(spec: &kreplay_common::api::ApiSpec) -> bool {
+    spec.kind == kreplay_common::api::ApiKind::Launch
+        && matches!(spec.library, Library::Cuda | Library::CudaRt)
 }
 
 /// The APIs a library of `family` may export (a `--lib` of unknown family: all of them).
@@ -51,6 +61,15 @@ impl Attacher {
     pub fn with_programs(programs: Programs) -> Attacher {
         Attacher {
             programs: Some(programs),
+            ..Attacher::default()
+        }
+    }
+
+    /// An attacher that attaches no CUDA launch API ([`is_cuda_launch`]): kreplay-tool records
+    /// those calls from CUPTI.
+    pub fn without_cuda_launches() -> Attacher {
+        Attacher {
+            cuda_launches_from_tool: true,
             ..Attacher::default()
         }
     }
@@ -100,6 +119,9 @@ impl Attacher {
         let mut report = AttachReport::default();
         let mut points = Vec::new();
         for (id, spec) in apis_for(lib.family) {
+            if self.cuda_launches_from_tool && is_cuda_launch(spec) {
+                continue;
+            }
             match table.offset(spec.name) {
                 Some(offset) => {
                     points.push((offset, Cookie::for_spec(id, spec)));
@@ -192,6 +214,23 @@ mod tests {
         );
         let cuda: Vec<&str> = apis_for(Library::Cuda).map(|(_, s)| s.name).collect();
         assert!(cuda.iter().all(|n| n.starts_with("cu")) && cuda.contains(&"cuLaunchKernel"));
+        let launches: Vec<&str> = APIS
+            .iter()
+            .filter(|s| is_cuda_launch(s))
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(
+            launches,
+            [
+                "cuLaunchKernel",
+                "cuLaunchKernelEx",
+                "cuGraphLaunch",
+                "cudaLaunchKernel",
+                "cudaLaunchKernelExC",
+                "cudaLaunchCooperativeKernel",
+                "cudaGraphLaunch"
+            ]
+        );
         let any = apis_for(Library::User).count();
         assert_eq!(
             any,

@@ -24,6 +24,9 @@ pub struct EndOptions {
     pub keep_streams: bool,
     /// Print neither the per-API summary nor the leak list and kernel table (`--no-summary`).
     pub no_summary: bool,
+    /// Some calls are only in kreplay-tool's streams (`--cupti-launches`): the per-API summary
+    /// is made from the merged streams, not from the probes' calls as they came.
+    pub summary_from_streams: bool,
 }
 
 /// What a run says once its trace is written, in the order it is said.
@@ -126,8 +129,12 @@ pub fn finish(
         eprintln!("{}", ending::stopping_line(attachments, slow_detach));
     }
     let detach = std::thread::spawn(move || quick_exit::detach_in_child(probes));
-    let report =
-        merge::merge(&files, output).with_context(|| ending::render_failed(dir, output))?;
+    let report = if opts.summary_from_streams {
+        merge::merge_summarizing_launches(&files, output)
+    } else {
+        merge::merge(&files, output)
+    }
+    .with_context(|| ending::render_failed(dir, output))?;
     quick_exit::set_note(&ending::interrupted_written(output));
     let streams_note = ending::streams_note(opts.keep_streams, dir, &p.want, || {
         out_file::remove_own(dir, &files)
@@ -136,8 +143,13 @@ pub fn finish(
     let closing = Closing {
         streams_note,
         summary: (!opts.no_summary).then(|| {
+            let summary = if opts.summary_from_streams {
+                &report.app_summary.0
+            } else {
+                &rec.summary
+            };
             summary_text(
-                rec.summary.render(counters.lost()),
+                summary.render(counters.lost()),
                 &ending::leak_lines(&leaks),
                 &gpu_time::kernel_table(&report.stats.gpu_kernels),
             )

@@ -26,6 +26,39 @@ pub const ALL_NOTE: &str = "kreplay: --gpu with --all: the GPU timeline is given
 #[error("--gpu needs libkreplay_tool.so next to kreplay (or KREPLAY_TOOL_LIB)")]
 pub struct NoTool;
 
+/// `--cupti-launches` where it cannot apply.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "--cupti-launches applies to a command started with --gpu (kreplay trace --gpu --cupti-launches -- CMD)"
+)]
+pub struct CuptiLaunchesWithoutCommand;
+
+/// The line printed when `--cupti-launches` is given but the command's CUDA injection slot is
+/// taken, so the probes record the launches.
+pub const CUPTI_LAUNCHES_SLOT_TAKEN: &str = "kreplay: --cupti-launches: CUDA_INJECTION64_PATH is already set, so kreplay-tool is not the command's CUDA injection library; the probes trace its launch calls";
+
+/// Whether kreplay-tool records the command's CUDA launch calls from CUPTI instead of the
+/// probes: `--cupti-launches` (`wanted`) with `--gpu` and a command (`command`), unless the
+/// command already has a CUDA injection library (`injection_set`: its `--env` or kreplay's
+/// environment), which is said in one line.
+pub fn cupti_launches(
+    wanted: bool,
+    command: bool,
+    injection_set: bool,
+) -> Result<bool, CuptiLaunchesWithoutCommand> {
+    if !wanted {
+        return Ok(false);
+    }
+    if !command {
+        return Err(CuptiLaunchesWithoutCommand);
+    }
+    if injection_set {
+        eprintln!("{CUPTI_LAUNCHES_SLOT_TAKEN}");
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 /// The tool to inject for `--gpu`: `None` without `--gpu`, or without a command to start or
 /// `-p` processes to attach to (then [`ALL_NOTE`] is printed).
 pub fn tool_for(gpu: bool, targets: bool) -> Result<Option<PathBuf>, NoTool> {
@@ -84,6 +117,17 @@ mod tests {
         v.iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn cupti_launches_need_a_command_and_the_cuda_injection_slot() {
+        assert_eq!(cupti_launches(false, false, true), Ok(false));
+        assert_eq!(cupti_launches(true, true, false), Ok(true));
+        assert_eq!(cupti_launches(true, true, true), Ok(false));
+        assert_eq!(
+            cupti_launches(true, false, false),
+            Err(CuptiLaunchesWithoutCommand)
+        );
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub const BIN: &str = "KREPLAY_BIN";
 pub const BENCH_OUT: &str = "KREPLAY_BENCH_OUT";
 /// The CLI's probes: `0` attaches one perf event per function instead of uprobe-multi links.
 pub const UPROBE_MULTI: &str = "KREPLAY_UPROBE_MULTI";
+/// `1` (with [`Setting::GpuTimeline`]): kreplay-tool writes CUDA kernel launch calls from
+/// CUPTI's API records, because the probes do not (`kreplay trace --gpu --cupti-launches`).
+pub const CUPTI_LAUNCHES: &str = "KREPLAY_CUPTI_LAUNCHES";
 /// `1`: kreplay-tool loaded at start through `HSA_TOOLS_LIB` waits, passing everything through,
 /// for a `kreplay -p PID` to attach (`docs/attach.md`).
 pub const ATTACH: &str = "KREPLAY_ATTACH";
@@ -53,6 +56,7 @@ pub const OTHER_KNOWN: &[&str] = &[
     BENCH_OUT,
     UPROBE_MULTI,
     ATTACH,
+    CUPTI_LAUNCHES,
 ];
 
 /// Smallest chunk size of the dirty check.

@@ -47,6 +47,19 @@ pub struct ApiCall {
     pub out: u64,
 }
 
+impl ApiCall {
+    /// Argument word `i`, as an `ApiSpec` numbers them: the six register arguments, then the
+    /// extra words (0 past them).
+    pub fn word(&self, i: u8) -> u64 {
+        let i = usize::from(i);
+        if i < 6 {
+            self.args[i]
+        } else {
+            self.extra.get(i - 6).copied().unwrap_or(0)
+        }
+    }
+}
+
 /// One kernel dispatch and when the GPU ran it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dispatch {

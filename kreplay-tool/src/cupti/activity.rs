@@ -5,8 +5,8 @@
 //! whose current kernel record is `CUpti_ActivityKernel9`/`10` and copy record
 //! `CUpti_ActivityMemcpy5`/`6`): only the leading fields, identical in those versions, are read.
 //! - every record: `kind u32 @0`.
-//! - API (`CUpti_ActivityAPI`, kinds DRIVER 4 and RUNTIME 5): `start u64 @8, end @16,
-//!   processId u32 @24, threadId @28, correlationId @32`.
+//! - API (`CUpti_ActivityAPI`, kinds DRIVER 4 and RUNTIME 5): `cbid u32 @4, start u64 @8,
+//!   end @16, processId u32 @24, threadId @28, correlationId @32, returnValue @36`.
 //! - kernel (CONCURRENT_KERNEL 10): `start u64 @16, end @24, deviceId u32 @40, contextId @44,
 //!   streamId @48, gridX/Y/Z i32 @52/56/60, blockX/Y/Z @64/68/72, staticSharedMemory @76,
 //!   dynamicSharedMemory @80, localMemoryPerThread u32 @84, correlationId @92, name ptr @104`.
@@ -34,6 +34,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use kreplay_common::stream::{Dispatch, GpuCopy, Record, copy_kind};
+
+use super::launch_calls::{ApiRecord, LaunchCalls};
 
 /// `CUPTI_ACTIVITY_KIND_MEMCPY`.
 pub const KIND_MEMCPY: u32 = 1;
@@ -67,6 +69,10 @@ pub enum Activity {
         end: u64,
         /// A driver call (`CUPTI_ACTIVITY_KIND_DRIVER`), not a runtime one.
         driver: bool,
+        /// The call's callback id in its domain.
+        cbid: u32,
+        /// What the call returned.
+        ret: u32,
     },
     /// A kernel, as a `Dispatch` still without its thread and submit time.
     Kernel(Dispatch),
@@ -110,6 +116,8 @@ pub unsafe fn read(rec: *const u8, pid: u32) -> Option<Activity> {
                 tid: field(rec, 28),
                 correlation: field(rec, 32),
                 driver: kind == KIND_DRIVER,
+                cbid: field(rec, 4),
+                ret: field(rec, 36),
             },
             KIND_CONCURRENT_KERNEL => {
                 let name: *const core::ffi::c_char = field(rec, 104);
@@ -175,14 +183,48 @@ pub struct Joiner {
     pending: VecDeque<(Activity, u64)>,
     /// GPU records given out without their API call.
     unlinked: u64,
+    /// Launch calls turned into `ApiCall` records (`--cupti-launches`).
+    launches: Option<LaunchCalls>,
 }
 
 impl Joiner {
+    /// A joiner that also writes each launch call's `ApiCall` ([`LaunchCalls`]).
+    pub fn with_launch_calls(launches: LaunchCalls) -> Self {
+        Self {
+            launches: Some(launches),
+            ..Self::default()
+        }
+    }
+
     /// Takes the records of one completed buffer, handed over at `now` (ns); returns the GPU
     /// records ready to write, in the order they arrived: each once its call is known, or
     /// [`MAX_WAIT_NS`] after it came without it; one still waiting holds back those behind it.
     pub fn buffer(&mut self, acts: impl IntoIterator<Item = Activity>, now: u64) -> Vec<Record> {
         for a in acts {
+            if let (
+                Some(l),
+                &Activity::Api {
+                    correlation,
+                    tid,
+                    start,
+                    end,
+                    driver,
+                    cbid,
+                    ret,
+                },
+            ) = (&mut self.launches, &a)
+            {
+                let r = ApiRecord {
+                    driver,
+                    cbid,
+                    correlation,
+                    tid,
+                    start,
+                    end,
+                    ret,
+                };
+                l.api(r, now);
+            }
             match a {
                 Activity::Api {
                     correlation,
@@ -190,6 +232,7 @@ impl Joiner {
                     start,
                     end,
                     driver,
+                    ..
                 } => {
                     let submit = if driver {
                         start
@@ -215,7 +258,10 @@ impl Joiner {
                 break;
             }
             let (a, _) = self.pending.pop_front().expect("front exists");
-            out.push(self.linked(a, call));
+            self.linked(a, call, &mut out);
+        }
+        if let Some(l) = &mut self.launches {
+            l.expired(now, MAX_WAIT_NS, &mut out);
         }
         out
     }
@@ -223,12 +269,15 @@ impl Joiner {
     /// Every GPU record still waiting, with its call when known (the last flush).
     pub fn finish(&mut self) -> Vec<Record> {
         let rest: Vec<Activity> = self.pending.drain(..).map(|(a, _)| a).collect();
-        rest.into_iter()
-            .map(|a| {
-                let call = self.calls.get(&correlation(&a)).copied();
-                self.linked(a, call)
-            })
-            .collect()
+        let mut out = Vec::new();
+        for a in rest {
+            let call = self.calls.get(&correlation(&a)).copied();
+            self.linked(a, call, &mut out);
+        }
+        if let Some(l) = &mut self.launches {
+            l.expired(u64::MAX, MAX_WAIT_NS, &mut out);
+        }
+        out
     }
 
     /// GPU records given out so far without their API call.
@@ -236,11 +285,16 @@ impl Joiner {
         self.unlinked
     }
 
-    fn linked(&mut self, a: Activity, call: Option<(u32, u64)>) -> Record {
+    /// Appends `a` linked to `call`, after its launch call's `ApiCall` when that is kept.
+    fn linked(&mut self, a: Activity, call: Option<(u32, u64)>, out: &mut Vec<Record>) {
         if call.is_none() {
             self.unlinked += 1;
         }
-        linked(a, call)
+        let r = linked(a, call);
+        if let (Some(l), Record::Dispatch(d)) = (&mut self.launches, &r) {
+            l.with_kernel(d, out);
+        }
+        out.push(r);
     }
 }
 
@@ -322,6 +376,7 @@ mod tests {
             KIND_RUNTIME,
             40,
             &[
+                (4, &211u32.to_le_bytes()),
                 (8, &900u64.to_le_bytes()),
                 (16, &990u64.to_le_bytes()),
                 (28, &4242u32.to_le_bytes()),
@@ -352,6 +407,8 @@ mod tests {
                 start: 900,
                 end: 990,
                 driver: false,
+                cbid: 211,
+                ret: 0,
             }
         );
         let mut j = Joiner::default();
@@ -413,6 +470,8 @@ mod tests {
             start,
             end,
             driver,
+            cbid: 211,
+            ret: 0,
         }
     }
 
@@ -478,5 +537,123 @@ mod tests {
         assert_eq!(submits(&out), [(8, 3000), (7, 4000)]);
         assert_eq!(j.unlinked(), 0);
         assert_eq!(j.finish(), []);
+    }
+
+    #[test]
+    fn with_cupti_launches_each_launch_call_is_written_before_its_kernel_with_the_kernels_arguments()
+     {
+        use super::super::launch_calls::{HANDLE_TAG, LaunchCalls};
+        use kreplay_common::api::id_of;
+        use kreplay_common::stream::{ApiCall, KernelName};
+        // CUPTI's names: 211 the runtime's cudaLaunchKernel, 307 the driver's cuLaunchKernel,
+        // 31 a runtime copy.
+        let names = |driver: bool, cbid: u32| match (driver, cbid) {
+            (false, 211) => Some("cudaLaunchKernel_v7000".to_owned()),
+            (true, 307) => Some("cuLaunchKernel".to_owned()),
+            (false, 31) => Some("cudaMemcpy_v3020".to_owned()),
+            _ => None,
+        };
+        let mut j = Joiner::with_launch_calls(LaunchCalls::new(9, Box::new(names)));
+        let call = |correlation, tid, start, end, driver, cbid| Activity::Api {
+            correlation,
+            tid,
+            start,
+            end,
+            driver,
+            cbid,
+            ret: 0,
+        };
+        let mut k = kernel(60);
+        if let Activity::Kernel(d) = &mut k {
+            (d.grid, d.workgroup, d.queue) = ([512, 4, 1], [128, 2, 1], 13);
+        }
+        let out = j.buffer(
+            [
+                call(60, 7, 1000, 2000, false, 211),
+                call(61, 7, 2100, 2200, false, 31),
+                call(62, 8, 2300, 2400, true, 307),
+                k,
+                kernel(62),
+            ],
+            0,
+        );
+        let handle = HANDLE_TAG | 1;
+        let mut first = ApiCall {
+            pid: 9,
+            tid: 7,
+            api: id_of("cudaLaunchKernel").unwrap(),
+            enter_ns: 1000,
+            exit_ns: 2000,
+            ret: 0,
+            args: [0; 6],
+            extra: [0; 5],
+            out: 0,
+        };
+        // cudaLaunchKernel(func, grid x|y<<32, z, block x|y<<32, z, args; sharedMem, stream):
+        // grid 4x2x1 blocks of 128x2x1.
+        first.args[..5].copy_from_slice(&[handle, 4 | 2 << 32, 1, 128 | 2 << 32, 1]);
+        first.extra[1] = 13;
+        let mut second = ApiCall {
+            tid: 8,
+            api: id_of("cuLaunchKernel").unwrap(),
+            enter_ns: 2300,
+            exit_ns: 2400,
+            ..first.clone()
+        };
+        // cuLaunchKernel(f, gx, gy, gz, bx, by; bz, shared, stream): the same kernel's handle.
+        second.args = [handle, 1, 1, 1, 1, 1];
+        second.extra = [1, 0, 7, 0, 0];
+        assert_eq!(
+            out[..3],
+            [
+                KernelName {
+                    pid: 9,
+                    ts_ns: 1000,
+                    handle,
+                    name: "k".into()
+                }
+                .into(),
+                first.into(),
+                Record::Dispatch(match kernel(60) {
+                    Activity::Kernel(mut d) => {
+                        (d.grid, d.workgroup, d.queue) = ([512, 4, 1], [128, 2, 1], 13);
+                        (d.tid, d.submit_ns) = (7, 1500);
+                        d
+                    }
+                    _ => unreachable!(),
+                }),
+            ]
+        );
+        assert_eq!(out[3], second.into());
+        assert!(matches!(&out[4], Record::Dispatch(d) if d.correlation == 62));
+        // The copy call is not a launch; nothing else came out.
+        assert_eq!(out.len(), 5);
+        // A launch whose kernel never comes goes out without arguments, MAX_WAIT_NS after it
+        // came, and only then.
+        assert_eq!(j.buffer([call(70, 7, 5000, 5100, false, 211)], 10), []);
+        assert_eq!(j.buffer([], MAX_WAIT_NS + 9), []);
+        let bare = ApiCall {
+            pid: 9,
+            tid: 7,
+            api: id_of("cudaLaunchKernel").unwrap(),
+            enter_ns: 5000,
+            exit_ns: 5100,
+            ret: 0,
+            args: [0; 6],
+            extra: [0; 5],
+            out: 0,
+        };
+        assert_eq!(j.buffer([], MAX_WAIT_NS + 10), [bare.clone().into()]);
+        // At the end every waiting call goes out.
+        assert_eq!(j.buffer([call(71, 7, 6000, 6100, false, 211)], 20), []);
+        assert_eq!(
+            j.finish(),
+            [ApiCall {
+                enter_ns: 6000,
+                exit_ns: 6100,
+                ..bare
+            }
+            .into()]
+        );
     }
 }

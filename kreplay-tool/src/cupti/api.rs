@@ -55,7 +55,17 @@ pub struct Cupti {
     pub enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
     /// `cuptiActivityEnableRuntimeApi(cbid, enable)`: one runtime call's, likewise.
     pub enable_runtime_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
+    /// `cuptiGetCallbackName(domain, cbid, const char **name)`.
+    pub callback_name: Option<CallbackNameFn>,
 }
+
+/// `cuptiGetCallbackName`'s type.
+pub type CallbackNameFn = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult;
+
+/// `CUPTI_CB_DOMAIN_DRIVER_API`.
+pub const DOMAIN_DRIVER: u32 = 1;
+/// `CUPTI_CB_DOMAIN_RUNTIME_API`.
+pub const DOMAIN_RUNTIME: u32 = 2;
 
 /// The callback API's entries (cupti_callbacks.h).
 #[derive(Clone, Copy)]
@@ -92,6 +102,28 @@ pub enum CuptiError {
         /// CUPTI's reason.
         reason: String,
     },
+}
+
+/// The name `get` (`cuptiGetCallbackName`) gives callback `cbid` of the driver (`driver`) or
+/// runtime API domain.
+pub fn name_of(get: Option<CallbackNameFn>, driver: bool, cbid: u32) -> Option<String> {
+    let f = get?;
+    let domain = if driver {
+        DOMAIN_DRIVER
+    } else {
+        DOMAIN_RUNTIME
+    };
+    let mut s: *const c_char = core::ptr::null();
+    // SAFETY: CUPTI writes a pointer to a static string of its own.
+    if unsafe { f(domain, cbid, &mut s) } != 0 || s.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated static string.
+    Some(
+        unsafe { core::ffi::CStr::from_ptr(s) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// Libraries mapped in this process whose file name starts with `prefix`.
@@ -211,6 +243,8 @@ impl Cupti {
             enable_runtime_api: unsafe { lib.get(b"cuptiActivityEnableRuntimeApi") }
                 .ok()
                 .map(|s| *s),
+            // SAFETY: CUPTI's entry of this name, with the field's signature (cupti_callbacks.h).
+            callback_name: unsafe { lib.get(b"cuptiGetCallbackName") }.ok().map(|s| *s),
             path,
             _lib: lib,
         })

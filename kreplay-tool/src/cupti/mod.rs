@@ -26,6 +26,7 @@
 pub mod activity;
 pub mod api;
 pub mod callbacks;
+pub mod launch_calls;
 pub mod quiet;
 
 use core::ffi::c_void;
@@ -61,6 +62,11 @@ pub extern "C" fn InitializeInjection() -> i32 {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!("kreplay: configuration error: {e}; no GPU timeline");
+                if launch_calls::wanted() {
+                    eprintln!(
+                        "kreplay: configuration error: {e}: no GPU timeline, and kernel launch calls are not traced (--cupti-launches)"
+                    );
+                }
                 return;
             }
         };
@@ -68,9 +74,15 @@ pub extern "C" fn InitializeInjection() -> i32 {
             return;
         }
         if let Err(e) = start() {
-            eprintln!(
-                "kreplay: CUPTI is unusable ({e}): no GPU timeline for this process; its API calls are still traced"
-            );
+            if launch_calls::wanted() {
+                eprintln!(
+                    "kreplay: CUPTI is unusable ({e}): no GPU timeline for this process, and its kernel launch calls are not traced (--cupti-launches); its other API calls are"
+                );
+            } else {
+                eprintln!(
+                    "kreplay: CUPTI is unusable ({e}): no GPU timeline for this process; its API calls are still traced"
+                );
+            }
         }
     });
     1
@@ -204,11 +216,27 @@ fn init() -> Result<&'static State, CuptiError> {
         (clock, registered)
     };
     tracing::debug!(path = %cupti.path.display(), registered, "CUPTI loaded");
+    let pid = crate::record::current_pid();
+    let joiner = if launch_calls::wanted() {
+        if cupti.callback_name.is_none() {
+            return Err(CuptiError::Symbol {
+                path: cupti.path.display().to_string(),
+                symbol: "cuptiGetCallbackName",
+            });
+        }
+        let names = cupti.callback_name;
+        Joiner::with_launch_calls(launch_calls::LaunchCalls::new(
+            pid,
+            Box::new(move |driver, cbid| api::name_of(names, driver, cbid)),
+        ))
+    } else {
+        Joiner::default()
+    };
     let _ = STATE.set(State {
         cupti,
         clock,
-        joiner: Mutex::new(Joiner::default()),
-        pid: crate::record::current_pid(),
+        joiner: Mutex::new(joiner),
+        pid,
     });
     // Registered after the tool's own exit flush, so it runs first: CUPTI's last buffers reach
     // the recorder before the stream is written.
@@ -363,12 +391,16 @@ fn on_clock(s: &State, a: Activity) -> Activity {
             start,
             end,
             driver,
+            cbid,
+            ret,
         } => Activity::Api {
             correlation,
             tid,
             start: m(start),
             end: m(end),
             driver,
+            cbid,
+            ret,
         },
         Activity::Kernel(mut d) => {
             (d.submit_ns, d.start_ns, d.end_ns) = (m(d.submit_ns), m(d.start_ns), m(d.end_ns));
