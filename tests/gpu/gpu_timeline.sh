@@ -20,6 +20,8 @@ PY=${PY:-/opt/torch/.venv/bin/python3}
 STEPS=${STEPS:-20}
 ROUNDS=${ROUNDS:-3}
 LAUNCHES=${LAUNCHES:-30000}
+# More flags for the checked `trace --gpu` run (e.g. --cupti-launches).
+GPU_FLAGS=${GPU_FLAGS:-}
 fails=0
 check() { if [ "$2" = "$3" ]; then echo "PASS $1 ($2)"; else echo "FAIL $1: got '$2' want '$3'"; fails=$((fails+1)); fi; }
 echo "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null), kernel $(uname -r), $(date -u)"
@@ -32,8 +34,9 @@ $PY tests/gpu/train_step.py $STEPS > $OUT/plain.out 2>&1
 echo "== kreplay trace --no-gpu"
 $K trace --no-gpu -q -o $OUT/ng.pftrace -- $PY tests/gpu/train_step.py $STEPS > $OUT/ng.out 2> $OUT/ng.err
 rm -f $OUT/ng.pftrace
-echo "== kreplay trace --gpu"
-$K trace --gpu -q --keep-streams -o $OUT/gt.pftrace -- $PY tests/gpu/train_step.py $STEPS > $OUT/kr.out 2> $OUT/kr.err
+echo "== kreplay trace --gpu $GPU_FLAGS"
+# shellcheck disable=SC2086 # GPU_FLAGS is a list of flags
+$K trace --gpu $GPU_FLAGS -q --keep-streams -o $OUT/gt.pftrace -- $PY tests/gpu/train_step.py $STEPS > $OUT/kr.out 2> $OUT/kr.err
 rc=$?
 grep -E "CUPTI|error|warning|dropped|wrote" $OUT/kr.err | head -5
 check trace_exit "$rc" 0

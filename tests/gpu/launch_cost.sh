@@ -7,6 +7,8 @@
 #   torch_cuda  under torch.profiler, CUDA activity only
 #   no_gpu      under `kreplay trace --no-gpu` (the probes)
 #   gpu         under `kreplay trace --gpu` (the probes and kreplay-tool's CUPTI timeline)
+#   gpu_cupti   under `kreplay trace --gpu --cupti-launches` (the launch calls from CUPTI's
+#               API records, the other calls from the probes)
 #   tool        kreplay-tool's CUPTI timeline alone (CUDA_INJECTION64_PATH, no probes)
 #   gpu_base, tool_base   the same two with the tool at BASE_TOOL (an older build, for A/B)
 # Run from the repository root on the GPU machine, binaries in .gpu-carry/ (tests/gpu/run.sh's
@@ -24,7 +26,7 @@ ROUNDS=${ROUNDS:-5}
 LAUNCHES=${LAUNCHES:-100000}
 TOOL=$PWD/$C/libkreplay_tool.so
 BASE_TOOL=${BASE_TOOL:-}
-ARMS=${ARMS:-plain torch_cuda no_gpu gpu tool${BASE_TOOL:+ gpu_base tool_base}}
+ARMS=${ARMS:-plain torch_cuda no_gpu gpu gpu_cupti tool${BASE_TOOL:+ gpu_base tool_base}}
 mkdir -p "$OUT"
 echo "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null), kernel $(uname -r), $(date -u)"
 echo "launches per run: $LAUNCHES, rounds: $ROUNDS, arms: $ARMS"
@@ -41,6 +43,7 @@ run_arm() {
     torch_cuda) loop --profiler-cuda ;;
     no_gpu) "$K" trace --no-gpu -q -o "$OUT/l.pftrace" -- "$PY" tests/gpu/torch_loop.py "$LAUNCHES" 2> /dev/null ;;
     gpu) KREPLAY_TOOL_LIB=$TOOL "$K" trace --gpu -q -o "$OUT/l.pftrace" -- "$PY" tests/gpu/torch_loop.py "$LAUNCHES" 2> /dev/null ;;
+    gpu_cupti) KREPLAY_TOOL_LIB=$TOOL "$K" trace --gpu --cupti-launches -q -o "$OUT/l.pftrace" -- "$PY" tests/gpu/torch_loop.py "$LAUNCHES" 2> /dev/null ;;
     gpu_base) KREPLAY_TOOL_LIB=$BASE_TOOL "$K" trace --gpu -q -o "$OUT/l.pftrace" -- "$PY" tests/gpu/torch_loop.py "$LAUNCHES" 2> /dev/null ;;
     tool) tool_alone "$TOOL" ;;
     tool_base) tool_alone "$BASE_TOOL" ;;

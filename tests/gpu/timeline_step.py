@@ -5,7 +5,7 @@ train_step.py, then one line per kernel with its count and total GPU time over t
 from the profiler's kernel events (its Chrome trace's `kernel` category: user annotations that
 the profiler also puts on the GPU's rows are not kernels): `kernel_total COUNT TOTAL_US NAME`.
 
-Usage: timeline_step.py STEPS [--cuda-only]
+Usage: timeline_step.py STEPS [--cuda-only] [--d-model D] [--batch B] [--seq S] [--vocab V]
 """
 import json
 import tempfile
@@ -25,7 +25,12 @@ import train_step  # noqa: E402
 
 def main():
     steps = int(sys.argv[1])
-    d, batch, seq, vocab, heads, layers = 384, 8, 128, 4096, 6, 4
+    # train_step.py's model and its flags.
+    d = train_step.arg("--d-model", 384)
+    batch = train_step.arg("--batch", 8)
+    seq = train_step.arg("--seq", 128)
+    vocab = train_step.arg("--vocab", 4096)
+    heads, layers = 6, 4
     torch.manual_seed(1234)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
