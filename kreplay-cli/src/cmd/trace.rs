@@ -38,7 +38,9 @@ use kreplay_common::probe::{EVENTS_MAP, THREADS_MAP};
     sudo kreplay trace -p 4242                  trace a running process until Ctrl-C\n  \
     sudo kreplay trace --duration 10s --all     every GPU process on this host for 10 s\n  \
     sudo kreplay trace -o run.pftrace -- ./app  start ./app with the probes already attached\n  \
-    sudo kreplay trace --gpu -- ./app           also what its GPU ran, and when\n\n\
+    sudo kreplay trace --gpu -- ./app           also what its GPU ran, and when\n  \
+    sudo kreplay trace --gpu --cupti-launches -- python train.py\n                                              \
+    the same, launch calls from CUPTI (torch.profiler's cost per launch)\n\n\
     Records go to per-thread stream files in FILE.streams/ first, a directory this run \
     creates; when that name is taken (by an earlier run's kept streams, or anything else) \
     FILE.streams.2/, .3/, … is used, and what is there is left alone. The trace is written \
@@ -134,9 +136,10 @@ pub struct TraceArgs {
     no_gpu: bool,
     /// With --gpu -- CMD on CUDA: kernel launch calls (cudaLaunchKernel, cuLaunchKernel, graph
     /// launches) are recorded from CUPTI's API records by kreplay-tool, not by uprobes, which
-    /// cost each launch two traps. Their slices then carry CUPTI's stream id, not the CUstream
-    /// handle; if CUPTI is unusable in a process, its launch calls are not traced
-    /// (docs/gpu-timeline.md, "Cost").
+    /// cost each PyTorch launch two uprobe pairs: a launch then costs what torch.profiler's CUDA
+    /// tracing adds. Their slices carry CUPTI's stream id, not the CUstream handle; if CUPTI is
+    /// unusable in a process, its launch calls are not traced (docs/gpu-timeline.md, "Launch
+    /// calls from CUPTI").
     #[arg(long, requires = "gpu")]
     cupti_launches: bool,
     /// Command to start with the probes attached before its first instruction (after `--`).

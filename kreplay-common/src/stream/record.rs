@@ -24,7 +24,7 @@ pub struct ProcessName {
 }
 
 /// One completed runtime API call: the CLI writes one per BPF call record, the tool one per
-/// call it intercepts.
+/// call it intercepts and, with `--cupti-launches`, one per CUDA launch CUPTI reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiCall {
     /// Process id.

@@ -9,7 +9,8 @@
 //! measured from `cuptiGetTimestamp`), asks for system thread ids, and enables concurrent
 //! kernel, memcpy, memset, and runtime and driver API records: the API records give each GPU
 //! record its thread and submit time ([`activity`]); those of calls that launch no GPU work
-//! are turned off ([`quiet`]). CUPTI hands filled buffers to
+//! are turned off ([`quiet`]); with `KREPLAY_CUPTI_LAUNCHES=1` those of launches also become
+//! the trace's launch calls ([`launch_calls`]). CUPTI hands filled buffers to
 //! [`buffer_complete`] on its own thread, which writes `Dispatch` and `GpuCopy` records through
 //! the tool's recorder, each device they name described once before them (a `GpuDevice`: its
 //! ordinal and the driver's `cuDeviceGetName`, read on a thread of the tool's own, never inside
