@@ -35,7 +35,8 @@ use std::collections::{HashMap, VecDeque};
 
 use kreplay_common::stream::{Dispatch, GpuCopy, Record, copy_kind};
 
-use super::launch_calls::{ApiRecord, LaunchCalls};
+use super::launch_calls::ApiRecord;
+use super::launch_calls::LaunchCalls;
 
 /// `CUPTI_ACTIVITY_KIND_MEMCPY`.
 pub const KIND_MEMCPY: u32 = 1;
@@ -58,22 +59,7 @@ const MAX_CALLS: usize = 1 << 18;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Activity {
     /// A runtime or driver API call.
-    Api {
-        /// Correlation id.
-        correlation: u32,
-        /// System thread id.
-        tid: u32,
-        /// Start (trace clock).
-        start: u64,
-        /// End (trace clock).
-        end: u64,
-        /// A driver call (`CUPTI_ACTIVITY_KIND_DRIVER`), not a runtime one.
-        driver: bool,
-        /// The call's callback id in its domain.
-        cbid: u32,
-        /// What the call returned.
-        ret: u32,
-    },
+    Api(ApiRecord),
     /// A kernel, as a `Dispatch` still without its thread and submit time.
     Kernel(Dispatch),
     /// A copy or memset, likewise.
@@ -110,7 +96,7 @@ pub unsafe fn read(rec: *const u8, pid: u32) -> Option<Activity> {
     unsafe {
         let kind: u32 = field(rec, 0);
         Some(match kind {
-            KIND_DRIVER | KIND_RUNTIME => Activity::Api {
+            KIND_DRIVER | KIND_RUNTIME => Activity::Api(ApiRecord {
                 start: field(rec, 8),
                 end: field(rec, 16),
                 tid: field(rec, 28),
@@ -118,7 +104,7 @@ pub unsafe fn read(rec: *const u8, pid: u32) -> Option<Activity> {
                 driver: kind == KIND_DRIVER,
                 cbid: field(rec, 4),
                 ret: field(rec, 36),
-            },
+            }),
             KIND_CONCURRENT_KERNEL => {
                 let name: *const core::ffi::c_char = field(rec, 104);
                 let kernel = if name.is_null() {
@@ -201,46 +187,18 @@ impl Joiner {
     /// [`MAX_WAIT_NS`] after it came without it; one still waiting holds back those behind it.
     pub fn buffer(&mut self, acts: impl IntoIterator<Item = Activity>, now: u64) -> Vec<Record> {
         for a in acts {
-            if let (
-                Some(l),
-                &Activity::Api {
-                    correlation,
-                    tid,
-                    start,
-                    end,
-                    driver,
-                    cbid,
-                    ret,
-                },
-            ) = (&mut self.launches, &a)
-            {
-                let r = ApiRecord {
-                    driver,
-                    cbid,
-                    correlation,
-                    tid,
-                    start,
-                    end,
-                    ret,
-                };
-                l.api(r, now);
-            }
             match a {
-                Activity::Api {
-                    correlation,
-                    tid,
-                    start,
-                    end,
-                    driver,
-                    ..
-                } => {
-                    let submit = if driver {
-                        start
+                Activity::Api(r) => {
+                    if let Some(l) = &mut self.launches {
+                        l.api(r, now);
+                    }
+                    let submit = if r.driver {
+                        r.start
                     } else {
-                        start + end.saturating_sub(start) / 2
+                        r.start + r.end.saturating_sub(r.start) / 2
                     };
-                    if self.calls.insert(correlation, (tid, submit)).is_none() {
-                        self.order.push_back(correlation);
+                    if self.calls.insert(r.correlation, (r.tid, submit)).is_none() {
+                        self.order.push_back(r.correlation);
                     }
                     if self.order.len() > MAX_CALLS
                         && let Some(old) = self.order.pop_front()
@@ -303,7 +261,7 @@ fn correlation(a: &Activity) -> u32 {
     match a {
         Activity::Kernel(d) => d.correlation as u32,
         Activity::Copy(c) => c.correlation as u32,
-        Activity::Api { correlation, .. } => *correlation,
+        Activity::Api(r) => r.correlation,
     }
 }
 
@@ -322,7 +280,7 @@ fn linked(a: Activity, call: Option<(u32, u64)>) -> Record {
             }
             c.into()
         }
-        Activity::Api { .. } => unreachable!("API records are never pending"),
+        Activity::Api(_) => unreachable!("API records are never pending"),
     }
 }
 
@@ -401,7 +359,7 @@ mod tests {
             [&kernel, &api, &copy].map(|r| unsafe { read(r.as_ptr() as *const u8, 9) }.unwrap());
         assert_eq!(
             a,
-            Activity::Api {
+            Activity::Api(ApiRecord {
                 correlation: 55,
                 tid: 4242,
                 start: 900,
@@ -409,7 +367,7 @@ mod tests {
                 driver: false,
                 cbid: 211,
                 ret: 0,
-            }
+            })
         );
         let mut j = Joiner::default();
         // The kernel's buffer comes before its call's: it waits.
@@ -464,15 +422,19 @@ mod tests {
     }
 
     fn api(correlation: u32, tid: u32, start: u64, end: u64, driver: bool) -> Activity {
-        Activity::Api {
+        call(correlation, tid, start, end, driver, 211)
+    }
+
+    fn call(correlation: u32, tid: u32, start: u64, end: u64, driver: bool, cbid: u32) -> Activity {
+        Activity::Api(ApiRecord {
             correlation,
             tid,
             start,
             end,
             driver,
-            cbid: 211,
+            cbid,
             ret: 0,
-        }
+        })
     }
 
     fn kernel(correlation: u64) -> Activity {
@@ -554,15 +516,6 @@ mod tests {
             _ => None,
         };
         let mut j = Joiner::with_launch_calls(LaunchCalls::new(9, Box::new(names)));
-        let call = |correlation, tid, start, end, driver, cbid| Activity::Api {
-            correlation,
-            tid,
-            start,
-            end,
-            driver,
-            cbid,
-            ret: 0,
-        };
         let mut k = kernel(60);
         if let Activity::Kernel(d) = &mut k {
             (d.grid, d.workgroup, d.queue) = ([512, 4, 1], [128, 2, 1], 13);

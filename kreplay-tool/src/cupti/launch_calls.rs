@@ -20,8 +20,8 @@ use std::collections::{HashMap, VecDeque};
 use kreplay_common::api::{self, ApiId, ApiKind, Geometry, Library, NO_ARG};
 use kreplay_common::stream::{ApiCall, Dispatch, KernelName, Record};
 
-/// One API record as CUPTI gave it.
-#[derive(Clone, Copy, Debug)]
+/// One API record as CUPTI gave it (`CUpti_ActivityAPI`'s fields kreplay reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ApiRecord {
     /// A driver call, not a runtime one.
     pub driver: bool,
@@ -31,7 +31,7 @@ pub struct ApiRecord {
     pub correlation: u32,
     /// System thread id.
     pub tid: u32,
-    /// Start and end (trace clock).
+    /// Start (trace clock).
     pub start: u64,
     /// End.
     pub end: u64,

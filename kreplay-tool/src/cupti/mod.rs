@@ -370,7 +370,7 @@ fn log_first_buffer(acts: &[Activity]) {
         .filter_map(|a| match a {
             Activity::Kernel(d) => Some(d.start_ns),
             Activity::Copy(c) => Some(c.start_ns),
-            Activity::Api { .. } => None,
+            Activity::Api(_) => None,
         })
         .min();
     tracing::debug!(
@@ -386,23 +386,10 @@ fn on_clock(s: &State, a: Activity) -> Activity {
     let Some(c) = &s.clock else { return a };
     let m = |t: u64| c.to_monotonic(t);
     match a {
-        Activity::Api {
-            correlation,
-            tid,
-            start,
-            end,
-            driver,
-            cbid,
-            ret,
-        } => Activity::Api {
-            correlation,
-            tid,
-            start: m(start),
-            end: m(end),
-            driver,
-            cbid,
-            ret,
-        },
+        Activity::Api(mut r) => {
+            (r.start, r.end) = (m(r.start), m(r.end));
+            Activity::Api(r)
+        }
         Activity::Kernel(mut d) => {
             (d.submit_ns, d.start_ns, d.end_ns) = (m(d.submit_ns), m(d.start_ns), m(d.end_ns));
             Activity::Kernel(d)
