@@ -140,6 +140,13 @@ pub fn finish(
         out_file::remove_own(dir, &files)
     });
     let command = rec.command.as_ref().map(|(p, pid)| (p.as_str(), *pid));
+    // The calls the command made: with launch calls only in the tool's streams, the merged
+    // summary's count.
+    let calls = if opts.summary_from_streams {
+        report.app_summary.0.total_calls()
+    } else {
+        rec.summary.total_calls()
+    };
     let closing = Closing {
         streams_note,
         summary: (!opts.no_summary).then(|| {
@@ -162,7 +169,7 @@ pub fn finish(
             .stops
             .map(|stops| ending::follow_lines(stops, &counters))
             .unwrap_or_default(),
-        command_notes: ending::command_notes(command, rec.summary.total_calls(), ending::running),
+        command_notes: ending::command_notes(command, calls, ending::running),
         wrote: ending::wrote_line(output, report.records, report.bytes),
     };
     let _ = std::io::stderr()
