@@ -209,7 +209,7 @@ fn with_the_tools_debug_log_on_the_exit_flush_logs_nothing_and_loses_nothing() {
 }
 
 #[test]
-fn with_cupti_launches_the_launch_calls_come_from_cupti_and_no_probe_records_them() {
+fn with_cupti_launches_the_launch_calls_come_from_cupti_or_from_the_probes_when_cupti_fails() {
     require_root!();
     let sim = cuda_sim("gpu-timeline-cuda");
     let plain = Command::new(&sim.linked)
@@ -274,21 +274,42 @@ fn with_cupti_launches_the_launch_calls_come_from_cupti_and_no_probe_records_the
     assert_eq!(api_slices(&d, "cuMemcpyHtoD_v2").len(), 2);
     assert_eq!(api_slices(&d, "cuCtxSynchronize").len(), 1);
 
-    // With CUPTI unusable the launch calls are not traced (no probe is on them), and that is
-    // said; the rest of the API trace stays.
+    // With CUPTI unusable the tool asks for the probes on the launch calls before any launch
+    // (inside cuInit) and says so; the trace is what it is without --cupti-launches.
     let (d, stderr, stdout) = run_trace(
         "cupti-launches-busy",
-        &["--cupti-launches"],
+        &["--cupti-launches", "--keep-streams"],
         "twice",
         &[("FAKECUPTI_BUSY", "1")],
     );
     assert_eq!(stdout, plain);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("CUPTI is unusable"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
     assert!(
-        stderr.contains("kernel launch calls are not traced (--cupti-launches)"),
+        said[0].ends_with("its API calls are still traced (its launch calls by the probes)"),
         "{stderr}"
     );
-    assert_eq!(api_slices(&d, "cuLaunchKernel").len(), 0);
+    assert!(gpu_groups(&d).is_empty());
+    let launches = api_slices(&d, "cuLaunchKernel");
+    assert_eq!(launches.len(), 2, "{stderr}");
+    // The probe's record: the CUstream handle (the default stream, 0).
+    assert!(launches.iter().all(|c| c["args"]["stream"]["pointer"] == 0));
     assert_eq!(api_slices(&d, "cuMemcpyHtoD_v2").len(), 2);
+    // The request and its answer are gone; the kept streams stay.
+    let streams = scratch("gpu_timeline_cuda").join("cupti-launches-busy.pftrace.streams");
+    let names: Vec<String> = std::fs::read_dir(&streams)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.is_empty());
+    assert!(
+        names.iter().all(|n| !n.starts_with("launch-probes-")),
+        "{names:?}"
+    );
+    std::fs::remove_dir_all(&streams).unwrap();
 }
 
 #[test]

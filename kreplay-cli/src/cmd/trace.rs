@@ -137,9 +137,9 @@ pub struct TraceArgs {
     /// With --gpu -- CMD on CUDA: kernel launch calls (cudaLaunchKernel, cuLaunchKernel, graph
     /// launches) are recorded from CUPTI's API records by kreplay-tool, not by uprobes, which
     /// cost each PyTorch launch two uprobe pairs: a launch then costs what torch.profiler's CUDA
-    /// tracing adds. Their slices carry CUPTI's stream id, not the CUstream handle; if CUPTI is
-    /// unusable in a process, its launch calls are not traced (docs/gpu-timeline.md, "Launch
-    /// calls from CUPTI").
+    /// tracing adds. Their slices carry CUPTI's stream id, not the CUstream handle; a process
+    /// whose CUPTI is unusable has its launch calls probed instead (docs/gpu-timeline.md,
+    /// "Launch calls from CUPTI").
     #[arg(long, requires = "gpu")]
     cupti_launches: bool,
     /// Command to start with the probes attached before its first instruction (after `--`).

@@ -34,6 +34,10 @@ pub struct Attacher {
     /// CUDA's launch APIs are left alone: kreplay-tool writes those calls from CUPTI
     /// (`--cupti-launches`).
     cuda_launches_from_tool: bool,
+    /// With that: the libraries whose launch APIs were left alone, and the processes whose
+    /// tool could not record them after all (theirs are probed, for that process alone).
+    launch_libs: Vec<RuntimeLib>,
+    launch_pids: Vec<u32>,
 }
 
 /// Whether `spec` is a CUDA (driver or runtime) launch: what `--cupti-launches` leaves to the
@@ -71,6 +75,46 @@ impl Attacher {
         Attacher {
             cuda_launches_from_tool: true,
             ..Attacher::default()
+        }
+    }
+
+    /// Whether the CUDA launch APIs are left to kreplay-tool ([`Attacher::without_cuda_launches`]).
+    pub fn launches_from_tool(&self) -> bool {
+        self.cuda_launches_from_tool
+    }
+
+    /// Probes the CUDA launch APIs left alone, for process `pid` only, in every library
+    /// attached so far and in those attached later: its kreplay-tool cannot record them.
+    pub fn probe_launches_of(&mut self, probes: &mut Probes, pid: u32) {
+        if self.launch_pids.contains(&pid) {
+            return;
+        }
+        self.launch_pids.push(pid);
+        for lib in self.launch_libs.clone() {
+            self.attach_launches(probes, &lib, pid);
+        }
+    }
+
+    /// Attaches `lib`'s CUDA launch APIs for process `pid`; a failure is logged.
+    fn attach_launches(&mut self, probes: &mut Probes, lib: &RuntimeLib, pid: u32) {
+        let Some(table) = self.tables.get(&lib.dev_ino) else {
+            return;
+        };
+        let points: Vec<_> = apis_for(lib.family)
+            .filter(|(_, spec)| is_cuda_launch(spec))
+            .filter_map(|(id, spec)| Some((table.offset(spec.name)?, Cookie::for_spec(id, spec))))
+            .collect();
+        if points.is_empty() {
+            return;
+        }
+        let programs = self.programs.unwrap_or(Programs::Record);
+        match probes.attach_many(&lib.host_path, &points, Scope::Pid(pid), programs) {
+            Ok(_) => {
+                tracing::info!(pid, library = %lib.host_path.display(), "launch probes attached")
+            }
+            Err(e) => {
+                tracing::warn!(pid, library = %lib.host_path.display(), error = %e, "launch probes not attached")
+            }
         }
     }
 
@@ -149,6 +193,15 @@ impl Attacher {
             missing = report.missing.len(),
             "probes attached"
         );
+        if self.cuda_launches_from_tool
+            && apis_for(lib.family).any(|(_, s)| is_cuda_launch(s))
+            && !self.launch_libs.iter().any(|l| l.dev_ino == lib.dev_ino)
+        {
+            self.launch_libs.push(lib.clone());
+            for pid in self.launch_pids.clone() {
+                self.attach_launches(probes, lib, pid);
+            }
+        }
         Ok(report)
     }
 

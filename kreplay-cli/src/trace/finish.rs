@@ -136,6 +136,10 @@ pub fn finish(
     }
     .with_context(|| ending::render_failed(dir, output))?;
     quick_exit::set_note(&ending::interrupted_written(output));
+    // A request for launch probes (and its answer) is no stream: it goes whatever is kept.
+    for f in crate::trace::launch_requests::leftovers(dir) {
+        let _ = std::fs::remove_file(f);
+    }
     let streams_note = ending::streams_note(opts.keep_streams, dir, &p.want, || {
         out_file::remove_own(dir, &files)
     });

@@ -10,6 +10,7 @@ use crate::{
         attach::Attacher,
         collect::{Collector, mark_losses},
         discover::RuntimeLib,
+        launch_requests::LaunchRequests,
         session::{Probed, Recording},
         targets::Attach,
     },
@@ -28,6 +29,8 @@ pub struct LiveProbes<'a> {
     /// Processes that map a new runtime library are held until it is probed: the periodic
     /// rescan looks at new processes only, and at all of them every [`FULL_RESCAN_EVERY`].
     pub holding_new_files: bool,
+    /// Where kreplay-tool asks for launch probes (`--cupti-launches`).
+    pub launch_requests: Option<LaunchRequests>,
 }
 
 /// How often `--all` looks at every process's mappings while new libraries hold their
@@ -68,6 +71,16 @@ impl Probed for LiveProbes<'_> {
 
     fn flush_debug_log(&mut self) {
         self.probes.flush_debug_log();
+    }
+
+    fn answer_launch_requests(&mut self) {
+        let Some(req) = &mut self.launch_requests else {
+            return;
+        };
+        for pid in req.new_requests() {
+            self.attacher.probe_launches_of(self.probes, pid);
+            req.answer(pid);
+        }
     }
 }
 

@@ -16,6 +16,7 @@ pub mod guardian;
 pub mod histogram;
 pub mod holds;
 pub mod kernels;
+pub mod launch_requests;
 pub mod live;
 pub mod nesting;
 pub mod nvtx;

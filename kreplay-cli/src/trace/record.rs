@@ -106,12 +106,16 @@ pub fn record_until_stop(
     // Per cause (`Counters::losses`): what the trace's drop markers already say.
     let mut reported = [0u64; 4];
     let mut session = Session::new(target, status, started);
+    let launch_requests = attacher
+        .launches_from_tool()
+        .then(|| super::launch_requests::LaunchRequests::new(&paths.dir));
     let mut live = LiveProbes {
         probes,
         attacher,
         follow,
         every: matches!(session.target(), Target::All),
         holding_new_files,
+        launch_requests,
     };
     let mut rec = LiveRecording {
         intake: &mut intake,

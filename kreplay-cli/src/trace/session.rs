@@ -51,6 +51,9 @@ pub trait Probed {
     fn followed(&mut self) -> Vec<u32>;
     /// Prints the programs' debug messages (`--debug-probes`).
     fn flush_debug_log(&mut self);
+    /// Probes the launch calls of processes whose kreplay-tool asked for it
+    /// (`--cupti-launches` with CUPTI unusable: [`super::launch_requests`]).
+    fn answer_launch_requests(&mut self) {}
 }
 
 /// Where the records go, as the loop uses it.
@@ -147,6 +150,7 @@ impl Session {
     ) -> anyhow::Result<(Next, Option<Status>)> {
         rec.drain();
         probes.flush_debug_log();
+        probes.answer_launch_requests();
         let c = probes.counters()?;
         rec.mark_losses(&c)?;
         let watched: Vec<u32> = match &self.target {

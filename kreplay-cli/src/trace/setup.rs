@@ -255,6 +255,7 @@ fn arm_probes(
         follow: plan.follow,
         every,
         holding_new_files,
+        launch_requests: None,
     };
     targets::attach(
         plan,

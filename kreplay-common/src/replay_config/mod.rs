@@ -39,6 +39,12 @@ pub const UPROBE_MULTI: &str = "KREPLAY_UPROBE_MULTI";
 /// `1` (with [`Setting::GpuTimeline`]): kreplay-tool writes CUDA kernel launch calls from
 /// CUPTI's API records, because the probes do not (`kreplay trace --gpu --cupti-launches`).
 pub const CUPTI_LAUNCHES: &str = "KREPLAY_CUPTI_LAUNCHES";
+/// The start of the file kreplay-tool creates in its output directory when it cannot write a
+/// process's launch calls after all (CUPTI unusable): `launch-probes-<pid>`. The CLI then
+/// probes that process's launch entries and creates the same name with [`ACK_SUFFIX`].
+pub const LAUNCH_PROBES_REQUEST: &str = "launch-probes-";
+/// What the CLI appends to a [`LAUNCH_PROBES_REQUEST`] file's name once the probes are on.
+pub const ACK_SUFFIX: &str = ".ack";
 /// `1`: kreplay-tool loaded at start through `HSA_TOOLS_LIB` waits, passing everything through,
 /// for a `kreplay -p PID` to attach (`docs/attach.md`).
 pub const ATTACH: &str = "KREPLAY_ATTACH";

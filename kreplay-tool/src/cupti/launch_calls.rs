@@ -96,6 +96,36 @@ pub fn wanted() -> bool {
     std::env::var_os(kreplay_common::replay_config::CUPTI_LAUNCHES).is_some_and(|v| v == "1")
 }
 
+/// Asks the `kreplay trace` that started this process to probe its launch calls after all
+/// (CUPTI cannot be used): creates the request file in the output directory and waits, at most
+/// `patience`, for the CLI's answer. Returns whether it came; the files are removed either
+/// way (the CLI removes an answer that comes later).
+pub fn ask_for_probes(patience: std::time::Duration) -> bool {
+    use kreplay_common::replay_config::{ACK_SUFFIX, LAUNCH_PROBES_REQUEST, Setting};
+    let Some(dir) = std::env::var_os(Setting::OutputDir.var()) else {
+        return false;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let name = format!("{LAUNCH_PROBES_REQUEST}{}", crate::record::current_pid());
+    let (request, ack) = (dir.join(&name), dir.join(format!("{name}{ACK_SUFFIX}")));
+    if std::fs::write(&request, b"").is_err() {
+        return false;
+    }
+    let deadline = std::time::Instant::now() + patience;
+    let answered = loop {
+        if ack.exists() {
+            break true;
+        }
+        if std::time::Instant::now() >= deadline {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let _ = std::fs::remove_file(&request);
+    let _ = std::fs::remove_file(&ack);
+    answered
+}
+
 impl LaunchCalls {
     /// Launch calls of process `pid`, naming callback ids with `name_of`.
     pub fn new(pid: u32, name_of: NameOf) -> Self {

@@ -65,7 +65,8 @@ pub extern "C" fn InitializeInjection() -> i32 {
                 tracing::error!("kreplay: configuration error: {e}; no GPU timeline");
                 if launch_calls::wanted() {
                     eprintln!(
-                        "kreplay: configuration error: {e}: no GPU timeline, and kernel launch calls are not traced (--cupti-launches)"
+                        "kreplay: configuration error: {e}: no GPU timeline; {}",
+                        launches_without_cupti()
                     );
                 }
                 return;
@@ -77,7 +78,8 @@ pub extern "C" fn InitializeInjection() -> i32 {
         if let Err(e) = start() {
             if launch_calls::wanted() {
                 eprintln!(
-                    "kreplay: CUPTI is unusable ({e}): no GPU timeline for this process, and its kernel launch calls are not traced (--cupti-launches); its other API calls are"
+                    "kreplay: CUPTI is unusable ({e}): no GPU timeline for this process; {}",
+                    launches_without_cupti()
                 );
             } else {
                 eprintln!(
@@ -87,6 +89,20 @@ pub extern "C" fn InitializeInjection() -> i32 {
         }
     });
     1
+}
+
+/// How long the process waits, inside `cuInit`, for `kreplay trace` to probe its launch calls
+/// when CUPTI cannot record them (the CLI looks every 200 ms).
+const PROBES_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Has `kreplay trace` probe this process's launch calls, which CUPTI cannot record for
+/// `--cupti-launches`; says where the launch calls are.
+fn launches_without_cupti() -> &'static str {
+    if launch_calls::ask_for_probes(PROBES_PATIENCE) {
+        "its API calls are still traced (its launch calls by the probes)"
+    } else {
+        "its kernel launch calls are not traced (--cupti-launches: the probes did not answer)"
+    }
 }
 
 unsafe extern "C" fn monotonic() -> u64 {
