@@ -1,6 +1,6 @@
 //! Kernel launch calls recorded from CUPTI's API records instead of by the probes
 //! (`kreplay trace --gpu --cupti-launches`, `KREPLAY_CUPTI_LAUNCHES=1`): the uprobes on the
-//! launch entries cost the launching thread two traps each, where CUPTI's API record is already
+//! launch entries cost a PyTorch launch two uprobe pairs, where CUPTI's API record is already
 //! being made for the GPU timeline's join.
 //!
 //! A launch's API record becomes an `ApiCall` of kreplay's launch API of the same name
@@ -13,7 +13,8 @@
 //! stream as CUPTI's stream id, the number the GPU track shows, not the `CUstream` handle), and
 //! the call is written just before that kernel's `Dispatch`. A call whose kernel never comes
 //! (a failed launch, a graph with no kernel) is written without arguments after
-//! [`super::activity::MAX_WAIT_NS`].
+//! [`super::activity::MAX_WAIT_NS`]. When CUPTI cannot be used, [`ask_for_probes`] has the
+//! `kreplay trace` that started the process probe its launch entries instead.
 
 use std::collections::{HashMap, VecDeque};
 
