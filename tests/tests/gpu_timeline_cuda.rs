@@ -53,6 +53,16 @@ fn run_trace(
     (d, stderr, String::from_utf8_lossy(&r.stdout).into_owned())
 }
 
+/// The one line of `stderr` that says CUPTI is unusable (it is said once).
+fn unusable_line(stderr: &str) -> &str {
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("CUPTI is unusable"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    said[0]
+}
+
 /// The slices named `name` on the processes' thread tracks.
 fn api_slices<'a>(d: &'a Value, name: &str) -> Vec<&'a Value> {
     d["tracks"]
@@ -184,13 +194,8 @@ fn the_device_is_named_by_the_driver_and_by_its_ordinal_when_the_driver_has_no_n
 fn an_unusable_cupti_is_said_once_and_the_api_trace_stays() {
     require_root!();
     let (d, stderr) = trace("cupti-busy", &[("FAKECUPTI_BUSY", "1")]);
-    let said: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("CUPTI is unusable"))
-        .collect();
-    assert_eq!(said.len(), 1, "{stderr}");
     assert!(
-        said[0].contains("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"),
+        unusable_line(&stderr).contains("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"),
         "{stderr}"
     );
     assert!(gpu_groups(&d).is_empty());
@@ -283,13 +288,9 @@ fn with_cupti_launches_the_launch_calls_come_from_cupti_or_from_the_probes_when_
         &[("FAKECUPTI_BUSY", "1")],
     );
     assert_eq!(stdout, plain);
-    let said: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("CUPTI is unusable"))
-        .collect();
-    assert_eq!(said.len(), 1, "{stderr}");
     assert!(
-        said[0].ends_with("its API calls are still traced (its launch calls by the probes)"),
+        unusable_line(&stderr)
+            .ends_with("its API calls are still traced (its launch calls by the probes)"),
         "{stderr}"
     );
     assert!(gpu_groups(&d).is_empty());

@@ -340,7 +340,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let end = EndOptions {
         keep_streams: args.keep_streams,
         no_summary: args.no_summary,
-        summary_from_streams: cupti_launches,
+        summary_from_streams: attacher.launches_from_tool(),
     };
     // The tools' streams are complete before the finish lists them.
     gpu_attach::end_all(gpu_sessions, &paths.dir, args.quiet);
